@@ -1,0 +1,288 @@
+/* harness: the command that runs stages against goldens and says which link broke. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compare.h"
+#include "golden.h"
+#include "model.h"
+
+#ifndef RC_GOLDEN_DIR
+#define RC_GOLDEN_DIR "golden"
+#endif
+
+static const char usage_text[] =
+    "usage: harness compare [--stage S] [--golden FILE]... [--tol TOL] [--probe PATTERN] [--json OUT]\n"
+    "                       [--device N] [--no-greedy] [--quiet]\n"
+    "       harness inspect FILE\n"
+    "       harness --help\n"
+    "\n"
+    "compare  runs stage S (%s; default ref) on each golden's prompt, compares every probe the\n"
+    "         golden holds in data-flow order, then the greedy continuation: each step is run\n"
+    "         teacher-forced with HF's tokens, its last-row logits compared and its argmax checked\n"
+    "         against HF's token. Prints a table, the first divergent probe and a one-line verdict.\n"
+    "         Without --golden it uses every bundled golden (%s, or $REFCHAIN_GOLDEN_DIR).\n"
+    "  --tol TOL       bound on the SCALED MAX-ABS error of every probe and step:\n"
+    "                    scaled = max|a - b| / max(1, max|ref|)\n"
+    "                  i.e. plain max-abs for tensors of magnitude <= 1, relative to the tensor's\n"
+    "                  largest magnitude above that. Default 1e-5. Token ids must be equal.\n"
+    "                  Also printed (not bounded): max-rel = max |a-b|/|ref| over elements with\n"
+    "                  |ref| >= 1e-3 max|ref|; rms = sqrt(mean (a-b)^2); worst = index of max-abs.\n"
+    "  --probe PATTERN compare only probes matching the shell pattern (e.g. 'L1.*', 'logits',\n"
+    "                  'greedy.*'); greedy steps run only if 'greedy.step00' matches.\n"
+    "  --json OUT      also write the results as JSON to OUT (atomically: temp file + rename).\n"
+    "  --device N      GPU ordinal for GPU stages (default 0).\n"
+    "inspect  lists a golden's provenance, config, probes (with shapes) and weights.\n"
+    "\n"
+    "exit codes: 0 every bound holds; 1 a bound was exceeded (or a token differs);\n"
+    "            2 bad usage or bad input (missing/corrupt file, unsupported config, shape mismatch,\n"
+    "            out of memory, CUDA error). Errors are one line on stderr.\n";
+
+static void usage(FILE *f)
+{
+    fprintf(f, usage_text, rc_stage_names(), RC_GOLDEN_DIR);
+}
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "harness: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see harness --help)\n");
+    return RC_EXIT_ERROR;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every *.h5 in the bundled golden folder, sorted. */
+static int bundled_goldens(char ***out, int *n)
+{
+    const char *dir = getenv("REFCHAIN_GOLDEN_DIR");
+    if (!dir || !*dir)
+        dir = RC_GOLDEN_DIR;
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "harness: error: %s: cannot open the golden folder\n", dir);
+        return RC_EXIT_ERROR;
+    }
+    char **list = NULL;
+    int cnt = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len < 4 || strcmp(de->d_name + len - 3, ".h5") != 0)
+            continue;
+        char **nl = realloc(list, (size_t)(cnt + 1) * sizeof *nl);
+        char *p = malloc(strlen(dir) + len + 2);
+        if (!nl || !p) {
+            free(p);
+            free(nl ? nl : list);
+            closedir(d);
+            fprintf(stderr, "harness: error: out of host memory\n");
+            return RC_EXIT_ERROR;
+        }
+        sprintf(p, "%s/%s", dir, de->d_name);
+        list = nl;
+        list[cnt++] = p;
+    }
+    closedir(d);
+    if (!cnt) {
+        fprintf(stderr, "harness: error: %s: no *.h5 goldens\n", dir);
+        free(list);
+        return RC_EXIT_ERROR;
+    }
+    qsort(list, (size_t)cnt, sizeof *list, cmp_str);
+    *out = list;
+    *n = cnt;
+    return RC_EXIT_PASS;
+}
+
+static int write_atomic(const char *path, const char *text)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        fprintf(stderr, "harness: error: %s: cannot write (%s)\n", tmp, strerror(errno));
+        return RC_EXIT_ERROR;
+    }
+    int ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "harness: error: %s: write failed (%s)\n", path, strerror(errno));
+        unlink(tmp);
+        return RC_EXIT_ERROR;
+    }
+    return RC_EXIT_PASS;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v > 0))
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static int cmd_compare(int argc, char **argv)
+{
+    rc_compare_opts o = {.tol = 1e-5, .greedy = 1};
+    const char *stage = "ref", *json = NULL;
+    char **goldens = calloc((size_t)argc + 1, sizeof *goldens);
+    int ng = 0, bundled = 0;
+    if (!goldens)
+        return RC_EXIT_ERROR;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--stage") && has)
+            stage = argv[++i];
+        else if (!strcmp(a, "--golden") && has)
+            goldens[ng++] = argv[++i];
+        else if (!strcmp(a, "--tol") && has) {
+            if (!parse_double(argv[++i], &o.tol)) {
+                free(goldens);
+                return bad_usage("--tol needs a positive number, got '%s'", argv[i]);
+            }
+        } else if (!strcmp(a, "--probe") && has)
+            o.probe = argv[++i];
+        else if (!strcmp(a, "--json") && has)
+            json = argv[++i];
+        else if (!strcmp(a, "--device") && has) {
+            char *end;
+            long d = strtol(argv[++i], &end, 10);
+            if (*end || d < 0 || d > 1024) {
+                free(goldens);
+                return bad_usage("--device needs a GPU ordinal, got '%s'", argv[i]);
+            }
+            o.stage_opts.device = (int)d;
+        } else if (!strcmp(a, "--no-greedy"))
+            o.greedy = 0;
+        else if (!strcmp(a, "--quiet"))
+            o.quiet = 1;
+        else {
+            free(goldens);
+            return bad_usage(has || a[0] != '-' ? "unknown argument '%s'" : "'%s' needs a value", a);
+        }
+    }
+    o.stage = rc_stage_find(stage);
+    if (!o.stage) {
+        free(goldens);
+        fprintf(stderr, "harness: unknown stage '%s' (built: %s)\n", stage, rc_stage_names());
+        return RC_EXIT_ERROR;
+    }
+    char why[256] = "";
+    if (!o.stage->available(&o.stage_opts, why, sizeof why)) {
+        free(goldens);
+        fprintf(stderr, "harness: error: stage %s cannot run here: %s\n", stage, why);
+        return RC_EXIT_ERROR;
+    }
+    if (!ng) {
+        free(goldens);
+        int rc = bundled_goldens(&goldens, &ng);
+        if (rc)
+            return rc;
+        bundled = 1;
+    }
+    cJSON *arr = json ? cJSON_CreateArray() : NULL;
+    int worst = RC_EXIT_PASS;
+    for (int i = 0; i < ng; i++) {
+        int rc = rc_compare_golden(goldens[i], &o, arr);
+        if (rc > worst)
+            worst = rc;
+        if (i + 1 < ng && !o.quiet)
+            printf("\n");
+    }
+    if (json) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "tool", "refchain harness compare");
+        cJSON_AddNumberToObject(root, "exit_code", worst);
+        cJSON_AddItemToObject(root, "results", arr);
+        char *text = cJSON_Print(root);
+        int rc = text ? write_atomic(json, text) : RC_EXIT_ERROR;
+        free(text);
+        cJSON_Delete(root);
+        if (rc > worst)
+            worst = rc;
+    }
+    if (bundled)
+        for (int i = 0; i < ng; i++)
+            free(goldens[i]);
+    free(goldens);
+    return worst;
+}
+
+static int cmd_inspect(int argc, char **argv)
+{
+    if (argc != 1)
+        return bad_usage("inspect takes one FILE%s", "");
+    rc_err e = {0};
+    rc_golden g;
+    if (rc_golden_load(argv[0], RC_GOLDEN_ALL, &g, &e)) {
+        fprintf(stderr, "harness: error: %s\n", e.msg);
+        return RC_EXIT_ERROR;
+    }
+    printf("file          %s\nformat        refchain-golden v%lld\npreset        %s\nmodel_type    %s\n", g.path,
+           (long long)g.format_version, g.preset, g.model_type);
+    printf("generator     %s\nregenerate    %s\ncreated       %s\nseed          %lld\n",
+           g.generator ? g.generator : "?", g.regenerate ? g.regenerate : "?", g.created ? g.created : "?",
+           (long long)g.seed);
+    printf("versions      transformers %s, torch %s\n", g.transformers_version ? g.transformers_version : "?",
+           g.torch_version ? g.torch_version : "?");
+    rc_config c;
+    if (rc_config_parse(g.config_json, &c, &e) == RC_OK) {
+        int64_t np = 0;
+        rc_config_param_count(&c, &np);
+        printf("config        vocab %lld, hidden %lld, layers %d, heads %d/%d kv, head_dim %d, intermediate %d, "
+               "params %lld\n",
+               (long long)c.vocab, (long long)c.hidden, c.n_layers, c.max_heads, c.max_kv_heads, c.max_head_dim,
+               c.max_intermediate, (long long)np);
+        rc_config_free(&c);
+    } else
+        printf("config        NOT SUPPORTED: %s\n", e.msg);
+    printf("prompt        %lld tokens:", (long long)g.n_ids);
+    for (int64_t i = 0; i < g.n_ids; i++)
+        printf(" %d", g.ids[i]);
+    printf("\ngreedy        %lld steps:", (long long)g.n_steps);
+    for (int64_t i = 0; i < g.n_steps; i++)
+        printf(" %d", g.greedy_tokens[i]);
+    char s[64];
+    printf("\nprobes        %d (data-flow order)\n", g.probes.n);
+    for (int i = 0; i < g.probes.n; i++)
+        printf("  %-28s %s\n", g.probes.t[i].name, rc_shape_str(g.probes.t[i].ndim, g.probes.t[i].shape, s, sizeof s));
+    int64_t total = 0;
+    for (int i = 0; i < g.weights.n; i++)
+        total += g.weights.t[i].numel;
+    printf("weights       %d tensors, %lld parameters\n", g.weights.n, (long long)total);
+    for (int i = 0; i < g.weights.n; i++)
+        printf("  %-48s %s\n", g.weights.t[i].name,
+               rc_shape_str(g.weights.t[i].ndim, g.weights.t[i].shape, s, sizeof s));
+    rc_golden_free(&g);
+    return RC_EXIT_PASS;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return RC_EXIT_ERROR;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return RC_EXIT_PASS;
+    }
+    if (!strcmp(argv[1], "compare"))
+        return cmd_compare(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "inspect"))
+        return cmd_inspect(argc - 2, argv + 2);
+    return bad_usage("unknown command '%s'", argv[1]);
+}

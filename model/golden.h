@@ -1,0 +1,38 @@
+/* Reader for golden HDF5 files (format: golden/README.md). */
+#ifndef RC_GOLDEN_H
+#define RC_GOLDEN_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "tensor.h"
+
+#define RC_GOLDEN_FORMAT_VERSION 1
+
+typedef struct rc_golden {
+    char *path;
+    /* provenance (root attributes) */
+    int64_t format_version, seed;
+    char *preset, *model_type, *generator, *regenerate, *created;
+    char *transformers_version, *torch_version;
+    char *config_json;
+    /* prompt */
+    int32_t *ids;
+    int64_t n_ids;
+    /* probes in data-flow order (probe_order) */
+    rc_tensors probes;
+    /* weights by HF name */
+    rc_tensors weights;
+    /* greedy continuation: tokens [n_steps], logits [n_steps, vocab] */
+    int32_t *greedy_tokens;
+    float *greedy_logits;
+    int64_t n_steps, vocab;
+} rc_golden;
+
+enum { RC_GOLDEN_WEIGHTS = 1, RC_GOLDEN_PROBES = 2, RC_GOLDEN_ALL = 3 };
+
+/* Opens and validates a golden; 'what' selects the large parts to load. */
+int rc_golden_load(const char *path, int what, rc_golden *g, rc_err *e);
+void rc_golden_free(rc_golden *g);
+
+#endif
