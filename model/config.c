@@ -23,6 +23,7 @@ static const char *const generic_ignored[] = {
 typedef struct parse_ctx {
     const cJSON *root;
     const char *model_type;
+    const char *scope; /* "" or the enclosing key, e.g. "text_config." */
     const char *used[96];
     int n_used;
     rc_err *e;
@@ -52,7 +53,7 @@ static int bad(parse_ctx *p, const char *key, const cJSON *it, const char *why)
 {
     char v[96];
     value_str(it, v, sizeof v);
-    return rc_fail(p->e, RC_E_UNSUPPORTED, "config field '%s' = %s: %s (model_type '%s')", key, v, why,
+    return rc_fail(p->e, RC_E_UNSUPPORTED, "config field '%s%s' = %s: %s (model_type '%s')", p->scope, key, v, why,
                    p->model_type);
 }
 
@@ -62,7 +63,7 @@ static int get_int(parse_ctx *p, const char *key, int64_t def, int64_t lo, int64
     const cJSON *it = field(p, key);
     if (!it) {
         if (def < 0)
-            return rc_fail(p->e, RC_E_FORMAT, "config field '%s' is required (model_type '%s')", key,
+            return rc_fail(p->e, RC_E_FORMAT, "config field '%s%s' is required (model_type '%s')", p->scope, key,
                            p->model_type);
         *out = def;
         return RC_OK;
@@ -134,39 +135,42 @@ static int parse_rope_default(parse_ctx *p, rc_rope_desc *r, int head_dim, doubl
     int rc = get_num(p, "rope_theta", default_theta, &theta);
     if (rc)
         return rc;
+    const char *src = "rope_parameters"; /* the field the user wrote, for messages */
     if (legacy) {
         if (params && !cJSON_Compare(params, legacy, 1))
             return bad(p, "rope_scaling", legacy, "conflicts with rope_parameters");
+        if (!params)
+            src = "rope_scaling";
         params = legacy;
     }
-    const char *type = "default";
+    const cJSON *type = NULL, *unknown = NULL; /* the rope type is refused before its parameters */
+    char key[96];
     if (params) {
         if (!cJSON_IsObject(params))
-            return bad(p, "rope_parameters", params, "expected an object");
+            return bad(p, src, params, "expected an object");
         const cJSON *it;
         cJSON_ArrayForEach(it, params) {
             const char *k = it->string;
+            snprintf(key, sizeof key, "%s.%s", src, k);
             if (strcmp(k, "rope_type") == 0 || strcmp(k, "type") == 0) {
                 if (!cJSON_IsString(it))
-                    return bad(p, "rope_parameters.rope_type", it, "expected a string");
-                type = it->valuestring;
+                    return bad(p, key, it, "expected a string");
+                type = it;
             } else if (strcmp(k, "rope_theta") == 0) {
                 if (!cJSON_IsNumber(it) || !(it->valuedouble > 0))
-                    return bad(p, "rope_parameters.rope_theta", it, "expected a positive number");
+                    return bad(p, key, it, "expected a positive number");
                 theta = it->valuedouble;
-            } else {
-                char key[96];
-                snprintf(key, sizeof key, "rope_parameters.%s", k);
-                return bad(p, key, it, "not implemented");
-            }
+            } else if (!unknown)
+                unknown = it;
         }
     }
-    if (strcmp(type, "default") != 0) {
-        char key[] = "rope_parameters.rope_type";
-        cJSON *s = cJSON_CreateString(type);
-        int r2 = bad(p, key, s, "rope type not implemented (default)");
-        cJSON_Delete(s);
-        return r2;
+    if (type && strcmp(type->valuestring, "default") != 0) {
+        snprintf(key, sizeof key, "%s.%s", src, type->string);
+        return bad(p, key, type, "rope type not implemented (default)");
+    }
+    if (unknown) {
+        snprintf(key, sizeof key, "%s.%s", src, unknown->string);
+        return bad(p, key, unknown, "not implemented");
     }
     if (!(theta > 0))
         return rc_fail(p->e, RC_E_UNSUPPORTED, "config field 'rope_theta' = %g: must be positive", theta);
@@ -272,6 +276,497 @@ static int parse_llama_like(parse_ctx *p, rc_config *c, int is_qwen3)
 static int parse_llama(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, 0); }
 static int parse_qwen3(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, 1); }
 
+/* ---- hybrid and sandwich-norm models: qwen3_5_text (and its qwen3_5 wrapper), gemma4_text ---- */
+
+static int check_unknown_fields(parse_ctx *p);
+
+static int bad_num(parse_ctx *p, const char *key, double v, const char *why)
+{
+    cJSON *n = cJSON_CreateNumber(v);
+    int rc = bad(p, key, n, why);
+    cJSON_Delete(n);
+    return rc;
+}
+
+static int bad_str(parse_ctx *p, const char *key, const char *v, const char *why)
+{
+    cJSON *s = cJSON_CreateString(v);
+    int rc = bad(p, key, s, why);
+    cJSON_Delete(s);
+    return rc;
+}
+
+/* One rope_parameters dictionary; absent numbers are < 0. Keys listed in inert are accepted and ignored;
+ * the first other key is kept in unknown, refused by the caller after the rope type (which names the problem
+ * better: a yarn dictionary is refused for being yarn, not for its beta_fast). */
+typedef struct rope_fields {
+    const char *type;
+    double theta, prf, factor;
+    const cJSON *unknown;
+    char unknown_key[128];
+} rope_fields;
+
+static int read_rope_dict(parse_ctx *p, const char *name, const cJSON *obj, const char *const *inert, rope_fields *f)
+{
+    const char *type = NULL, *legacy_type = NULL;
+    f->theta = f->prf = f->factor = -1.0;
+    f->unknown = NULL;
+    if (!cJSON_IsObject(obj))
+        return bad(p, name, obj, "expected an object");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        const char *k = it->string;
+        char key[128];
+        snprintf(key, sizeof key, "%s.%s", name, k);
+        int is_inert = 0;
+        for (int i = 0; inert && inert[i]; i++)
+            is_inert |= strcmp(inert[i], k) == 0;
+        if (is_inert)
+            continue;
+        if (!strcmp(k, "rope_type") || !strcmp(k, "type")) {
+            if (!cJSON_IsString(it))
+                return bad(p, key, it, "expected a string");
+            *(k[0] == 'r' ? &type : &legacy_type) = it->valuestring;
+        } else if (!strcmp(k, "rope_theta") || !strcmp(k, "partial_rotary_factor") || !strcmp(k, "factor")) {
+            if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || !(it->valuedouble > 0))
+                return bad(p, key, it, "expected a positive number");
+            if (k[0] == 'p' && it->valuedouble > 1.0)
+                return bad(p, key, it, "out of the supported range (0, 1]");
+            *(k[0] == 'r' ? &f->theta : k[0] == 'p' ? &f->prf : &f->factor) = it->valuedouble;
+        } else if (!f->unknown) {
+            f->unknown = it;
+            snprintf(f->unknown_key, sizeof f->unknown_key, "%s", key);
+        }
+    }
+    f->type = type ? type : legacy_type ? legacy_type : "default";
+    return RC_OK;
+}
+
+typedef struct name_val {
+    const char *name;
+    int val;
+} name_val;
+
+/* layer_types -> out[n] through map; returns 1 in *given when the field is present. */
+static int read_layer_types(parse_ctx *p, int64_t n, const name_val *map, int *out, int *given)
+{
+    const cJSON *lt = field(p, "layer_types");
+    *given = lt != NULL;
+    if (!lt)
+        return RC_OK;
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != n)
+        return bad(p, "layer_types", lt, "expected one entry per layer");
+    const cJSON *it;
+    int i = 0;
+    cJSON_ArrayForEach(it, lt) {
+        const name_val *m = map;
+        while (m->name && !(cJSON_IsString(it) && strcmp(it->valuestring, m->name) == 0))
+            m++;
+        if (!m->name)
+            return bad(p, "layer_types", it, "layer type not implemented for this model_type");
+        out[i++] = m->val;
+    }
+    return RC_OK;
+}
+
+static int parse_qwen3_5_text(parse_ctx *p, rc_config *c)
+{
+    static const char *const rope_inert[] = {"mrope_section", "mrope_interleaved", NULL}; /* text rows are equal */
+    static const name_val types[] = {{"linear_attention", 0}, {"mamba", 0}, {"conv", 0},
+                                     {"full_attention", 1}, {"attention", 1}, {NULL, 0}};
+    int64_t vocab, hidden, inter, nl, nh, nkv, hd, hk, hv, dk, dv, K, interval;
+    double eps, theta_top, prf_top;
+    int rc, given;
+    if ((rc = get_int(p, "vocab_size", -1, 1, INT32_MAX, &vocab)) ||
+        (rc = get_int(p, "hidden_size", -1, 1, 1 << 20, &hidden)) ||
+        (rc = get_int(p, "intermediate_size", -1, 1, 1 << 22, &inter)) ||
+        (rc = get_int(p, "num_hidden_layers", -1, 1, 4096, &nl)) ||
+        (rc = get_int(p, "num_attention_heads", -1, 1, 4096, &nh)) ||
+        (rc = get_int(p, "num_key_value_heads", 4, 1, 4096, &nkv)) ||
+        (rc = get_int(p, "head_dim", 256, 2, 4096, &hd)) ||
+        (rc = get_int(p, "linear_num_key_heads", 16, 1, 4096, &hk)) ||
+        (rc = get_int(p, "linear_num_value_heads", 32, 1, 4096, &hv)) ||
+        (rc = get_int(p, "linear_key_head_dim", 128, 1, 4096, &dk)) ||
+        (rc = get_int(p, "linear_value_head_dim", 128, 1, 4096, &dv)) ||
+        (rc = get_int(p, "linear_conv_kernel_dim", 4, 2, 64, &K)) ||
+        (rc = get_int(p, "full_attention_interval", 4, 1, 4096, &interval)) ||
+        (rc = get_num(p, "rms_norm_eps", 1e-6, &eps)) ||
+        (rc = get_num(p, "rope_theta", 10000.0, &theta_top)) ||
+        (rc = get_num(p, "partial_rotary_factor", 0.25, &prf_top)) ||
+        (rc = get_act(p, "hidden_act", "silu", &c->act)) ||
+        (rc = get_bool(p, "attention_bias", 0, &c->attn_bias)) ||
+        (rc = get_bool(p, "tie_word_embeddings", 0, &c->tie_embeddings)))
+        return rc;
+    if (nh % nkv)
+        return rc_fail(p->e, RC_E_UNSUPPORTED,
+                       "config: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
+                       (long long)nh, (long long)nkv);
+    if (hv % hk)
+        return rc_fail(p->e, RC_E_UNSUPPORTED,
+                       "config: linear_num_value_heads %lld is not a multiple of linear_num_key_heads %lld",
+                       (long long)hv, (long long)hk);
+    if (!(eps > 0))
+        return bad_num(p, "rms_norm_eps", eps, "must be positive");
+
+    /* RoPE: rope_scaling (legacy) replaces rope_parameters; top-level rope_theta / partial_rotary_factor fill
+     * what the dictionary lacks; partial_rotary_factor defaults to 0.25 even with a dictionary. */
+    const cJSON *params = field(p, "rope_parameters"), *legacy = field(p, "rope_scaling");
+    if (legacy) {
+        if (params && !cJSON_Compare(params, legacy, 1))
+            return bad(p, "rope_scaling", legacy, "conflicts with rope_parameters");
+        params = legacy;
+    }
+    const char *rname = legacy ? "rope_scaling" : "rope_parameters";
+    rope_fields f = {.type = "default", .theta = -1, .prf = -1, .factor = -1};
+    if (params && (rc = read_rope_dict(p, rname, params, rope_inert, &f)))
+        return rc;
+    char key[64];
+    snprintf(key, sizeof key, "%s.rope_type", rname);
+    if (strcmp(f.type, "default") != 0)
+        return bad_str(p, key, f.type, "rope type not implemented (default)");
+    if (f.unknown)
+        return bad(p, f.unknown_key, f.unknown, "not implemented");
+    snprintf(key, sizeof key, "%s.factor", rname);
+    if (f.factor > 0)
+        return bad_num(p, key, f.factor, "not implemented for rope_type default");
+    double theta = f.theta > 0 ? f.theta : theta_top, prf = f.prf > 0 ? f.prf : prf_top;
+    if (!(theta > 0))
+        return bad_num(p, "rope_theta", theta, "must be positive");
+    if (!(prf > 0 && prf <= 1))
+        return bad_num(p, "partial_rotary_factor", prf, "out of the supported range (0, 1]");
+    int64_t R = (int64_t)((double)hd * prf); /* HF: int(head_dim * partial_rotary_factor) */
+    if (R < 2 || R % 2)
+        return bad_num(p, "partial_rotary_factor", prf, "gives an odd or empty rotary width");
+
+    int *full = rc_calloc(nl, sizeof *full, p->e, "layer types");
+    if (!full)
+        return p->e->code;
+    if ((rc = read_layer_types(p, nl, types, full, &given))) {
+        free(full);
+        return rc;
+    }
+    if (!given) /* HF: layer i is full iff (i + 1) % full_attention_interval == 0 */
+        for (int i = 0; i < nl; i++)
+            full[i] = (i + 1) % interval == 0;
+
+    c->vocab = vocab;
+    c->hidden = hidden;
+    c->n_layers = (int)nl;
+    c->eps = (float)eps;
+    c->norm = RC_NORM_1PW;
+    c->qk_norm = RC_NORM_1PW;
+    c->v_norm = RC_NORM_POW;
+    snprintf(c->weight_prefix, sizeof c->weight_prefix, "model.");
+    c->weight_skip[0] = "mtp.";          /* multi-token-prediction head */
+    c->weight_skip[1] = "model.visual."; /* vision tower of a multimodal checkpoint */
+    c->n_ropes = 1;
+    rc_rope_desc *r = &c->ropes[0];
+    snprintf(r->kind, sizeof r->kind, "all");
+    r->type = RC_ROPE_DEFAULT;
+    r->theta = theta;
+    r->factor = 1.0;
+    r->head_dim = (int)hd;
+    r->rot_dim = (int)R;
+    r->n_freq = (int)R / 2;
+    r->exp_den = (int)R;
+    c->layers = rc_calloc(nl, sizeof *c->layers, p->e, "layer descriptions");
+    if (!c->layers) {
+        free(full);
+        return p->e->code;
+    }
+    for (int i = 0; i < nl; i++) {
+        rc_layer_desc *l = &c->layers[i];
+        l->intermediate = (int)inter;
+        if (full[i]) {
+            l->mixer = RC_MIXER_ATTN;
+            l->state = RC_STATE_KV;
+            l->n_heads = (int)nh;
+            l->n_kv_heads = (int)nkv;
+            l->head_dim = (int)hd;
+            l->rope = 0;
+            l->attn_scale = (float)pow((double)hd, -0.5); /* HF: head_dim ** -0.5 */
+            l->q_norm = l->k_norm = 1;
+            l->out_gate = 1;
+        } else {
+            l->mixer = RC_MIXER_GDN;
+            l->state = RC_STATE_RECURRENT;
+            l->gdn_k_heads = (int)hk;
+            l->gdn_v_heads = (int)hv;
+            l->gdn_k_dim = (int)dk;
+            l->gdn_v_dim = (int)dv;
+            l->gdn_conv_kernel = (int)K;
+        }
+    }
+    free(full);
+    return RC_OK;
+}
+
+/* qwen3_5 (Qwen3_5ForConditionalGeneration): the text model is text_config; the vision tower and the
+ * image/video token ids only act on pixel inputs, so a text-only forward ignores them. */
+static int parse_qwen3_5(parse_ctx *p, rc_config *c)
+{
+    static const char *const inert[] = {"vision_config", "image_token_id", "video_token_id",
+                                        "vision_start_token_id", "vision_end_token_id", NULL};
+    for (int i = 0; inert[i]; i++)
+        mark(p, inert[i]);
+    const cJSON *tc = field(p, "text_config");
+    if (!tc)
+        return rc_fail(p->e, RC_E_FORMAT, "config field 'text_config' is required (model_type '%s')", p->model_type);
+    if (!cJSON_IsObject(tc))
+        return bad(p, "text_config", tc, "expected an object");
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(tc, "model_type");
+    if (mt && !(cJSON_IsString(mt) && strcmp(mt->valuestring, "qwen3_5_text") == 0))
+        return bad(p, "text_config.model_type", mt, "expected \"qwen3_5_text\"");
+    int tie, rc;
+    if ((rc = get_bool(p, "tie_word_embeddings", 0, &tie)))
+        return rc;
+    parse_ctx sub = {.root = tc, .model_type = p->model_type, .scope = "text_config.", .e = p->e};
+    if ((rc = parse_qwen3_5_text(&sub, c)) || (rc = check_unknown_fields(&sub)))
+        return rc;
+    c->tie_embeddings = tie; /* the wrapper owns lm_head: its flag decides, text_config's is inert */
+    snprintf(c->weight_prefix, sizeof c->weight_prefix, "model.language_model.");
+    return RC_OK;
+}
+
+/* gemma4 per_layer_config {"<idx>": {"head_dim": D, "num_key_value_heads": n}} -> hd[], kv[] */
+static int read_per_layer_config(parse_ctx *p, const cJSON *plc, int64_t nl, int *hd, int *kv)
+{
+    if (!cJSON_IsObject(plc))
+        return bad(p, "per_layer_config", plc, "expected an object");
+    const cJSON *ent;
+    cJSON_ArrayForEach(ent, plc) {
+        char *end, key[96];
+        long idx = strtol(ent->string, &end, 10);
+        snprintf(key, sizeof key, "per_layer_config.%s", ent->string);
+        if (!ent->string[0] || *end || idx < 0 || idx >= nl)
+            return bad(p, key, ent, "expected a layer index in [0, num_hidden_layers)");
+        if (!cJSON_IsObject(ent))
+            return bad(p, key, ent, "expected an object");
+        const cJSON *it;
+        cJSON_ArrayForEach(it, ent) {
+            snprintf(key, sizeof key, "per_layer_config.%s.%s", ent->string, it->string);
+            int is_hd = strcmp(it->string, "head_dim") == 0;
+            if (!is_hd && strcmp(it->string, "num_key_value_heads") != 0)
+                return bad(p, key, it, "per-layer override not implemented (head_dim, num_key_value_heads)");
+            if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < (is_hd ? 2 : 1) ||
+                it->valuedouble > 4096)
+                return bad(p, key, it, "expected an integer in the supported range");
+            (is_hd ? hd : kv)[idx] = (int)it->valuedouble;
+        }
+    }
+    return RC_OK;
+}
+
+/* One gemma4 rope entry (rope_parameters.<layer_type>) for heads of width D. */
+static int gemma4_rope(parse_ctx *p, const cJSON *params, const char *type_name, const char *kind, int D,
+                       rc_rope_desc *r)
+{
+    char name[64], key[96];
+    snprintf(name, sizeof name, "rope_parameters.%s", type_name);
+    rope_fields f = {.type = "default", .theta = -1, .prf = -1, .factor = -1};
+    const cJSON *ent = cJSON_GetObjectItemCaseSensitive(params, type_name);
+    int rc;
+    if (!ent || cJSON_IsNull(ent))
+        return rc_fail(p->e, RC_E_FORMAT, "config field '%s%s' is required (model_type '%s')", p->scope, name,
+                       p->model_type);
+    if ((rc = read_rope_dict(p, name, ent, NULL, &f)))
+        return rc;
+    const int is_default = strcmp(f.type, "default") == 0, is_prop = strcmp(f.type, "proportional") == 0;
+    snprintf(key, sizeof key, "%s.rope_type", name);
+    if (!is_default && !is_prop)
+        return bad_str(p, key, f.type, "rope type not implemented (default, proportional)");
+    if (f.unknown)
+        return bad(p, f.unknown_key, f.unknown, "not implemented");
+    snprintf(key, sizeof key, "%s.factor", name);
+    if (is_default && f.factor > 0)
+        return bad_num(p, key, f.factor, "not implemented for rope_type default");
+    snprintf(key, sizeof key, "%s.rope_theta", name);
+    if (!(f.theta > 0))
+        return rc_fail(p->e, RC_E_FORMAT, "config field '%s%s' is required (model_type '%s')", p->scope, key,
+                       p->model_type);
+    memset(r, 0, sizeof *r);
+    snprintf(r->kind, sizeof r->kind, "%s", kind);
+    r->type = is_default ? RC_ROPE_DEFAULT : RC_ROPE_PROPORTIONAL;
+    r->theta = f.theta;
+    r->head_dim = D;
+    r->rot_dim = D;
+    r->exp_den = D;
+    if (is_default) { /* HF's gemma4 default rope rotates the whole head and ignores partial_rotary_factor */
+        r->factor = 1.0;
+        r->n_freq = D / 2;
+    } else {
+        double prf = f.prf > 0 ? f.prf : 1.0;
+        r->factor = f.factor > 0 ? f.factor : 1.0;
+        r->n_freq = (int)floor(prf * D / 2.0); /* HF: int(partial_rotary_factor * head_dim // 2) */
+    }
+    return RC_OK;
+}
+
+static int parse_gemma4_text(parse_ctx *p, rc_config *c)
+{
+    static const name_val types[] = {{"sliding_attention", 0}, {"full_attention", 1}, {NULL, 0}};
+    static const char *const moe_inert[] = {"num_experts", "top_k_experts", "moe_intermediate_size", NULL};
+    int64_t vocab, hidden, inter, nl, nh, nkv, hd, win, Vp, P = 0, ghd, gkv, nshared;
+    double eps, softcap;
+    int rc, given, k_eq_v;
+    for (int i = 0; moe_inert[i]; i++) /* only read with enable_moe_block, which is refused below */
+        mark(p, moe_inert[i]);
+    if ((rc = get_int(p, "vocab_size", -1, 1, INT32_MAX, &vocab)) ||
+        (rc = get_int(p, "hidden_size", -1, 1, 1 << 20, &hidden)) ||
+        (rc = get_int(p, "intermediate_size", -1, 1, 1 << 22, &inter)) ||
+        (rc = get_int(p, "num_hidden_layers", -1, 1, 4096, &nl)) ||
+        (rc = get_int(p, "num_attention_heads", -1, 1, 4096, &nh)) ||
+        (rc = get_int(p, "num_key_value_heads", 4, 1, 4096, &nkv)) ||
+        (rc = get_int(p, "head_dim", 256, 2, 4096, &hd)) ||
+        (rc = get_int(p, "global_head_dim", 512, 2, 4096, &ghd)) ||
+        (rc = get_int(p, "num_global_key_value_heads", 0, 0, 4096, &gkv)) ||
+        (rc = get_int(p, "sliding_window", 512, 1, INT32_MAX, &win)) ||
+        (rc = get_int(p, "vocab_size_per_layer_input", 262144, 1, INT32_MAX, &Vp)) ||
+        (rc = get_int(p, "num_kv_shared_layers", 0, 0, 4096, &nshared)) ||
+        (rc = get_num(p, "rms_norm_eps", 1e-6, &eps)) ||
+        (rc = get_num(p, "final_logit_softcapping", 0.0, &softcap)) ||
+        (rc = get_act(p, "hidden_activation", "gelu_pytorch_tanh", &c->act)) ||
+        (rc = get_bool(p, "attention_bias", 0, &c->attn_bias)) ||
+        (rc = get_bool(p, "tie_word_embeddings", 1, &c->tie_embeddings)) ||
+        (rc = get_bool(p, "attention_k_eq_v", 0, &k_eq_v)))
+        return rc;
+    /* hidden_size_per_layer_input: null or 0 disables PLE, absent means 256 */
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(p->root, "hidden_size_per_layer_input");
+    if (!pj || !cJSON_IsNull(pj))
+        if ((rc = get_int(p, "hidden_size_per_layer_input", 256, 0, 1 << 20, &P)))
+            return rc;
+    mark(p, "hidden_size_per_layer_input");
+    if (k_eq_v)
+        return bad(p, "attention_k_eq_v", field(p, "attention_k_eq_v"), "not implemented (V = K projection)");
+    if (nshared)
+        return bad_num(p, "num_kv_shared_layers", (double)nshared, "not implemented (KV sharing across layers)");
+    if ((rc = require_off(p, "enable_moe_block")) || (rc = require_off(p, "use_double_wide_mlp")) ||
+        (rc = require_off(p, "attn_logit_softcapping")))
+        return rc;
+    const cJSON *bidir = field(p, "use_bidirectional_attention");
+    if (bidir && !(cJSON_IsString(bidir) && strcmp(bidir->valuestring, "vision") == 0))
+        return bad(p, "use_bidirectional_attention", bidir, "not implemented (only null or \"vision\", which "
+                   "changes nothing for text-only input)");
+    if (field(p, "final_logit_softcapping") && !(softcap > 0))
+        return bad_num(p, "final_logit_softcapping", softcap, "must be positive or null");
+    if (!(eps > 0))
+        return bad_num(p, "rms_norm_eps", eps, "must be positive");
+
+    int *full = rc_calloc(3 * nl, sizeof *full, p->e, "layer types");
+    if (!full)
+        return p->e->code;
+    int *lhd = full + nl, *lkv = full + 2 * nl;
+    if ((rc = read_layer_types(p, nl, types, full, &given)))
+        goto out;
+    if (!given) /* HF: every 6th layer is full */
+        for (int i = 0; i < nl; i++)
+            full[i] = (i + 1) % 6 == 0;
+    full[nl - 1] = 1; /* HF forces the last layer to full_attention */
+    for (int i = 0; i < nl; i++) {
+        lhd[i] = (int)hd;
+        lkv[i] = (int)nkv;
+    }
+    const cJSON *plc = field(p, "per_layer_config");
+    if (plc)
+        rc = read_per_layer_config(p, plc, nl, lhd, lkv);
+    else /* HF builds it from the kwargs: full layers get global_head_dim (and the global kv heads only with
+          * attention_k_eq_v, refused above) */
+        for (int i = 0; i < nl; i++)
+            if (full[i])
+                lhd[i] = (int)ghd;
+    if (rc)
+        goto out;
+    /* one rope table per layer type: HF requires the overrides to agree within a type */
+    int first[2] = {-1, -1};
+    for (int i = 0; i < nl; i++) {
+        int t = full[i];
+        if (first[t] < 0)
+            first[t] = i;
+        else if (lhd[i] != lhd[first[t]] || lkv[i] != lkv[first[t]]) {
+            rc = rc_fail(p->e, RC_E_UNSUPPORTED,
+                         "config field '%sper_layer_config': layers %d and %d are both %s but differ in head_dim or "
+                         "num_key_value_heads: not implemented (model_type '%s')",
+                         p->scope, first[t], i, types[t].name, p->model_type);
+            goto out;
+        }
+        if (nh % lkv[i] || lhd[i] % 2) {
+            rc = rc_fail(p->e, RC_E_UNSUPPORTED,
+                         "config: layer %d has head_dim %d and %d kv heads for %lld heads: needs an even head_dim and "
+                         "a kv head count dividing num_attention_heads",
+                         i, lhd[i], lkv[i], (long long)nh);
+            goto out;
+        }
+    }
+    const cJSON *params = field(p, "rope_parameters");
+    cJSON *defaults = NULL;
+    if (!params)
+        params = defaults = cJSON_Parse("{\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0},"
+                                        " \"full_attention\": {\"rope_type\": \"proportional\", "
+                                        "\"partial_rotary_factor\": 0.25, \"rope_theta\": 1000000.0}}");
+    if (!cJSON_IsObject(params)) {
+        rc = params ? bad(p, "rope_parameters", params, "expected an object keyed by layer type")
+                    : rc_fail(p->e, RC_E_NOMEM, "config: out of memory");
+        goto out;
+    }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, params) {
+        if (strcmp(it->string, types[0].name) && strcmp(it->string, types[1].name)) {
+            char key[96];
+            snprintf(key, sizeof key, "rope_parameters.%s", it->string);
+            rc = bad(p, key, it, "expected an entry per layer type (sliding_attention, full_attention)");
+            goto out_rope;
+        }
+    }
+    int rope_of[2] = {-1, -1};
+    c->n_ropes = 0;
+    for (int t = 0; t < 2; t++) {
+        if (first[t] < 0)
+            continue;
+        rope_of[t] = c->n_ropes;
+        if ((rc = gemma4_rope(p, params, types[t].name, t ? "full" : "sliding", lhd[first[t]],
+                              &c->ropes[c->n_ropes++])))
+            goto out_rope;
+    }
+
+    c->vocab = vocab;
+    c->hidden = hidden;
+    c->n_layers = (int)nl;
+    c->eps = (float)eps;
+    c->norm = RC_NORM_POW_W;
+    c->qk_norm = RC_NORM_POW_W;
+    c->v_norm = RC_NORM_POW;
+    c->emb_scale = (float)sqrt((double)hidden); /* HF: fp32 tensor of hidden_size ** 0.5 */
+    c->final_softcap = (float)softcap;
+    c->post_norms = 1;
+    c->layer_scalar = 1;
+    c->ple_dim = (int)P;
+    c->ple_vocab = P ? Vp : 0;
+    snprintf(c->weight_prefix, sizeof c->weight_prefix, "model.");
+    c->layers = rc_calloc(nl, sizeof *c->layers, p->e, "layer descriptions");
+    if (!c->layers) {
+        rc = p->e->code;
+        goto out_rope;
+    }
+    for (int i = 0; i < nl; i++) {
+        rc_layer_desc *l = &c->layers[i];
+        l->mixer = RC_MIXER_ATTN;
+        l->state = full[i] ? RC_STATE_KV : RC_STATE_KV_RING;
+        l->n_heads = (int)nh;
+        l->n_kv_heads = lkv[i];
+        l->head_dim = lhd[i];
+        l->window = full[i] ? 0 : (int)win;
+        l->rope = rope_of[full[i]];
+        l->attn_scale = 1.0f; /* q and k are RMS-normalised instead */
+        l->q_norm = l->k_norm = l->v_norm = 1;
+        l->intermediate = (int)inter;
+    }
+out_rope:
+    cJSON_Delete(defaults);
+out:
+    free(full);
+    return rc;
+}
+
 typedef struct arch_entry {
     const char *model_type;
     int (*parse)(parse_ctx *p, rc_config *c);
@@ -280,6 +775,9 @@ typedef struct arch_entry {
 static const arch_entry archs[] = {
     {"llama", parse_llama},
     {"qwen3", parse_qwen3},
+    {"qwen3_5_text", parse_qwen3_5_text},
+    {"qwen3_5", parse_qwen3_5},
+    {"gemma4_text", parse_gemma4_text},
 };
 
 static int is_generic_ignored(const char *k)
@@ -322,7 +820,7 @@ int rc_config_parse(const char *json, rc_config *cfg, rc_err *e)
         cJSON_Delete(root);
         return rc_fail(e, RC_E_FORMAT, "config: not a JSON object");
     }
-    parse_ctx p = {.root = root, .e = e};
+    parse_ctx p = {.root = root, .scope = "", .e = e};
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (!cJSON_IsString(mt)) {
         cJSON_Delete(root);
@@ -335,7 +833,9 @@ int rc_config_parse(const char *json, rc_config *cfg, rc_err *e)
             a = &archs[i];
     int rc;
     if (!a)
-        rc = rc_fail(e, RC_E_UNSUPPORTED, "config field 'model_type' = \"%.40s\": not implemented (llama, qwen3)",
+        rc = rc_fail(e, RC_E_UNSUPPORTED,
+                     "config field 'model_type' = \"%.40s\": not implemented (llama, qwen3, qwen3_5_text, qwen3_5, "
+                     "gemma4_text)",
                      mt->valuestring);
     else {
         snprintf(cfg->model_type, sizeof cfg->model_type, "%s", a->model_type);
@@ -389,8 +889,75 @@ void rc_config_free(rc_config *cfg)
     memset(cfg, 0, sizeof *cfg);
 }
 
+unsigned rc_config_features(const rc_config *c)
+{
+    unsigned f = 0;
+    const rc_norm_kind kinds[] = {c->norm, c->qk_norm, c->v_norm};
+    for (int k = 0; k < 3; k++) {
+        int used = k == 0;
+        for (int i = 0; i < c->n_layers && !used; i++)
+            used = k == 1 ? c->layers[i].q_norm || c->layers[i].k_norm : c->layers[i].v_norm;
+        if (used && kinds[k] == RC_NORM_1PW)
+            f |= RC_FEAT_NORM_1PW;
+        if (used && (kinds[k] == RC_NORM_POW_W || kinds[k] == RC_NORM_POW))
+            f |= RC_FEAT_NORM_POW;
+    }
+    for (int r = 0; r < c->n_ropes; r++) {
+        const rc_rope_desc *d = &c->ropes[r];
+        if (d->rot_dim != d->head_dim || d->n_freq != d->rot_dim / 2 || d->exp_den != d->rot_dim || d->factor != 1.0)
+            f |= RC_FEAT_PARTIAL_ROPE;
+    }
+    for (int i = 0; i < c->n_layers; i++) {
+        const rc_layer_desc *l = &c->layers[i], *l0 = &c->layers[0];
+        if (l->out_gate)
+            f |= RC_FEAT_OUT_GATE;
+        if (l->v_norm)
+            f |= RC_FEAT_V_NORM;
+        if (l->mixer != l0->mixer || l->head_dim != l0->head_dim || l->n_heads != l0->n_heads ||
+            l->n_kv_heads != l0->n_kv_heads || l->intermediate != l0->intermediate)
+            f |= RC_FEAT_MIXED_LAYERS;
+    }
+    if (c->post_norms)
+        f |= RC_FEAT_POST_NORMS;
+    if (c->emb_scale != 0.0f)
+        f |= RC_FEAT_EMB_SCALE;
+    if (c->final_softcap != 0.0f)
+        f |= RC_FEAT_SOFTCAP;
+    if (c->ple_dim > 0)
+        f |= RC_FEAT_PLE;
+    if (c->layer_scalar)
+        f |= RC_FEAT_LAYER_SCALAR;
+    if (c->act == RC_ACT_GELU_TANH)
+        f |= RC_FEAT_GELU_TANH;
+    return f;
+}
+
+const char *rc_feature_name(unsigned bit)
+{
+    switch (bit) {
+    case RC_FEAT_NORM_1PW: return "(1 + w) RMSNorm";
+    case RC_FEAT_NORM_POW: return "pow(ms + eps, -0.5) RMSNorm";
+    case RC_FEAT_PARTIAL_ROPE: return "partial / proportional RoPE";
+    case RC_FEAT_OUT_GATE: return "attention output gate";
+    case RC_FEAT_V_NORM: return "V norm";
+    case RC_FEAT_POST_NORMS: return "post-attention / post-MLP norms";
+    case RC_FEAT_EMB_SCALE: return "embedding scale";
+    case RC_FEAT_SOFTCAP: return "final logit softcapping";
+    case RC_FEAT_PLE: return "per-layer embeddings";
+    case RC_FEAT_LAYER_SCALAR: return "layer_scalar";
+    case RC_FEAT_GELU_TANH: return "gelu_pytorch_tanh activation";
+    case RC_FEAT_MIXED_LAYERS: return "layers of different shapes or mixers";
+    default: return "unknown feature";
+    }
+}
+
 int rc_config_check(const rc_config *c, const rc_caps *caps, rc_err *e)
 {
+    unsigned missing = rc_config_features(c) & ~caps->features;
+    for (unsigned bit = 1; missing; bit <<= 1)
+        if (missing & bit)
+            return rc_fail(e, RC_E_UNSUPPORTED, "stage %s: %s not implemented (model_type %s)", caps->stage,
+                           rc_feature_name(bit), c->model_type);
     for (int i = 0; i < c->n_layers; i++) {
         const rc_layer_desc *l = &c->layers[i];
         if (!(caps->mixers & (1u << l->mixer)))
@@ -418,12 +985,35 @@ int rc_config_param_count(const rc_config *c, int64_t *out)
     for (int i = 0; i < c->n_layers; i++) {
         const rc_layer_desc *l = &c->layers[i];
         int64_t qd = (int64_t)l->n_heads * l->head_dim, kd = (int64_t)l->n_kv_heads * l->head_dim;
-        ADD(c->hidden, 2);
+        ADD(c->hidden, 2 + (c->post_norms ? 2 : 0));
         if (l->mixer == RC_MIXER_ATTN) {
             ADD(c->hidden, qd * (l->out_gate ? 2 : 1) + 2 * kd);
             ADD(qd, c->hidden);
+            ADD(l->head_dim, l->q_norm + l->k_norm);
+            if (c->attn_bias)
+                ADD(1, qd * (l->out_gate ? 2 : 1) + 2 * kd + c->hidden);
+        } else {
+            const int64_t kd2 = (int64_t)l->gdn_k_heads * l->gdn_k_dim, vd = (int64_t)l->gdn_v_heads * l->gdn_v_dim;
+            const int64_t C = 2 * kd2 + vd;
+            ADD(c->hidden, C + vd + 2 * (int64_t)l->gdn_v_heads);      /* in_proj_qkv, _z, _b, _a */
+            ADD(C, l->gdn_conv_kernel);                                /* conv1d */
+            ADD(1, 2 * (int64_t)l->gdn_v_heads + l->gdn_v_dim);        /* dt_bias, A_log, norm */
+            ADD(vd, c->hidden);                                        /* out_proj */
         }
         ADD(c->hidden, 3 * (int64_t)l->intermediate);
+        if (c->mlp_bias)
+            ADD(1, 2 * (int64_t)l->intermediate + c->hidden);
+        if (c->layer_scalar)
+            ADD(1, 1);
+        if (c->ple_dim)
+            ADD(c->hidden, 2 * (int64_t)c->ple_dim + 1);
+    }
+    if (c->ple_dim) {
+        int64_t lp;
+        if (!rc_mul_i64(c->n_layers, c->ple_dim, &lp))
+            return 0;
+        ADD(c->ple_vocab + c->hidden, lp);
+        ADD(1, c->ple_dim);
     }
 #undef ADD
     *out = total;

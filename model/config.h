@@ -44,8 +44,9 @@ typedef struct rc_layer_desc {
     int rope;          /* index into rc_config.ropes */
     float attn_scale;
     int q_norm, k_norm; /* per-head RMSNorm before RoPE (weights present) */
-    int out_gate;      /* sigmoid gate from a second half of q_proj (qwen3_5) */
-    /* gated delta net (qwen3_5 linear layers) */
+    int v_norm;        /* per-head weightless RMSNorm of V (kind rc_config.v_norm) */
+    int out_gate;      /* sigmoid gate from a second half of q_proj, per head [query | gate] */
+    /* gated delta net (linear-attention layers): Hk q/k heads of dk, Hv v heads of dv, conv kernel K */
     int gdn_k_heads, gdn_v_heads, gdn_k_dim, gdn_v_dim, gdn_conv_kernel;
     /* MLP */
     int intermediate;
@@ -60,8 +61,17 @@ typedef struct rc_config {
     rc_norm_kind qk_norm;     /* per-head q/k norms */
     rc_act act;
     int attn_bias, mlp_bias, tie_embeddings;
+    rc_norm_kind v_norm;      /* per-head V norm of layers with v_norm */
     float emb_scale;          /* multiply the gathered embedding (0 = none) */
     float final_softcap;      /* logits = c * tanh(logits / c) (0 = none) */
+    int post_norms;           /* sandwich: norm the attention and MLP outputs before each residual add */
+    int layer_scalar;         /* a per-layer [1] scalar multiplies the layer output (residual included) */
+    /* per-layer embeddings (PLE, 0 = none): a [ple_vocab, n_layers * ple_dim] table plus a projection of
+     * the scaled embedding feed a gated branch at the end of every layer */
+    int ple_dim;
+    int64_t ple_vocab;
+    char weight_prefix[32];   /* HF name prefix of the decoder: "model." or "model.language_model." */
+    const char *weight_skip[3]; /* name prefixes HF ignores on load (NULL-terminated) */
     int n_ropes;
     rc_rope_desc ropes[RC_MAX_ROPES];
     rc_layer_desc *layers;    /* [n_layers] */
@@ -82,7 +92,28 @@ typedef struct rc_caps {
     int head_dim_multiple;   /* head_dim % this == 0 (0/1 = any) */
     unsigned mixers;         /* bit (1u << rc_mixer_kind) per supported mixer */
     int sliding_window;      /* supports window > 0 */
+    unsigned features;       /* RC_FEAT_* bits it implements beyond the llama/qwen3 core (0 = none) */
 } rc_caps;
+
+/* Math beyond the llama/qwen3 core; a stage runs a model only if its caps list every bit it uses. */
+enum {
+    RC_FEAT_NORM_1PW = 1u << 0,     /* (1 + w) RMSNorm */
+    RC_FEAT_NORM_POW = 1u << 1,     /* pow(ms + eps, -0.5) RMSNorm, with and without weight */
+    RC_FEAT_PARTIAL_ROPE = 1u << 2, /* rot_dim < head_dim, zero-frequency tails, factor != 1 */
+    RC_FEAT_OUT_GATE = 1u << 3,     /* sigmoid output gate of attention */
+    RC_FEAT_V_NORM = 1u << 4,
+    RC_FEAT_POST_NORMS = 1u << 5,   /* sandwich norms */
+    RC_FEAT_EMB_SCALE = 1u << 6,
+    RC_FEAT_SOFTCAP = 1u << 7,      /* final logit softcapping */
+    RC_FEAT_PLE = 1u << 8,
+    RC_FEAT_LAYER_SCALAR = 1u << 9,
+    RC_FEAT_GELU_TANH = 1u << 10,
+    RC_FEAT_MIXED_LAYERS = 1u << 11, /* head_dim / kv heads / mixer differ between layers */
+};
+#define RC_FEAT_ALL ((1u << 12) - 1)
+/* The RC_FEAT_* bits a description uses; name of one bit. */
+unsigned rc_config_features(const rc_config *cfg);
+const char *rc_feature_name(unsigned bit);
 
 int rc_config_check(const rc_config *cfg, const rc_caps *caps, rc_err *e);
 

@@ -162,10 +162,10 @@ static int read_ids(h5ctx *c, hid_t loc, const char *name, int32_t **out, int64_
     }
     for (int64_t i = 0; i < *n; i++) {
         if (raw[i] < 0 || raw[i] > INT32_MAX) {
+            long long bad = (long long)raw[i];
             free(raw);
             free(ids);
-            return rc_fail(c->e, RC_E_RANGE, "%s: %s[%lld] = %lld is not a token id", c->path, name, (long long)i,
-                           (long long)raw[i]);
+            return rc_fail(c->e, RC_E_RANGE, "%s: %s[%lld] = %lld is not a token id", c->path, name, (long long)i, bad);
         }
         ids[i] = (int32_t)raw[i];
     }

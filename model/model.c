@@ -69,9 +69,14 @@ void rc_model_free(rc_model *m)
 
 int rc_model_check_ids(const rc_model *m, const int32_t *ids, int64_t n, rc_err *e)
 {
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab)
             return rc_fail(e, RC_E_RANGE, "token id %d at position %lld is outside the vocabulary [0, %lld)", ids[i],
                            (long long)i, (long long)m->cfg.vocab);
+        if (m->cfg.ple_dim && ids[i] >= m->cfg.ple_vocab)
+            return rc_fail(e, RC_E_RANGE,
+                           "token id %d at position %lld is outside the per-layer embedding table [0, %lld)", ids[i],
+                           (long long)i, (long long)m->cfg.ple_vocab);
+    }
     return RC_OK;
 }

@@ -12,4 +12,13 @@ extern const rc_caps ref_caps;
 int ref_forward(const rc_model *m, const int32_t *ids, int64_t T, float *logits, const rc_probe_sink *sink,
                 rc_err *e);
 
+/* Which algorithm ref runs where HF has two for the same map. */
+typedef struct ref_opts {
+    int gdn_recurrent; /* gated delta net: 0 = chunked form (HF prefill), 1 = token-by-token recurrence (HF decode) */
+} ref_opts;
+
+/* ref_forward with options (NULL = defaults, which is ref_forward). */
+int ref_forward_ex(const rc_model *m, const int32_t *ids, int64_t T, float *logits, const rc_probe_sink *sink,
+                   const ref_opts *o, rc_err *e);
+
 #endif

@@ -30,4 +30,26 @@ void ref_glu(float *out, const float *gate, const float *up, int64_t n, rc_act a
 /* x = c * tanh(x / c) */
 void ref_softcap(float *x, int64_t n, float c);
 
+/* ---- gated delta net (linear-attention layers) ---- */
+float ref_sigmoid(float x);
+/* torch softplus (beta 1, threshold 20): x if x > 20 else log(1 + exp(x)) */
+float ref_softplus(float x);
+/* Row-wise x * rsqrt(sum x^2 + eps): SUM of squares, not mean. */
+void ref_l2norm(float *y, const float *x, int64_t rows, int64_t n, float eps);
+/* Row-wise N_w(x; w) * silu(z): norm first, then gate. */
+void ref_rmsnorm_gated(float *y, const float *x, const float *z, const float *w, int64_t rows, int64_t n, float eps);
+/* y[T,C] = causal depthwise conv of x[T,C] with w[C,K] (tap K-1 multiplies the current row); the K-1 rows
+ * before row 0 come from state[K-1,C], or are zeros when state is NULL. No activation. */
+void ref_conv1d_causal(float *y, const float *x, const float *w, const float *state, int64_t T, int64_t C, int K);
+/* One token of the gated delta rule on S[dk,dv] (HF torch_recurrent_gated_delta_rule order):
+ * S *= exp(g); S += k (beta (v - S^T k))^T; out[dv] = S^T q. q is already scaled. */
+void ref_delta_rule_step(float *S, float *out, const float *q, const float *k, const float *v, float g, float beta,
+                         int dk, int dv);
+/* The same map over T rows, in HF's chunked form (torch_chunk_gated_delta_rule, chunk rows per chunk);
+ * q,k [T,dk], v/out [T,dv], g/beta [T] of one head; S [dk,dv] in/out; scratch of
+ * ref_delta_rule_chunked_scratch() floats. */
+void ref_delta_rule_chunked(float *out, float *S, const float *q, const float *k, const float *v, const float *g,
+                            const float *beta, int64_t T, int dk, int dv, int chunk, float *scratch);
+int64_t ref_delta_rule_chunked_scratch(int dk, int dv, int chunk);
+
 #endif
