@@ -1,0 +1,424 @@
+/* The cuda stage's forward pass, in sections mirroring ref/forward.c: errors, weights, buffers, probes, blocks. */
+#include "cuda_forward.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+const rc_caps cuda_fwd_caps = {
+    .stage = "cuda",
+    .max_head_dim = 0, /* the attention kernel keeps q and the scores in dynamic shared memory, sized per call */
+    .head_dim_multiple = 2,
+    .mixers = 1u << RC_MIXER_ATTN,
+    .sliding_window = 1,
+    .features = RC_FEAT_NORM_1PW | RC_FEAT_NORM_POW | RC_FEAT_PARTIAL_ROPE | RC_FEAT_EMB_SCALE | RC_FEAT_SOFTCAP |
+                RC_FEAT_GELU_TANH | RC_FEAT_MIXED_LAYERS,
+};
+
+/* ---- errors and device allocations ---- */
+int cuda_check_at(cudaError_t err, const char *call, const char *file, int line, rc_err *e)
+{
+    if (err == cudaSuccess)
+        return RC_OK;
+    (void)cudaGetLastError();
+    return rc_fail(e, RC_E_DEVICE, "%s failed at %s:%d: %s", call, file, line, cudaGetErrorString(err));
+}
+
+int cuda_alloc(void **p, int64_t n, int64_t size, rc_err *e, const char *what)
+{
+    int64_t bytes;
+    *p = NULL;
+    if (!rc_mul_i64(n, size, &bytes) || (uint64_t)bytes > SIZE_MAX)
+        return rc_fail(e, RC_E_RANGE, "cuda: %s: size %lld x %lld overflows", what, (long long)n, (long long)size);
+    cudaError_t err = cudaMalloc(p, bytes ? (size_t)bytes : 1);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        *p = NULL;
+        return rc_fail(e, RC_E_NOMEM, "cuda: out of device memory allocating %lld bytes for %s", (long long)bytes,
+                       what);
+    }
+    if (err == cudaSuccess)
+        return RC_OK;
+    char call[192];
+    snprintf(call, sizeof call, "cudaMalloc(%lld bytes for %s)", (long long)bytes, what);
+    *p = NULL;
+    return cuda_check_at(err, call, __FILE__, __LINE__, e);
+}
+
+/* Device allocations freed together. */
+typedef struct dev_list {
+    void **p;
+    int n, cap;
+} dev_list;
+
+static void *dev_new(dev_list *l, int64_t n, int64_t size, rc_err *e, const char *what)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        void **np = realloc(l->p, (size_t)cap * sizeof *np);
+        if (!np) {
+            rc_fail(e, RC_E_NOMEM, "cuda: out of host memory tracking device buffers");
+            return NULL;
+        }
+        l->p = np;
+        l->cap = cap;
+    }
+    void *d;
+    if (cuda_alloc(&d, n, size, e, what))
+        return NULL;
+    l->p[l->n++] = d;
+    return d;
+}
+
+/* Errors are dropped here: this is cleanup, often after a failure that was already reported. */
+static void dev_list_free(dev_list *l)
+{
+    for (int i = 0; i < l->n; i++)
+        cudaFree(l->p[i]);
+    (void)cudaGetLastError();
+    free(l->p);
+    memset(l, 0, sizeof *l);
+}
+
+/* Returns from the enclosing function (which has rc_err *e) when a CUDA call or launch fails. */
+#define CK(call) do { int ck_ = CUDA_CHECK(e, call); if (ck_) return ck_; } while (0)
+
+/* ---- the handle: device weights, uploaded once ---- */
+struct cuda_fwd {
+    const rc_model *m;
+    int device;
+    int smem_optin;   /* bytes of shared memory one block may use */
+    rc_weights w;     /* device pointers; w.layers itself is a host array */
+    dev_list weights; /* owns the device copies */
+    float *host;      /* probe staging [host_cap] */
+    int64_t host_cap;
+};
+
+typedef struct upload_ctx {
+    dev_list *l;
+    rc_err *e;
+} upload_ctx;
+
+static int upload_one(void *user, const char *name, int ndim, const int64_t *shape, const float **slot, int required)
+{
+    upload_ctx *u = user;
+    rc_err *e = u->e;
+    int64_t n;
+    (void)required;
+    if (!*slot)
+        return RC_OK;
+    if (!rc_numel(ndim, shape, &n))
+        return rc_fail(e, RC_E_RANGE, "cuda: weight '%s': size overflows", name);
+    float *d = dev_new(u->l, n, sizeof(float), e, name);
+    if (!d)
+        return e->code;
+    CK(cudaMemcpy(d, *slot, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
+    *slot = d;
+    return RC_OK;
+}
+
+int cuda_fwd_available(int device, char *why, size_t cap)
+{
+    char dummy[8];
+    if (!why || !cap) {
+        why = dummy;
+        cap = sizeof dummy;
+    }
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(why, cap, "cudaGetDeviceCount failed: %s", cudaGetErrorString(err));
+        return 0;
+    }
+    if (n == 0) {
+        snprintf(why, cap, "no CUDA device");
+        return 0;
+    }
+    if (device < 0 || device >= n) {
+        snprintf(why, cap, "CUDA device %d requested, %d present", device, n);
+        return 0;
+    }
+    return 1;
+}
+
+void cuda_fwd_close(cuda_fwd *f)
+{
+    if (!f)
+        return;
+    (void)cudaSetDevice(f->device);
+    dev_list_free(&f->weights);
+    free(f->w.layers);
+    free(f->host);
+    free(f);
+}
+
+/* What rc_config_check does not gate: each layer's rope must fit its heads. */
+static int check_model(const rc_config *c, rc_err *e)
+{
+    for (int i = 0; i < c->n_layers; i++) {
+        const rc_layer_desc *d = &c->layers[i];
+        if (d->mixer == RC_MIXER_ATTN && (d->rope < 0 || d->rope >= c->n_ropes || c->ropes[d->rope].rot_dim % 2 ||
+                                          c->ropes[d->rope].rot_dim > d->head_dim || c->ropes[d->rope].exp_den <= 0))
+            return rc_fail(e, RC_E_UNSUPPORTED, "stage cuda: layer %d: rope %d does not fit head_dim %d", i, d->rope,
+                           d->head_dim);
+    }
+    return RC_OK;
+}
+
+int cuda_fwd_open(cuda_fwd **out, const rc_model *m, int device, rc_err *e)
+{
+    const rc_config *c = &m->cfg;
+    *out = NULL;
+    e->code = RC_OK;
+    int rc = rc_config_check(c, &cuda_fwd_caps, e);
+    if (rc || (rc = check_model(c, e)))
+        return rc;
+    char why[256];
+    if (!cuda_fwd_available(device, why, sizeof why))
+        return rc_fail(e, RC_E_DEVICE, "cuda: %s", why);
+    cuda_fwd *f = calloc(1, sizeof *f);
+    if (!f)
+        return rc_fail(e, RC_E_NOMEM, "cuda: out of host memory");
+    f->m = m;
+    f->device = device;
+    if ((rc = CUDA_CHECK(e, cudaSetDevice(device))) ||
+        (rc = CUDA_CHECK(e, cudaDeviceGetAttribute(&f->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device))))
+        goto fail;
+    f->w = m->w;
+    if (!(f->w.layers = rc_calloc(c->n_layers, sizeof *f->w.layers, e, "cuda layer weights"))) {
+        rc = e->code;
+        goto fail;
+    }
+    memcpy(f->w.layers, m->w.layers, (size_t)c->n_layers * sizeof *f->w.layers);
+    upload_ctx u = {.l = &f->weights, .e = e};
+    if ((rc = rc_weights_visit(c, &f->w, upload_one, &u)))
+        goto fail;
+    if (c->tie_embeddings)
+        f->w.lm_head = f->w.embed;
+    *out = f;
+    return RC_OK;
+fail:
+    cuda_fwd_close(f);
+    return rc;
+}
+
+/* ---- buffers: every activation of one call, on the device ---- */
+typedef struct cuda_buf {
+    int32_t *ids;      /* [T] */
+    float *x;          /* [T, Hd] residual stream */
+    float *a;          /* [T, Hd] normed input of a block */
+    float *q, *k, *v;  /* [T, H*D], [T, Hkv*D], [T, Hkv*D] */
+    float *ctx;        /* [T, H*D] */
+    float *o;          /* [T, Hd] block output */
+    float *gate, *up;  /* [T, I] */
+    float *logits;     /* [T, V], only when wanted */
+    float *inv[RC_MAX_ROPES], *cos[RC_MAX_ROPES], *sin[RC_MAX_ROPES];
+    dev_list l;
+} cuda_buf;
+
+static int buf_alloc(cuda_buf *b, const rc_config *c, int64_t T, rc_err *e)
+{
+    memset(b, 0, sizeof *b);
+    int64_t qd = (int64_t)c->max_heads * c->max_head_dim, kd = (int64_t)c->max_kv_heads * c->max_head_dim;
+    int64_t hd = c->hidden, I = c->max_intermediate;
+#define A(p, n, what) if (!((p) = dev_new(&b->l, (n), sizeof *(p), e, what))) goto fail
+    A(b->ids, T, "token ids");
+    A(b->x, T * hd, "activations"); A(b->a, T * hd, "activations"); A(b->o, T * hd, "activations");
+    A(b->q, T * qd, "activations"); A(b->k, T * kd, "activations"); A(b->v, T * kd, "activations");
+    A(b->ctx, T * qd, "activations"); A(b->gate, T * I, "activations"); A(b->up, T * I, "activations");
+    for (int i = 0; i < c->n_ropes; i++) {
+        A(b->inv[i], c->ropes[i].rot_dim / 2, "rope tables");
+        A(b->cos[i], T * c->ropes[i].rot_dim, "rope tables");
+        A(b->sin[i], T * c->ropes[i].rot_dim, "rope tables");
+    }
+#undef A
+    return RC_OK;
+fail:
+    dev_list_free(&b->l);
+    return e->code;
+}
+
+/* ---- probes: copied to the host only when the sink wants them ---- */
+typedef struct probe_ctx {
+    cuda_fwd *f;
+    const rc_probe_sink *sink;
+    int layer; /* -1 = global */
+    rc_err *e;
+} probe_ctx;
+
+static int probe(const probe_ctx *p, const char *name, const float *dev, int ndim, int64_t d0, int64_t d1, int64_t d2)
+{
+    rc_err *e = p->e;
+    cuda_fwd *f = p->f;
+    char full[96];
+    if (p->layer >= 0)
+        snprintf(full, sizeof full, "L%d.%s", p->layer, name);
+    else
+        snprintf(full, sizeof full, "%s", name);
+    if (!rc_probe_wanted(p->sink, full))
+        return RC_OK;
+    const int64_t shape[3] = {d0, d1, d2};
+    int64_t n;
+    if (!rc_numel(ndim, shape, &n))
+        return rc_fail(e, RC_E_RANGE, "cuda: probe '%s': size overflows", full);
+    if (n > f->host_cap) {
+        float *h = realloc(f->host, (size_t)n * sizeof *h);
+        if (!h)
+            return rc_fail(e, RC_E_NOMEM, "cuda: out of host memory allocating %lld bytes for probe '%s'",
+                           (long long)n * (long long)sizeof *h, full);
+        f->host = h;
+        f->host_cap = n;
+    }
+    CK(cudaMemcpy(f->host, dev, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+    return p->sink->emit(p->sink->user, full, f->host, ndim, shape);
+}
+
+#define PROBE(...) do { int prc_ = probe(__VA_ARGS__); if (prc_) return prc_; } while (0)
+
+/* ---- attention block: b->a -> b->o ---- */
+static int attention_block(const rc_config *c, const rc_layer_desc *d, const rc_layer_weights *w, cuda_buf *b,
+                           int64_t T, const probe_ctx *p, rc_err *e)
+{
+    const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
+    const int64_t qd = (int64_t)H * D, kd = (int64_t)Hkv * D, hd = c->hidden;
+    const rc_rope_desc *r = &c->ropes[d->rope];
+    CK(cuda_k_matmul(b->q, b->a, w->q, w->q_b, T, qd, hd));
+    CK(cuda_k_matmul(b->k, b->a, w->k, w->k_b, T, kd, hd));
+    CK(cuda_k_matmul(b->v, b->a, w->v, w->v_b, T, kd, hd));
+    PROBE(p, "attn.q", b->q, 3, T, H, D);
+    PROBE(p, "attn.k", b->k, 3, T, Hkv, D);
+    PROBE(p, "attn.v", b->v, 3, T, Hkv, D);
+    if (w->q_norm) {
+        CK(cuda_k_rmsnorm(b->q, b->q, w->q_norm, T * H, D, c->eps, c->qk_norm));
+        PROBE(p, "attn.q_norm", b->q, 3, T, H, D);
+    }
+    if (w->k_norm) {
+        CK(cuda_k_rmsnorm(b->k, b->k, w->k_norm, T * Hkv, D, c->eps, c->qk_norm));
+        PROBE(p, "attn.k_norm", b->k, 3, T, Hkv, D);
+    }
+    CK(cuda_k_rope_apply(b->q, b->cos[d->rope], b->sin[d->rope], T, H, D, r->rot_dim));
+    CK(cuda_k_rope_apply(b->k, b->cos[d->rope], b->sin[d->rope], T, Hkv, D, r->rot_dim));
+    PROBE(p, "attn.q_rope", b->q, 3, T, H, D);
+    PROBE(p, "attn.k_rope", b->k, 3, T, Hkv, D);
+    CK(cuda_k_attention(b->ctx, b->q, b->k, b->v, T, T, 0, H, Hkv, D, d->attn_scale, d->window));
+    PROBE(p, "attn.ctx", b->ctx, 2, T, qd, 0);
+    CK(cuda_k_matmul(b->o, b->ctx, w->o, w->o_b, T, hd, qd));
+    PROBE(p, "attn.out", b->o, 2, T, hd, 0);
+    return RC_OK;
+}
+
+/* ---- MLP block: b->a -> b->o ---- */
+static int mlp_block(const rc_config *c, const rc_layer_desc *d, const rc_layer_weights *w, cuda_buf *b, int64_t T,
+                     const probe_ctx *p, rc_err *e)
+{
+    const int64_t I = d->intermediate, hd = c->hidden;
+    CK(cuda_k_matmul(b->gate, b->a, w->gate, w->gate_b, T, I, hd));
+    CK(cuda_k_matmul(b->up, b->a, w->up, w->up_b, T, I, hd));
+    PROBE(p, "mlp.gate", b->gate, 2, T, I, 0);
+    PROBE(p, "mlp.up", b->up, 2, T, I, 0);
+    CK(cuda_k_glu(b->gate, b->gate, b->up, T * I, c->act));
+    PROBE(p, "mlp.act", b->gate, 2, T, I, 0);
+    CK(cuda_k_matmul(b->o, b->gate, w->down, w->down_b, T, hd, I));
+    PROBE(p, "mlp.out", b->o, 2, T, hd, 0);
+    return RC_OK;
+}
+
+/* ---- the forward pass ---- */
+static int run(cuda_fwd *f, const int32_t *ids, int64_t T, float *logits, cuda_buf *b, const rc_probe_sink *sink,
+               rc_err *e)
+{
+    const rc_config *c = &f->m->cfg;
+    const rc_weights *W = &f->w;
+    const int64_t hd = c->hidden, V = c->vocab;
+    probe_ctx p = {.f = f, .sink = sink, .layer = -1, .e = e};
+
+    CK(cudaMemcpy(b->ids, ids, (size_t)T * sizeof *ids, cudaMemcpyHostToDevice));
+    CK(cuda_k_embed(b->x, W->embed, b->ids, T, hd, c->emb_scale));
+    PROBE(&p, "emb", b->x, 2, T, hd, 0);
+
+    for (int r = 0; r < c->n_ropes; r++) {
+        const rc_rope_desc *rd = &c->ropes[r];
+        char n[48];
+        CK(cuda_k_rope_inv_freq(b->inv[r], rd));
+        CK(cuda_k_rope_table(b->cos[r], b->sin[r], b->inv[r], 0, T, rd->rot_dim));
+        snprintf(n, sizeof n, "rope.%s.inv_freq", rd->kind);
+        PROBE(&p, n, b->inv[r], 1, rd->rot_dim / 2, 0, 0);
+        snprintf(n, sizeof n, "rope.%s.cos", rd->kind);
+        PROBE(&p, n, b->cos[r], 2, T, rd->rot_dim, 0);
+        snprintf(n, sizeof n, "rope.%s.sin", rd->kind);
+        PROBE(&p, n, b->sin[r], 2, T, rd->rot_dim, 0);
+    }
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const rc_layer_desc *d = &c->layers[l];
+        const rc_layer_weights *w = &W->layers[l];
+        p.layer = l;
+        PROBE(&p, "in", b->x, 2, T, hd, 0);
+        CK(cuda_k_rmsnorm(b->a, b->x, w->attn_norm, T, hd, c->eps, c->norm));
+        PROBE(&p, "attn_norm", b->a, 2, T, hd, 0);
+        int rc = attention_block(c, d, w, b, T, &p, e);
+        if (rc)
+            return rc;
+        CK(cuda_k_add(b->x, b->o, T * hd));
+        PROBE(&p, "mid", b->x, 2, T, hd, 0);
+        CK(cuda_k_rmsnorm(b->a, b->x, w->mlp_norm, T, hd, c->eps, c->norm));
+        PROBE(&p, "mlp_norm", b->a, 2, T, hd, 0);
+        if ((rc = mlp_block(c, d, w, b, T, &p, e)))
+            return rc;
+        CK(cuda_k_add(b->x, b->o, T * hd));
+        PROBE(&p, "out", b->x, 2, T, hd, 0);
+    }
+    p.layer = -1;
+    CK(cuda_k_rmsnorm(b->a, b->x, W->final_norm, T, hd, c->eps, c->norm));
+    PROBE(&p, "final_norm", b->a, 2, T, hd, 0);
+    if (logits || rc_probe_wanted(sink, "logits") || rc_probe_wanted(sink, "logits_raw")) {
+        if (!(b->logits = dev_new(&b->l, T * V, sizeof(float), e, "logits")))
+            return e->code;
+        CK(cuda_k_matmul(b->logits, b->a, W->lm_head, NULL, T, V, hd));
+        if (c->final_softcap != 0.0f) {
+            PROBE(&p, "logits_raw", b->logits, 2, T, V, 0);
+            CK(cuda_k_softcap(b->logits, T * V, c->final_softcap));
+        }
+        if (logits)
+            CK(cudaMemcpy(logits, b->logits, (size_t)(T * V) * sizeof *logits, cudaMemcpyDeviceToHost));
+        PROBE(&p, "logits", b->logits, 2, T, V, 0);
+    }
+    CK(cudaDeviceSynchronize());
+    return RC_OK;
+}
+
+int cuda_fwd_forward(cuda_fwd *f, const int32_t *ids, int64_t T, float *logits, const rc_probe_sink *sink,
+                     rc_err *e)
+{
+    const rc_config *c = &f->m->cfg;
+    e->code = RC_OK;
+    if (T < 1)
+        return rc_fail(e, RC_E_USAGE, "cuda: empty prompt");
+    int rc = rc_model_check_ids(f->m, ids, T, e);
+    if (rc)
+        return rc;
+    int64_t tv;
+    if (!rc_mul_i64(T, c->vocab, &tv))
+        return rc_fail(e, RC_E_RANGE, "cuda: T x vocab overflows");
+    for (int l = 0; l < c->n_layers; l++) {
+        size_t need = cuda_k_attention_smem(T, c->layers[l].window, c->layers[l].head_dim);
+        if (need > (size_t)f->smem_optin)
+            return rc_fail(e, RC_E_UNSUPPORTED,
+                           "cuda: layer %d: %lld tokens need %zu bytes of shared memory per attention block, the "
+                           "device allows %d (the cuda stage keeps a whole score row on chip)",
+                           l, (long long)T, need, f->smem_optin);
+    }
+    if ((rc = CUDA_CHECK(e, cudaSetDevice(f->device))))
+        return rc;
+    cuda_buf b;
+    if ((rc = buf_alloc(&b, c, T, e)))
+        return rc;
+    rc = run(f, ids, T, logits, &b, sink, e);
+    dev_list_free(&b.l);
+    if (rc && e->code == RC_OK)
+        return rc_fail(e, rc, "cuda: probe consumer stopped the forward (%s)", rc_code_name(rc));
+    return rc;
+}

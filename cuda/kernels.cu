@@ -1,0 +1,355 @@
+/* The cuda stage's kernels: plain fp32 CUDA C, one thread per output element or one block per row. */
+#include "kernels.h"
+
+#include <math.h>
+
+#include "fault.h"
+
+#define EW_BLOCK 256   /* elementwise kernels */
+#define NORM_BLOCK 256 /* rmsnorm: one block per row */
+#define ATT_BLOCK 128  /* attention: one block per (query, head) */
+#define TILE 16        /* matmul tile edge */
+#define MAX_GRID_Y 65535
+
+static unsigned blocks_for(int64_t n)
+{
+    int64_t b = (n + EW_BLOCK - 1) / EW_BLOCK;
+    return b > (1 << 20) ? (1u << 20) : (unsigned)b; /* grid-stride loops cover the rest */
+}
+
+#define GRID_STRIDE(i, n) \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+/* Sum / max of v over the block; red holds blockDim.x floats (a power of two); every thread gets the result. */
+static __device__ float block_sum(float v, float *red)
+{
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    float r = red[0];
+    __syncthreads();
+    return r;
+}
+
+static __device__ float block_max(float v, float *red)
+{
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+        __syncthreads();
+    }
+    float r = red[0];
+    __syncthreads();
+    return r;
+}
+
+/* ---- embedding gather ---- */
+static __global__ void embed_kernel(float *x, const float *embed, const int32_t *ids, int64_t T, int64_t hd,
+                                    float scale)
+{
+    GRID_STRIDE(idx, T * hd) {
+        const int64_t t = idx / hd, i = idx % hd;
+        const float v = embed[(int64_t)ids[t] * hd + i];
+        x[idx] = scale != 0.0f ? v * scale : v;
+    }
+}
+
+/* ---- matmul: block (TILE, TILE) computes y[t0..t0+15, n0..n0+15] ---- */
+static __global__ void matmul_kernel(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t N,
+                                     int64_t K)
+{
+    __shared__ float xs[TILE][TILE];     /* x[t0 + r, k0 + c] */
+    __shared__ float ws[TILE][TILE + 1]; /* W[n0 + r, k0 + c] */
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t t0 = (int64_t)blockIdx.y * TILE, n0 = (int64_t)blockIdx.x * TILE;
+    const int64_t t = t0 + ty, n = n0 + tx;
+    float acc = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += TILE) {
+        const int64_t kc = k0 + tx;
+        xs[ty][tx] = t < T && kc < K ? x[t * K + kc] : 0.0f;
+        ws[ty][tx] = n0 + ty < N && kc < K ? W[(n0 + ty) * K + kc] : 0.0f;
+        __syncthreads();
+        for (int kk = 0; kk < TILE; kk++)
+            acc += xs[ty][kk] * ws[tx][kk];
+        __syncthreads();
+    }
+    if (t < T && n < N)
+        y[t * N + n] = b ? acc + b[n] : acc;
+}
+
+/* ---- RMSNorm: block per row ---- */
+static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, int64_t n, float eps,
+                                      rc_norm_kind kind)
+{
+    __shared__ float red[NORM_BLOCK];
+    const float *xr = x + (int64_t)blockIdx.x * n;
+    float *yr = y + (int64_t)blockIdx.x * n;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        ss += xr[i] * xr[i];
+    ss = block_sum(ss, red);
+    const float ms = ss / (float)n;
+    const float inv = 1.0f / sqrtf(ms + eps);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float h = xr[i] * inv;
+        switch (kind) {
+        case RC_NORM_W: yr[i] = h * w[i]; break;
+        case RC_NORM_1PW: yr[i] = h * (1.0f + w[i]); break;
+        case RC_NORM_POW_W: yr[i] = h * w[i]; break;
+        case RC_NORM_POW: yr[i] = h; break;
+        }
+    }
+}
+
+/* ---- RoPE: the tables are computed in double and rounded once, as ref does; apply is fp32 ---- */
+static __global__ void rope_inv_freq_kernel(float *inv, int half, int n_freq, int exp_den, float theta, double factor)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= half)
+        return;
+    if (i >= n_freq) {
+        inv[i] = 0.0f;
+        return;
+    }
+    const float ex = (float)(2 * i) / (float)exp_den;
+    const float p = (float)pow((double)theta, (double)ex);
+    const float f = 1.0f / p;
+    inv[i] = factor != 1.0 ? f / (float)factor : f;
+}
+
+static __global__ void rope_table_kernel(float *cos_t, float *sin_t, const float *inv, int64_t pos0, int64_t T,
+                                         int rot_dim)
+{
+    const int half = rot_dim / 2;
+    GRID_STRIDE(idx, T * half) {
+        const int64_t t = idx / half;
+        const int i = (int)(idx % half);
+        const float a = (float)(pos0 + t) * inv[i];
+        const float c = (float)cos((double)a), s = (float)sin((double)a);
+        cos_t[t * rot_dim + i] = cos_t[t * rot_dim + i + half] = c;
+        sin_t[t * rot_dim + i] = sin_t[t * rot_dim + i + half] = s;
+    }
+}
+
+static __global__ void rope_apply_kernel(float *x, const float *cos_t, const float *sin_t, int64_t T, int n_heads,
+                                         int head_dim, int rot_dim)
+{
+    const int half = rot_dim / 2;
+    GRID_STRIDE(idx, T * n_heads * half) {
+        const int i = (int)(idx % half);
+        const int64_t th = idx / half, t = th / n_heads;
+        float *v = x + th * head_dim;
+        const float *c = cos_t + t * rot_dim, *s = sin_t + t * rot_dim;
+        const float x1 = v[i], x2 = v[i + half];
+        v[i] = x1 * c[i] - x2 * s[i];
+        v[i + half] = x2 * c[i + half] + x1 * s[i + half];
+    }
+}
+
+/* ---- attention: block (t, h); shared memory = red[ATT_BLOCK] | q row [D] | scores [n_max] ---- */
+static __global__ void attention_kernel(float *ctx, const float *q, const float *k, const float *v, int64_t S,
+                                        int64_t q_pos0, int H, int Hkv, int D, float scale, int window)
+{
+    extern __shared__ float sm[];
+    float *red = sm, *qs = sm + ATT_BLOCK, *p = sm + ATT_BLOCK + D;
+    const int64_t t = blockIdx.x;
+    const int h = blockIdx.y, kvh = h / (H / Hkv);
+    const int64_t pos = q_pos0 + t;
+    const int64_t lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    const int64_t hi = pos < S - 1 ? pos : S - 1;
+    const int64_t n = hi - lo + 1;
+    const float *qr = q + (t * H + h) * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x)
+        qs[d] = qr[d];
+    __syncthreads();
+
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const float *kr = k + ((lo + j) * Hkv + kvh) * D;
+        float acc = 0.0f;
+        for (int d = 0; d < D; d++)
+            acc += qs[d] * kr[d];
+        p[j] = acc * scale;
+        mx = fmaxf(mx, p[j]);
+    }
+    mx = block_max(mx, red);
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        p[j] = expf(p[j] - mx);
+        sum += p[j];
+    }
+    sum = block_sum(sum, red);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+        p[j] = p[j] / sum;
+    __syncthreads();
+
+    float *out = ctx + (t * H + h) * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            acc += p[j] * v[((lo + j) * Hkv + kvh) * D + d];
+        out[d] = acc;
+    }
+}
+
+/* ---- elementwise ---- */
+static __device__ float act(float x, rc_act a)
+{
+    switch (a) {
+    case RC_ACT_SILU: return x / (1.0f + expf(-x));
+    case RC_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    }
+    return x;
+}
+
+static __global__ void glu_kernel(float *out, const float *gate, const float *up, int64_t n, rc_act a)
+{
+    GRID_STRIDE(i, n) out[i] = act(gate[i], a) * up[i];
+}
+
+static __global__ void add_kernel(float *x, const float *y, int64_t n)
+{
+    GRID_STRIDE(i, n) x[i] += y[i];
+}
+
+static __global__ void softcap_kernel(float *x, int64_t n, float c)
+{
+    GRID_STRIDE(i, n) x[i] = c * tanhf(x[i] / c);
+}
+
+/* ---- host wrappers ---- */
+extern "C" {
+
+cudaError_t cuda_k_embed(float *x, const float *embed, const int32_t *ids, int64_t T, int64_t hd, float scale)
+{
+    if (T < 0 || hd < 0)
+        return cudaErrorInvalidValue;
+    if (T == 0 || hd == 0)
+        return cudaSuccess;
+    embed_kernel<<<blocks_for(T * hd), EW_BLOCK>>>(x, embed, ids, T, hd, scale);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_k_matmul(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t N, int64_t K)
+{
+    if (T < 0 || N < 0 || K < 0 || (T + TILE - 1) / TILE > MAX_GRID_Y || (N + TILE - 1) / TILE > INT32_MAX)
+        return cudaErrorInvalidValue;
+    if (T == 0 || N == 0)
+        return cudaSuccess;
+    const dim3 grid((unsigned)((N + TILE - 1) / TILE), (unsigned)((T + TILE - 1) / TILE)), block(TILE, TILE);
+    if (rc_fault_active("cuda_matmul_bias_dropped")) /* fault: the launcher forgets the bias */
+        b = NULL;
+    matmul_kernel<<<grid, block>>>(y, x, W, b, T, N, K);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_k_rmsnorm(float *y, const float *x, const float *w, int64_t rows, int64_t n, float eps,
+                           rc_norm_kind kind)
+{
+    if (rows < 0 || rows > INT32_MAX || n < 1 || (kind != RC_NORM_POW && !w))
+        return cudaErrorInvalidValue;
+    if (rows == 0)
+        return cudaSuccess;
+    rmsnorm_kernel<<<(unsigned)rows, NORM_BLOCK>>>(y, x, w, n, eps, kind);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_k_rope_inv_freq(float *inv, const rc_rope_desc *r)
+{
+    const int half = r->rot_dim / 2;
+    if (r->rot_dim < 0 || r->exp_den <= 0)
+        return cudaErrorInvalidValue;
+    if (half == 0)
+        return cudaSuccess;
+    rope_inv_freq_kernel<<<(half + EW_BLOCK - 1) / EW_BLOCK, EW_BLOCK>>>(inv, half, r->n_freq, r->exp_den,
+                                                                       (float)r->theta, r->factor);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_k_rope_table(float *cos_t, float *sin_t, const float *inv, int64_t pos0, int64_t T, int rot_dim)
+{
+    if (T < 0 || pos0 < 0 || rot_dim < 0 || rot_dim % 2)
+        return cudaErrorInvalidValue;
+    if (T == 0 || rot_dim == 0)
+        return cudaSuccess;
+    rope_table_kernel<<<blocks_for(T * (rot_dim / 2)), EW_BLOCK>>>(cos_t, sin_t, inv, pos0, T, rot_dim);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_k_rope_apply(float *x, const float *cos_t, const float *sin_t, int64_t T, int n_heads, int head_dim,
+                              int rot_dim)
+{
+    if (T < 0 || n_heads < 0 || rot_dim < 0 || rot_dim % 2 || rot_dim > head_dim)
+        return cudaErrorInvalidValue;
+    const int64_t n = T * n_heads * (rot_dim / 2);
+    if (n == 0)
+        return cudaSuccess;
+    rope_apply_kernel<<<blocks_for(n), EW_BLOCK>>>(x, cos_t, sin_t, T, n_heads, head_dim, rot_dim);
+    return cudaGetLastError();
+}
+
+size_t cuda_k_attention_smem(int64_t S, int window, int D)
+{
+    const int64_t n_max = window > 0 && window < S ? window : S;
+    return (size_t)(ATT_BLOCK + D + (n_max > 0 ? n_max : 0)) * sizeof(float);
+}
+
+cudaError_t cuda_k_attention(float *ctx, const float *q, const float *k, const float *v, int64_t T, int64_t S,
+                             int64_t q_pos0, int H, int Hkv, int D, float scale, int window)
+{
+    if (T < 0 || T > INT32_MAX || S < 0 || q_pos0 < 0 || H < 1 || H > MAX_GRID_Y || Hkv < 1 || H % Hkv || D < 1 ||
+        window < 0)
+        return cudaErrorInvalidValue;
+    if (T == 0)
+        return cudaSuccess;
+    const size_t smem = cuda_k_attention_smem(S, window, D);
+    if (smem > 48 * 1024) {
+        cudaError_t err = cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)(smem > INT32_MAX ? INT32_MAX : smem));
+        if (err != cudaSuccess)
+            return err;
+    }
+    const dim3 grid((unsigned)T, (unsigned)H);
+    if (rc_fault_active("cuda_attn_no_scale")) /* fault: the launcher drops the 1/sqrt(d) scale */
+        scale = 1.0f;
+    attention_kernel<<<grid, ATT_BLOCK, smem>>>(ctx, q, k, v, S, q_pos0, H, Hkv, D, scale, window);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_k_glu(float *out, const float *gate, const float *up, int64_t n, rc_act act)
+{
+    if (n < 0)
+        return cudaErrorInvalidValue;
+    if (n == 0)
+        return cudaSuccess;
+    glu_kernel<<<blocks_for(n), EW_BLOCK>>>(out, gate, up, n, act);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_k_add(float *x, const float *y, int64_t n)
+{
+    if (n < 0)
+        return cudaErrorInvalidValue;
+    if (n == 0)
+        return cudaSuccess;
+    add_kernel<<<blocks_for(n), EW_BLOCK>>>(x, y, n);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_k_softcap(float *x, int64_t n, float c)
+{
+    if (n < 0 || c == 0.0f)
+        return cudaErrorInvalidValue;
+    if (n == 0)
+        return cudaSuccess;
+    softcap_kernel<<<blocks_for(n), EW_BLOCK>>>(x, n, c);
+    return cudaGetLastError();
+}
+
+} /* extern "C" */

@@ -1,0 +1,57 @@
+/* The cuda stage's kernels as host calls on device pointers, each the GPU twin of one ref/ops.h op. */
+#ifndef CUDA_KERNELS_H
+#define CUDA_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "config.h"
+#include "err.h"
+
+/* A failed CUDA call becomes rc_fail(e, RC_E_DEVICE, "<call> failed at file:line: <reason>"); RC_OK on success.
+ * Clears the runtime's last-error state so a later launch check does not report it again. */
+int cuda_check_at(cudaError_t err, const char *call, const char *file, int line, rc_err *e);
+#define CUDA_CHECK(e, call) cuda_check_at((call), #call, __FILE__, __LINE__, (e))
+
+/* cudaMalloc of n * size bytes: RC_E_RANGE on overflow, RC_E_NOMEM naming the size and what, else CUDA_CHECK. */
+int cuda_alloc(void **p, int64_t n, int64_t size, rc_err *e, const char *what);
+
+/* Every launch below returns cudaGetLastError() after it (cudaSuccess and no launch for empty sizes), or
+ * cudaErrorInvalidValue for sizes a launch cannot cover. Shapes and semantics are ref/ops.h's. */
+
+/* x[T, hd] = embed[ids[t], :] (* scale unless scale == 0); ids on the device, already range-checked */
+cudaError_t cuda_k_embed(float *x, const float *embed, const int32_t *ids, int64_t T, int64_t hd, float scale);
+/* y[T,N] = x[T,K] W[N,K]^T (+ b[N]); 16x16 shared-memory tiles, fp32 accumulation in k order; y != x */
+cudaError_t cuda_k_matmul(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t N, int64_t K);
+/* Row-wise RMSNorm over n, one block per row (fp32 block reduction); y may equal x; w NULL only for RC_NORM_POW */
+cudaError_t cuda_k_rmsnorm(float *y, const float *x, const float *w, int64_t rows, int64_t n, float eps,
+                           rc_norm_kind kind);
+/* inv[rot_dim/2] from the host description r (zeros past n_freq) */
+cudaError_t cuda_k_rope_inv_freq(float *inv, const rc_rope_desc *r);
+/* cos/sin [T, rot_dim] for positions pos0..pos0+T-1, emb = [a, a] */
+cudaError_t cuda_k_rope_table(float *cos_t, float *sin_t, const float *inv, int64_t pos0, int64_t T, int rot_dim);
+/* In place on x[T, n_heads, head_dim]: rotate pairs (i, i + R/2), i < R/2; rot_dim even and <= head_dim */
+cudaError_t cuda_k_rope_apply(float *x, const float *cos_t, const float *sin_t, int64_t T, int n_heads, int head_dim,
+                              int rot_dim);
+/* ref_attention on the device: one block per (query t, head h), the q row and the row of visible scores in
+ * dynamic shared memory (cuda_k_attention_smem bytes; the launch fails if the device cannot give that). */
+cudaError_t cuda_k_attention(float *ctx, const float *q, const float *k, const float *v, int64_t T, int64_t S,
+                             int64_t q_pos0, int H, int Hkv, int D, float scale, int window);
+size_t cuda_k_attention_smem(int64_t S, int window, int D);
+/* out[i] = act(gate[i]) * up[i]; out may equal gate */
+cudaError_t cuda_k_glu(float *out, const float *gate, const float *up, int64_t n, rc_act act);
+/* x[i] += y[i] */
+cudaError_t cuda_k_add(float *x, const float *y, int64_t n);
+/* x = c * tanh(x / c) */
+cudaError_t cuda_k_softcap(float *x, int64_t n, float c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,508 @@
+/* GPU suite: every cuda/kernels.h kernel against its ref/ops.h op on seeded GSL-random inputs at several shapes
+ * (block multiples and not), the error paths, and with --bench a timing of each kernel (meson test --benchmark). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_rng.h>
+
+#include "gpu_skip.h"
+#include "kernels.h"
+#include "ops.h"
+
+#define SEED 1234
+
+static gsl_rng *rng;
+
+/* ---- helpers: a failed CUDA call fails the test with its file:line message ---- */
+#define CU(call) do { rc_err e_ = {0}; if (CUDA_CHECK(&e_, call)) fail_msg("%s", e_.msg); } while (0)
+
+static void *hmalloc(int64_t n, size_t size)
+{
+    void *p = calloc((size_t)(n > 0 ? n : 1), size);
+    assert_non_null(p);
+    return p;
+}
+
+static float *rand_floats(int64_t n, double lo, double hi)
+{
+    float *x = hmalloc(n, sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(lo + (hi - lo) * gsl_rng_uniform(rng));
+    return x;
+}
+
+static void *dev_bytes(int64_t n, size_t size)
+{
+    void *d;
+    rc_err e = {0};
+    if (cuda_alloc(&d, n > 0 ? n : 1, (int64_t)size, &e, "test buffer"))
+        fail_msg("%s", e.msg);
+    return d;
+}
+
+static float *to_dev(const float *h, int64_t n)
+{
+    float *d = dev_bytes(n, sizeof *d);
+    if (n > 0)
+        CU(cudaMemcpy(d, h, (size_t)n * sizeof *h, cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* An output buffer filled with NaN, so an element the kernel never writes fails the check. */
+static float *dev_nan(int64_t n)
+{
+    float *h = hmalloc(n, sizeof *h);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = NAN;
+    float *d = to_dev(h, n);
+    free(h);
+    return d;
+}
+
+static float *from_dev(const float *d, int64_t n)
+{
+    float *h = hmalloc(n, sizeof *h);
+    CU(cudaDeviceSynchronize());
+    if (n > 0)
+        CU(cudaMemcpy(h, d, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* Elements outside |got - want| <= atol + rtol |want| (a NaN/Inf in got counts); prints the first five. */
+static int64_t mismatches(const char *what, const float *got, const float *want, int64_t n, double atol, double rtol)
+{
+    int64_t bad = 0;
+    double worst = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double g = got[i], w = want[i], d = fabs(g - w);
+        const int ok = isfinite(g) && d <= atol + rtol * fabs(w);
+        if (isfinite(g) && d > worst)
+            worst = d;
+        if (!ok && bad++ < 5)
+            printf("    %s: [%lld] got %.9g want %.9g (|diff| %.3e > %.3e)\n", what, (long long)i, g, w, d,
+                   atol + rtol * fabs(w));
+    }
+    printf("  %-52s max-abs %.3e  %s\n", what, worst, bad ? "FAIL" : "ok");
+    if (bad)
+        printf("    %lld of %lld elements out of bounds (atol %.1e + rtol %.1e |ref|)\n", (long long)bad,
+               (long long)n, atol, rtol);
+    return bad;
+}
+
+static void dfree(void *d)
+{
+    CU(cudaFree(d));
+}
+
+/* ---- the checker itself must be able to fail ---- */
+static void test_checker_fails(void **state)
+{
+    (void)state;
+    float a[300], b[300];
+    for (int i = 0; i < 300; i++)
+        a[i] = b[i] = (float)i;
+    assert_int_equal(mismatches("checker: equal", a, b, 300, 0, 0), 0);
+    b[257] += 1e-3f;
+    assert_int_equal(mismatches("checker: one element off by 1e-3 (must FAIL)", a, b, 300, 1e-4, 0), 1);
+    b[257] = a[257];
+    a[3] = NAN;
+    assert_int_equal(mismatches("checker: one NaN (must FAIL)", a, b, 300, 1.0, 1.0), 1);
+}
+
+/* ---- embedding ---- */
+static void test_embed(void **state)
+{
+    (void)state;
+    const int64_t V = 300, T = 37, hds[] = {1, 64, 257};
+    int64_t fails = 0;
+    for (size_t c = 0; c < sizeof hds / sizeof hds[0]; c++)
+        for (int s = 0; s < 2; s++) {
+            const int64_t hd = hds[c];
+            const float scale = s ? 8.0f : 0.0f;
+            float *E = rand_floats(V * hd, -1, 1), *want = hmalloc(T * hd, sizeof *want);
+            int32_t *ids = hmalloc(T, sizeof *ids);
+            for (int64_t t = 0; t < T; t++)
+                ids[t] = (int32_t)gsl_rng_uniform_int(rng, (unsigned long)V);
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t i = 0; i < hd; i++) {
+                    float v = E[ids[t] * hd + i];
+                    want[t * hd + i] = scale != 0.0f ? v * scale : v;
+                }
+            float *dE = to_dev(E, V * hd), *dx = dev_nan(T * hd);
+            int32_t *dids = dev_bytes(T, sizeof *dids);
+            CU(cudaMemcpy(dids, ids, (size_t)T * sizeof *ids, cudaMemcpyHostToDevice));
+            CU(cuda_k_embed(dx, dE, dids, T, hd, scale));
+            float *got = from_dev(dx, T * hd);
+            char what[96];
+            snprintf(what, sizeof what, "embed T=%lld hd=%lld scale=%g", (long long)T, (long long)hd, scale);
+            fails += mismatches(what, got, want, T * hd, 0, 0);
+            free(E); free(want); free(ids); free(got);
+            dfree(dE); dfree(dx); dfree(dids);
+        }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- matmul ---- */
+static void test_matmul(void **state)
+{
+    (void)state;
+    static const struct { int64_t T, N, K; } cs[] = {
+        {1, 1, 1}, {3, 5, 7}, {16, 16, 16}, {17, 33, 65}, {24, 256, 64}, {5, 1000, 300}, {40, 128, 257}, {33, 1, 16},
+    };
+    int64_t fails = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+        for (int bias = 0; bias < 2; bias++) {
+            const int64_t T = cs[c].T, N = cs[c].N, K = cs[c].K;
+            float *x = rand_floats(T * K, -1, 1), *W = rand_floats(N * K, -1, 1);
+            float *b = bias ? rand_floats(N, -1, 1) : NULL, *want = hmalloc(T * N, sizeof *want);
+            ref_matmul(want, x, W, b, T, N, K);
+            float *dx = to_dev(x, T * K), *dW = to_dev(W, N * K), *db = b ? to_dev(b, N) : NULL, *dy = dev_nan(T * N);
+            CU(cuda_k_matmul(dy, dx, dW, db, T, N, K));
+            float *got = from_dev(dy, T * N);
+            char what[96];
+            snprintf(what, sizeof what, "matmul T=%lld N=%lld K=%lld%s", (long long)T, (long long)N, (long long)K,
+                     bias ? " +bias" : "");
+            fails += mismatches(what, got, want, T * N, 1e-5 + 1e-7 * (double)K, 1e-5);
+            free(x); free(W); free(b); free(want); free(got);
+            dfree(dx); dfree(dW); dfree(dy);
+            if (db)
+                dfree(db);
+        }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- RMSNorm, every kind, in place and not ---- */
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    static const struct { int64_t rows, n; } cs[] = {
+        {1, 1}, {3, 7}, {5, 64}, {7, 255}, {2, 256}, {3, 257}, {4, 1000}, {96, 16},
+    };
+    static const char *kind_name[] = {"W", "1PW", "POW_W", "POW"};
+    int64_t fails = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+        for (int kind = RC_NORM_W; kind <= RC_NORM_POW; kind++) {
+            const int64_t rows = cs[c].rows, n = cs[c].n;
+            const int inplace = (int)((c + (size_t)kind) % 2);
+            float *x = rand_floats(rows * n, -2, 2), *w = kind == RC_NORM_POW ? NULL : rand_floats(n, 0.5, 1.5);
+            float *want = hmalloc(rows * n, sizeof *want);
+            ref_rmsnorm(want, x, w, rows, n, 1e-6f, (rc_norm_kind)kind);
+            float *dx = to_dev(x, rows * n), *dw = w ? to_dev(w, n) : NULL, *dy = inplace ? dx : dev_nan(rows * n);
+            CU(cuda_k_rmsnorm(dy, dx, dw, rows, n, 1e-6f, (rc_norm_kind)kind));
+            float *got = from_dev(dy, rows * n);
+            char what[96];
+            snprintf(what, sizeof what, "rmsnorm %s rows=%lld n=%lld%s", kind_name[kind], (long long)rows,
+                     (long long)n, inplace ? " in place" : "");
+            fails += mismatches(what, got, want, rows * n, 1e-5, 1e-5);
+            free(x); free(w); free(want); free(got);
+            dfree(dx);
+            if (dw)
+                dfree(dw);
+            if (!inplace)
+                dfree(dy);
+        }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- RoPE: inverse frequencies, tables, rotation (full, partial, zero-frequency tails, factor) ---- */
+static void test_rope(void **state)
+{
+    (void)state;
+    static const rc_rope_desc ds[] = {
+        {.kind = "all", .type = RC_ROPE_DEFAULT, .theta = 10000, .factor = 1, .head_dim = 16, .rot_dim = 16,
+         .n_freq = 8, .exp_den = 16},
+        {.kind = "full", .type = RC_ROPE_PROPORTIONAL, .theta = 1e6, .factor = 8, .head_dim = 64, .rot_dim = 64,
+         .n_freq = 16, .exp_den = 64},
+        {.kind = "sliding", .type = RC_ROPE_DEFAULT, .theta = 10000, .factor = 1, .head_dim = 256, .rot_dim = 128,
+         .n_freq = 64, .exp_den = 256},
+        {.kind = "tiny", .type = RC_ROPE_DEFAULT, .theta = 500000, .factor = 1, .head_dim = 6, .rot_dim = 2,
+         .n_freq = 1, .exp_den = 2},
+    };
+    static const struct { int64_t T, pos0; int H; } ts[] = {{1, 0, 1}, {37, 0, 3}, {300, 1000, 2}};
+    int64_t fails = 0;
+    char what[128];
+    for (size_t d = 0; d < sizeof ds / sizeof ds[0]; d++) {
+        const rc_rope_desc *r = &ds[d];
+        const int R = r->rot_dim, D = r->head_dim;
+        float *inv = hmalloc(R / 2, sizeof *inv), *dinv = dev_nan(R / 2);
+        ref_rope_inv_freq(inv, r);
+        CU(cuda_k_rope_inv_freq(dinv, r));
+        float *got = from_dev(dinv, R / 2);
+        snprintf(what, sizeof what, "rope inv_freq %.15s R=%d n_freq=%d factor=%g", r->kind, R, r->n_freq, r->factor);
+        fails += mismatches(what, got, inv, R / 2, 0, 1e-6);
+        free(got);
+        CU(cudaMemcpy(dinv, inv, (size_t)(R / 2) * sizeof *inv, cudaMemcpyHostToDevice));
+        for (size_t t = 0; t < sizeof ts / sizeof ts[0]; t++) {
+            const int64_t T = ts[t].T, pos0 = ts[t].pos0, n = T * ts[t].H * D;
+            const int H = ts[t].H;
+            float *cs = hmalloc(T * R, sizeof *cs), *sn = hmalloc(T * R, sizeof *sn);
+            ref_rope_table(cs, sn, inv, pos0, T, R);
+            float *dcs = dev_nan(T * R), *dsn = dev_nan(T * R);
+            CU(cuda_k_rope_table(dcs, dsn, dinv, pos0, T, R));
+            float *gc = from_dev(dcs, T * R), *gs = from_dev(dsn, T * R);
+            snprintf(what, sizeof what, "rope cos %.15s T=%lld pos0=%lld", r->kind, (long long)T, (long long)pos0);
+            fails += mismatches(what, gc, cs, T * R, 1e-6, 0);
+            snprintf(what, sizeof what, "rope sin %.15s T=%lld pos0=%lld", r->kind, (long long)T, (long long)pos0);
+            fails += mismatches(what, gs, sn, T * R, 1e-6, 0);
+            /* rotate with ref's tables so this isolates the apply kernel */
+            CU(cudaMemcpy(dcs, cs, (size_t)(T * R) * sizeof *cs, cudaMemcpyHostToDevice));
+            CU(cudaMemcpy(dsn, sn, (size_t)(T * R) * sizeof *sn, cudaMemcpyHostToDevice));
+            float *x = rand_floats(n, -2, 2), *dx = to_dev(x, n);
+            ref_rope_apply(x, cs, sn, T, H, D, R);
+            CU(cuda_k_rope_apply(dx, dcs, dsn, T, H, D, R));
+            float *gx = from_dev(dx, n);
+            snprintf(what, sizeof what, "rope apply %.15s T=%lld H=%d D=%d R=%d", r->kind, (long long)T, H, D, R);
+            fails += mismatches(what, gx, x, n, 1e-6, 1e-6);
+            free(cs); free(sn); free(gc); free(gs); free(x); free(gx);
+            dfree(dcs); dfree(dsn); dfree(dx);
+        }
+        free(inv);
+        dfree(dinv);
+    }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- attention: causal, GQA, sliding window, queries after a prefix, long key rows ---- */
+static void test_attention(void **state)
+{
+    (void)state;
+    static const struct { int64_t T, S, q_pos0; int H, Hkv, D, window; } cs[] = {
+        {1, 1, 0, 1, 1, 2, 0},        {24, 24, 0, 4, 2, 16, 0},     {37, 37, 0, 6, 2, 64, 0},
+        {33, 33, 0, 4, 4, 32, 8},     {5, 40, 35, 8, 2, 128, 0},    {130, 130, 0, 2, 1, 24, 0},
+        {300, 300, 0, 3, 3, 16, 100}, {17, 17, 0, 2, 1, 256, 5},    {4, 9, 2, 2, 2, 8, 3},
+        {3, 20000, 19997, 2, 1, 16, 0}, /* 80 KB of scores: needs the opt-in shared memory */
+    };
+    int optin = 0, dev = 0;
+    CU(cudaGetDevice(&dev));
+    CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    int64_t fails = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const int64_t T = cs[c].T, S = cs[c].S, p0 = cs[c].q_pos0;
+        const int H = cs[c].H, Hkv = cs[c].Hkv, D = cs[c].D, W = cs[c].window;
+        char what[128];
+        snprintf(what, sizeof what, "attention T=%lld S=%lld pos0=%lld H=%d Hkv=%d D=%d window=%d", (long long)T,
+                 (long long)S, (long long)p0, H, Hkv, D, W);
+        if (cuda_k_attention_smem(S, W, D) > (size_t)optin) {
+            printf("  %-52s skipped: needs %zu bytes of shared memory, device allows %d\n", what,
+                   cuda_k_attention_smem(S, W, D), optin);
+            continue;
+        }
+        const float scale = (float)(1.0 / sqrt((double)D));
+        float *q = rand_floats(T * H * D, -2, 2), *k = rand_floats(S * Hkv * D, -2, 2);
+        float *v = rand_floats(S * Hkv * D, -1, 1), *want = hmalloc(T * H * D, sizeof *want);
+        float *scratch = hmalloc(S, sizeof *scratch);
+        ref_attention(want, q, k, v, T, S, p0, H, Hkv, D, scale, W, scratch);
+        float *dq = to_dev(q, T * H * D), *dk = to_dev(k, S * Hkv * D), *dv = to_dev(v, S * Hkv * D);
+        float *dctx = dev_nan(T * H * D);
+        CU(cuda_k_attention(dctx, dq, dk, dv, T, S, p0, H, Hkv, D, scale, W));
+        float *got = from_dev(dctx, T * H * D);
+        fails += mismatches(what, got, want, T * H * D, 2e-5, 1e-5);
+        free(q); free(k); free(v); free(want); free(scratch); free(got);
+        dfree(dq); dfree(dk); dfree(dv); dfree(dctx);
+    }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- GLU, softcap, residual add ---- */
+static void test_elementwise(void **state)
+{
+    (void)state;
+    static const int64_t ns[] = {1, 255, 256, 257, 10000};
+    int64_t fails = 0;
+    char what[96];
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+        const int64_t n = ns[c];
+        for (int a = RC_ACT_SILU; a <= RC_ACT_GELU_TANH; a++) {
+            const int inplace = (int)((c + (size_t)a) % 2);
+            float *g = rand_floats(n, -8, 8), *u = rand_floats(n, -2, 2), *want = hmalloc(n, sizeof *want);
+            ref_glu(want, g, u, n, (rc_act)a);
+            float *dg = to_dev(g, n), *du = to_dev(u, n), *dout = inplace ? dg : dev_nan(n);
+            CU(cuda_k_glu(dout, dg, du, n, (rc_act)a));
+            float *got = from_dev(dout, n);
+            snprintf(what, sizeof what, "glu %s n=%lld%s", a == RC_ACT_SILU ? "silu" : "gelu_tanh", (long long)n,
+                     inplace ? " in place" : "");
+            fails += mismatches(what, got, want, n, 5e-6, 5e-6);
+            free(g); free(u); free(want); free(got);
+            dfree(dg); dfree(du);
+            if (!inplace)
+                dfree(dout);
+        }
+        for (int k = 0; k < 2; k++) {
+            const float cap = k ? 0.5f : 30.0f;
+            float *x = rand_floats(n, -100, 100), *dx = to_dev(x, n);
+            ref_softcap(x, n, cap);
+            CU(cuda_k_softcap(dx, n, cap));
+            float *got = from_dev(dx, n);
+            snprintf(what, sizeof what, "softcap c=%g n=%lld", cap, (long long)n);
+            fails += mismatches(what, got, x, n, 1e-6, 1e-6);
+            free(x); free(got);
+            dfree(dx);
+        }
+        float *x = rand_floats(n, -1, 1), *y = rand_floats(n, -1, 1), *dx = to_dev(x, n), *dy = to_dev(y, n);
+        for (int64_t i = 0; i < n; i++)
+            x[i] += y[i];
+        CU(cuda_k_add(dx, dy, n));
+        float *got = from_dev(dx, n);
+        snprintf(what, sizeof what, "add n=%lld", (long long)n);
+        fails += mismatches(what, got, x, n, 0, 0);
+        free(x); free(y); free(got);
+        dfree(dx); dfree(dy);
+    }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- error paths: each becomes an error code with a message, and the device stays usable ---- */
+static void test_errors(void **state)
+{
+    (void)state;
+    rc_err e = {0};
+    void *p = (void *)1;
+    assert_int_equal(cuda_alloc(&p, (int64_t)1 << 50, 1, &e, "a petabyte"), RC_E_NOMEM);
+    assert_null(p);
+    printf("  out of memory: %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "1125899906842624 bytes for a petabyte"));
+    assert_int_equal(cuda_alloc(&p, INT64_MAX, 4, &e, "overflow"), RC_E_RANGE);
+
+    float *d = dev_nan(8);
+    e = (rc_err){0};
+    assert_int_equal(CUDA_CHECK(&e, cuda_k_rope_apply(d, d, d, 1, 1, 4, 6)), RC_E_DEVICE);
+    printf("  bad launch: %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "cuda_k_rope_apply(d, d, d, 1, 1, 4, 6) failed at "));
+    assert_non_null(strstr(e.msg, "test_kernels.c:"));
+    assert_int_equal(cuda_k_matmul(d, d, d, NULL, -1, 1, 1), cudaErrorInvalidValue);
+    assert_int_equal(cuda_k_attention(d, d, d, d, 1, 1, 0, 3, 2, 2, 1.0f, 0), cudaErrorInvalidValue);
+    assert_int_equal(cuda_k_rmsnorm(d, d, NULL, 1, 8, 1e-6f, RC_NORM_W), cudaErrorInvalidValue);
+
+    /* more keys than one block's shared memory can hold: refused, never computed */
+    int optin = 0, dev = 0;
+    CU(cudaGetDevice(&dev));
+    CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const int64_t S = optin / 4 + 64;
+    float *kv = dev_nan(S * 2);
+    assert_true(cuda_k_attention_smem(S, 0, 2) > (size_t)optin);
+    cudaError_t err = cuda_k_attention(d, d, kv, kv, 1, S, S - 1, 1, 1, 2, 1.0f, 0);
+    printf("  %lld keys (%zu bytes, device allows %d): %s\n", (long long)S, cuda_k_attention_smem(S, 0, 2), optin,
+           cudaGetErrorString(err));
+    assert_int_not_equal(err, cudaSuccess);
+    (void)cudaGetLastError();
+
+    /* the device still works after all of the above */
+    float one[8] = {1, 1, 1, 1, 1, 1, 1, 1}, two[8] = {2, 2, 2, 2, 2, 2, 2, 2};
+    CU(cudaMemcpy(d, one, sizeof one, cudaMemcpyHostToDevice));
+    float *d1 = to_dev(one, 8);
+    CU(cuda_k_add(d, d1, 8));
+    float *got = from_dev(d, 8);
+    assert_int_equal(mismatches("add after the errors", got, two, 8, 0, 0), 0);
+    free(got);
+    dfree(d); dfree(d1); dfree(kv);
+}
+
+/* ---- --bench: one representative shape per kernel, cudaEvent timing ---- */
+typedef struct bench_args {
+    float *a, *b, *c, *d;
+    int64_t T, N, K;
+} bench_args;
+
+static double bench_ms(cudaError_t (*fn)(const bench_args *), const bench_args *a)
+{
+    cudaEvent_t t0, t1;
+    float ms = 0.0f;
+    const int reps = 10;
+    CU(cudaEventCreate(&t0));
+    CU(cudaEventCreate(&t1));
+    for (int i = 0; i < 2; i++)
+        CU(fn(a));
+    CU(cudaEventRecord(t0, 0));
+    for (int i = 0; i < reps; i++)
+        CU(fn(a));
+    CU(cudaEventRecord(t1, 0));
+    CU(cudaEventSynchronize(t1));
+    CU(cudaEventElapsedTime(&ms, t0, t1));
+    CU(cudaEventDestroy(t0));
+    CU(cudaEventDestroy(t1));
+    return ms / reps;
+}
+
+static cudaError_t b_matmul(const bench_args *a) { return cuda_k_matmul(a->c, a->a, a->b, NULL, a->T, a->N, a->K); }
+static cudaError_t b_rmsnorm(const bench_args *a)
+{
+    return cuda_k_rmsnorm(a->c, a->a, a->b, a->T, a->K, 1e-6f, RC_NORM_W);
+}
+static cudaError_t b_rope(const bench_args *a) { return cuda_k_rope_apply(a->a, a->b, a->d, a->T, 32, 128, 128); }
+static cudaError_t b_attention(const bench_args *a)
+{
+    return cuda_k_attention(a->c, a->a, a->b, a->d, a->T, a->T, 0, 32, 8, 128, 0.088f, 0);
+}
+static cudaError_t b_glu(const bench_args *a) { return cuda_k_glu(a->c, a->a, a->b, a->T * a->K, RC_ACT_SILU); }
+
+static void bench(void)
+{
+    const int64_t T = 1024, Hd = 4096, I = 11008, big = T * I;
+    float *a = dev_nan(big), *b = dev_nan(I * Hd), *c = dev_nan(big), *d = dev_nan(big);
+    CU(cudaMemset(a, 0, (size_t)big * sizeof(float)));
+    CU(cudaMemset(b, 0, (size_t)(I * Hd) * sizeof(float)));
+    CU(cudaMemset(d, 0, (size_t)big * sizeof(float)));
+    bench_args m = {a, b, c, d, T, I, Hd};
+    double ms = bench_ms(b_matmul, &m);
+    printf("bench matmul     T=%lld N=%lld K=%lld   %8.3f ms  %7.1f GFLOP/s\n", (long long)T, (long long)I,
+           (long long)Hd, ms, 2.0 * T * I * Hd / ms / 1e6);
+    bench_args n = {a, b, c, d, T, 0, Hd};
+    ms = bench_ms(b_rmsnorm, &n);
+    printf("bench rmsnorm    rows=%lld n=%lld         %8.3f ms  %7.1f GB/s\n", (long long)T, (long long)Hd, ms,
+           3.0 * T * Hd * 4 / ms / 1e6);
+    bench_args r = {a, b, c, d, T, 0, 0};
+    ms = bench_ms(b_rope, &r);
+    printf("bench rope_apply T=%lld H=32 D=128       %8.3f ms  %7.1f GB/s\n", (long long)T, ms,
+           2.0 * T * 32 * 128 * 4 / ms / 1e6);
+    ms = bench_ms(b_attention, &r);
+    printf("bench attention  T=S=%lld H=32/8 D=128   %8.3f ms  %7.1f GFLOP/s\n", (long long)T, ms,
+           4.0 * T * T / 2 * 32 * 128 / ms / 1e6);
+    bench_args g = {a, b, c, d, T, 0, I};
+    ms = bench_ms(b_glu, &g);
+    printf("bench glu        n=%lld            %8.3f ms  %7.1f GB/s\n", (long long)big, ms, 3.0 * big * 4 / ms / 1e6);
+    dfree(a); dfree(b); dfree(c); dfree(d);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    gsl_set_error_handler_off();
+    rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (!rng)
+        return -1;
+    gsl_rng_set(rng, SEED);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gsl_rng_free(rng);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    gpu_skip_unless_present("cuda.kernels");
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
+        if (setup(NULL))
+            return 1;
+        bench();
+        teardown(NULL);
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_checker_fails), cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_rmsnorm),       cmocka_unit_test(test_rope),      cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_elementwise),   cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests_name("cuda.kernels", tests, setup, teardown);
+}
