@@ -1,0 +1,21 @@
+/* Shared command-line pieces of the engine command (main.c) and its benchmark (bench.c). */
+#ifndef ENG_CLI_H
+#define ENG_CLI_H
+
+#include <stdint.h>
+
+#include "engine.h"
+
+enum { ENG_EXIT_OK = 0, ENG_EXIT_ERROR = 2 };
+
+/* Parses one engine/memory option at argv[*i] (advancing *i past its value) into o / f32.
+ * Returns 1 if it was one, 0 if not, -1 on a bad value (message printed). *mem_flag is set when a
+ * memory-mode flag was given. */
+int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *mem_flag);
+int eng_cli_int(const char *flag, const char *s, long lo, long hi, long *out);
+double eng_now(void);
+int eng_bench_main(int argc, char **argv);
+/* The config of a named benchmark shape (llama3-8b, llama3-1b, tiny). */
+int eng_shape_config(const char *name, rc_config *cfg, rc_err *e);
+
+#endif

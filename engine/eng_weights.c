@@ -1,0 +1,396 @@
+/* Engine host weight store (see eng_weights.h). */
+#include "eng_weights.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_pool.h"
+
+const rc_caps engine_caps = {
+    .stage = "engine",
+    .max_head_dim = 512,
+    .head_dim_multiple = 8,
+    .mixers = 1u << RC_MIXER_ATTN,
+    .sliding_window = 1,
+};
+
+uint16_t eng_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float eng_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+int eng_config_check(const rc_config *c, rc_err *e)
+{
+    int rc = rc_config_check(c, &engine_caps, e);
+    if (rc)
+        return rc;
+    if (c->n_layers < 1 || c->vocab < 1 || c->hidden < 1)
+        return rc_fail(e, RC_E_UNSUPPORTED, "engine: empty model description");
+    if (c->hidden % 8)
+        return rc_fail(e, RC_E_UNSUPPORTED, "engine: hidden_size %lld is not a multiple of 8 (vector loads)",
+                       (long long)c->hidden);
+    for (int i = 0; i < c->n_layers; i++) {
+        const rc_layer_desc *d = &c->layers[i];
+        switch (d->state) {
+        case RC_STATE_KV:
+            break;
+        case RC_STATE_KV_RING:
+            return rc_fail(e, RC_E_UNSUPPORTED,
+                           "engine: layer %d keeps a ring KV cache (RC_STATE_KV_RING): not implemented yet", i);
+        case RC_STATE_RECURRENT:
+            return rc_fail(e, RC_E_UNSUPPORTED,
+                           "engine: layer %d keeps a recurrent state (RC_STATE_RECURRENT): not implemented yet", i);
+        default:
+            return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d has unknown state kind %d", i, (int)d->state);
+        }
+        if (d->n_kv_heads < 1 || d->n_heads % d->n_kv_heads)
+            return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: %d heads not a multiple of %d kv heads", i,
+                           d->n_heads, d->n_kv_heads);
+        if (d->intermediate % 8)
+            return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: intermediate_size %d is not a multiple of 8", i,
+                           d->intermediate);
+        if (d->rope < 0 || d->rope >= c->n_ropes || c->ropes[d->rope].rot_dim > d->head_dim ||
+            c->ropes[d->rope].rot_dim % 2)
+            return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: RoPE width does not fit head_dim %d", i,
+                           d->head_dim);
+    }
+    return RC_OK;
+}
+
+/* ---- layout ---- */
+static int64_t align_up(int64_t x) { return (x + ENG_ALIGN - 1) / ENG_ALIGN * ENG_ALIGN; }
+
+static void layout(const rc_config *c, int i, int64_t elt, int bqkv, int bo, int bgu, int bdown,
+                   eng_layer_layout *L)
+{
+    const rc_layer_desc *d = &c->layers[i];
+    const int64_t Hd = c->hidden, D = d->head_dim, qd = (int64_t)d->n_heads * D, kd = (int64_t)d->n_kv_heads * D;
+    const int64_t I = d->intermediate, nqkv = qd + 2 * kd;
+    int64_t off = 0;
+#define PUT(field, bytes) do { L->field = off; off = align_up(off + (bytes)); } while (0)
+    PUT(wqkv, nqkv * Hd * elt);
+    PUT(wo, Hd * qd * elt);
+    PUT(wgu, 2 * I * Hd * elt);
+    PUT(wdown, Hd * I * elt);
+    PUT(attn_norm, Hd * 4);
+    PUT(mlp_norm, Hd * 4);
+    L->bqkv = L->bo = L->bgu = L->bdown = L->q_norm = L->k_norm = -1;
+    if (bqkv) PUT(bqkv, nqkv * 4);
+    if (bo) PUT(bo, Hd * 4);
+    if (bgu) PUT(bgu, 2 * I * 4);
+    if (bdown) PUT(bdown, Hd * 4);
+    if (d->q_norm) PUT(q_norm, D * 4);
+    if (d->k_norm) PUT(k_norm, D * 4);
+#undef PUT
+    L->bytes = off;
+    L->qd = (int)qd;
+    L->kd = (int)kd;
+    L->nqkv = (int)nqkv;
+    L->inter = (int)I;
+}
+
+/* Page-aligned and a whole number of pages, so the engine can pin it in place (cudaHostRegister). */
+static void *alloc_blob(int64_t bytes, rc_err *e, const char *what)
+{
+    void *p = NULL;
+    bytes = (bytes + 4095) / 4096 * 4096;
+    if (bytes <= 0 || (uint64_t)bytes > SIZE_MAX || posix_memalign(&p, 4096, (size_t)bytes) != 0) {
+        rc_fail(e, RC_E_NOMEM, "engine: out of host memory for %s (%lld bytes)", what, (long long)bytes);
+        return NULL;
+    }
+    memset(p, 0, (size_t)bytes);
+    return p;
+}
+
+void eng_weights_free(eng_weights *w)
+{
+    if (!w)
+        return;
+    if (w->layer)
+        for (int i = 0; i < w->cfg.n_layers; i++)
+            free(w->layer[i]);
+    free(w->layer);
+    if (w->lm_head != w->embed)
+        free(w->lm_head);
+    free(w->embed);
+    free(w->final_norm);
+    free(w->lay);
+    free(w->cfg.layers);
+    free(w);
+}
+
+/* Allocates the store for cfg with the given bias presence (blobs zeroed). */
+static int store_alloc(eng_weights **out, const rc_config *cfg, int f32, int bqkv, int bo, int bgu, int bdown,
+                       rc_err *e)
+{
+    *out = NULL;
+    int rc = eng_config_check(cfg, e);
+    if (rc)
+        return rc;
+    eng_weights *w = rc_calloc(1, sizeof *w, e, "engine weights");
+    if (!w)
+        return e->code;
+    w->cfg = *cfg;
+    w->cfg.layers = rc_calloc(cfg->n_layers, sizeof *cfg->layers, e, "layer descriptions");
+    w->lay = rc_calloc(cfg->n_layers, sizeof *w->lay, e, "layer layouts");
+    w->layer = rc_calloc(cfg->n_layers, sizeof *w->layer, e, "layer blobs");
+    if (!w->cfg.layers || !w->lay || !w->layer) {
+        eng_weights_free(w);
+        return e->code;
+    }
+    memcpy(w->cfg.layers, cfg->layers, (size_t)cfg->n_layers * sizeof *cfg->layers);
+    w->f32 = f32;
+    w->elt = f32 ? 4 : 2;
+    for (int i = 0; i < cfg->n_layers; i++) {
+        layout(cfg, i, w->elt, bqkv, bo, bgu, bdown, &w->lay[i]);
+        w->layer_bytes_total += w->lay[i].bytes;
+        if (w->lay[i].bytes > w->layer_bytes_max)
+            w->layer_bytes_max = w->lay[i].bytes;
+        if (!(w->layer[i] = alloc_blob(w->lay[i].bytes, e, "a layer"))) {
+            eng_weights_free(w);
+            return e->code;
+        }
+    }
+    w->vocab_bytes = cfg->vocab * cfg->hidden * w->elt;
+    w->embed = alloc_blob(w->vocab_bytes, e, "the embedding");
+    w->lm_head = cfg->tie_embeddings ? w->embed : alloc_blob(w->vocab_bytes, e, "lm_head");
+    w->final_norm = rc_calloc(cfg->hidden, sizeof(float), e, "final norm");
+    if (!w->embed || !w->lm_head || !w->final_norm) {
+        if (!w->lm_head)
+            w->lm_head = w->embed;
+        eng_weights_free(w);
+        return e->code;
+    }
+    *out = w;
+    return RC_OK;
+}
+
+/* ---- from an rc_model ---- */
+static void put_rows(void *dst, int64_t elt, const float *src, int64_t n)
+{
+    if (elt == 4) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; i++)
+        d[i] = eng_f32_to_bf16(src[i]);
+}
+
+static void put_f32(void *blob, int64_t off, const float *src, int64_t n)
+{
+    if (off >= 0 && src)
+        memcpy((char *)blob + off, src, (size_t)n * sizeof(float));
+}
+
+typedef struct conv_ctx {
+    eng_weights *w;
+    const rc_model *m;
+} conv_ctx;
+
+static void conv_layers(void *ctx, int64_t b, int64_t end, int worker)
+{
+    (void)worker;
+    conv_ctx *c = ctx;
+    eng_weights *w = c->w;
+    const int64_t Hd = w->cfg.hidden, elt = w->elt;
+    for (int64_t i = b; i < end; i++) {
+        const rc_layer_weights *s = &c->m->w.layers[i];
+        const eng_layer_layout *L = &w->lay[i];
+        const rc_layer_desc *d = &w->cfg.layers[i];
+        char *blob = w->layer[i];
+        const int64_t qd = L->qd, kd = L->kd, I = L->inter;
+        put_rows(blob + L->wqkv, elt, s->q, qd * Hd);
+        put_rows(blob + L->wqkv + qd * Hd * elt, elt, s->k, kd * Hd);
+        put_rows(blob + L->wqkv + (qd + kd) * Hd * elt, elt, s->v, kd * Hd);
+        put_rows(blob + L->wo, elt, s->o, Hd * qd);
+        put_rows(blob + L->wgu, elt, s->gate, I * Hd);
+        put_rows(blob + L->wgu + I * Hd * elt, elt, s->up, I * Hd);
+        put_rows(blob + L->wdown, elt, s->down, Hd * I);
+        put_f32(blob, L->attn_norm, s->attn_norm, Hd);
+        put_f32(blob, L->mlp_norm, s->mlp_norm, Hd);
+        if (L->bqkv >= 0) {
+            put_f32(blob, L->bqkv, s->q_b, qd);
+            put_f32(blob, L->bqkv + qd * 4, s->k_b, kd);
+            put_f32(blob, L->bqkv + (qd + kd) * 4, s->v_b, kd);
+        }
+        put_f32(blob, L->bo, s->o_b, Hd);
+        if (L->bgu >= 0) {
+            put_f32(blob, L->bgu, s->gate_b, I);
+            put_f32(blob, L->bgu + I * 4, s->up_b, I);
+        }
+        put_f32(blob, L->bdown, s->down_b, Hd);
+        put_f32(blob, L->q_norm, s->q_norm, d->head_dim);
+        put_f32(blob, L->k_norm, s->k_norm, d->head_dim);
+    }
+}
+
+typedef struct rows_ctx {
+    void *dst;
+    const float *src;
+    int64_t elt, width;
+} rows_ctx;
+
+static void conv_rows(void *ctx, int64_t b, int64_t end, int worker)
+{
+    (void)worker;
+    rows_ctx *c = ctx;
+    put_rows((char *)c->dst + b * c->width * c->elt, c->elt, c->src + b * c->width, (end - b) * c->width);
+}
+
+int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int threads, rc_err *e)
+{
+    int bqkv = 0, bo = 0, bgu = 0, bdown = 0;
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        const rc_layer_weights *s = &m->w.layers[i];
+        bqkv |= s->q_b || s->k_b || s->v_b;
+        bo |= s->o_b != NULL;
+        bgu |= s->gate_b || s->up_b;
+        bdown |= s->down_b != NULL;
+    }
+    eng_weights *w;
+    int rc = store_alloc(&w, &m->cfg, f32, bqkv, bo, bgu, bdown, e);
+    if (rc)
+        return rc;
+    eng_pool *pool;
+    if ((rc = eng_pool_create(&pool, threads, e))) {
+        eng_weights_free(w);
+        return rc;
+    }
+    conv_ctx cc = {.w = w, .m = m};
+    eng_pool_run(pool, m->cfg.n_layers, conv_layers, &cc);
+    rows_ctx rcx = {.dst = w->embed, .src = m->w.embed, .elt = w->elt, .width = m->cfg.hidden};
+    eng_pool_run(pool, m->cfg.vocab, conv_rows, &rcx);
+    if (w->lm_head != w->embed) {
+        rows_ctx r2 = {.dst = w->lm_head, .src = m->w.lm_head, .elt = w->elt, .width = m->cfg.hidden};
+        eng_pool_run(pool, m->cfg.vocab, conv_rows, &r2);
+    }
+    memcpy(w->final_norm, m->w.final_norm, (size_t)m->cfg.hidden * sizeof(float));
+    eng_pool_free(pool);
+    *out = w;
+    return RC_OK;
+}
+
+/* ---- synthesized ---- */
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+#define SYN_BLOCK 65536
+
+/* One job: n elements of a matrix, filled in blocks of SYN_BLOCK seeded by (seed, id, block). */
+typedef struct syn_job {
+    void *dst;
+    int64_t n;
+    uint64_t id;
+} syn_job;
+
+typedef struct syn_ctx {
+    syn_job *jobs;
+    int64_t *first_block; /* [njobs + 1] prefix sums of blocks */
+    int njobs;
+    int64_t elt;
+    uint64_t seed;
+} syn_ctx;
+
+static void syn_blocks(void *ctx, int64_t b, int64_t end, int worker)
+{
+    (void)worker;
+    syn_ctx *c = ctx;
+    const float amp = 0.02f * 1.7320508f; /* uniform [-a, a] has std a / sqrt(3) */
+    int j = 0;
+    for (int64_t blk = b; blk < end; blk++) {
+        while (c->first_block[j + 1] <= blk)
+            j++;
+        const syn_job *job = &c->jobs[j];
+        const int64_t k = blk - c->first_block[j], i0 = k * SYN_BLOCK;
+        const int64_t i1 = i0 + SYN_BLOCK < job->n ? i0 + SYN_BLOCK : job->n;
+        uint64_t s = splitmix64(c->seed ^ splitmix64(job->id * 0x100000001B3ull + (uint64_t)k));
+        for (int64_t i = i0; i < i1; i++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17; /* xorshift64 */
+            float u = (float)(s >> 40) * (1.0f / 16777216.0f); /* [0, 1) */
+            float v = (2.0f * u - 1.0f) * amp;
+            if (c->elt == 4)
+                ((float *)job->dst)[i] = v;
+            else
+                ((uint16_t *)job->dst)[i] = eng_f32_to_bf16(v);
+        }
+    }
+}
+
+static void add_job(syn_job *jobs, int *nj, void *dst, int64_t n)
+{
+    jobs[*nj] = (syn_job){dst, n, (uint64_t)*nj};
+    (*nj)++;
+}
+
+int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t seed, int threads, rc_err *e)
+{
+    eng_weights *w;
+    int rc = store_alloc(&w, cfg, f32, cfg->attn_bias, cfg->attn_bias, cfg->mlp_bias, cfg->mlp_bias, e);
+    if (rc)
+        return rc;
+    const int L = cfg->n_layers;
+    const int njobs = 4 * L + 2;
+    syn_job *jobs = rc_calloc(njobs, sizeof *jobs, e, "synth jobs");
+    int64_t *first = rc_calloc(njobs + 1, sizeof *first, e, "synth jobs");
+    eng_pool *pool = NULL;
+    if (!jobs || !first || (rc = eng_pool_create(&pool, threads, e))) {
+        rc = e->code;
+        free(jobs);
+        free(first);
+        eng_weights_free(w);
+        return rc;
+    }
+    int nj = 0;
+    const int64_t Hd = cfg->hidden;
+    for (int i = 0; i < L; i++) {
+        const eng_layer_layout *Ly = &w->lay[i];
+        char *blob = w->layer[i];
+        add_job(jobs, &nj, blob + Ly->wqkv, (int64_t)Ly->nqkv * Hd);
+        add_job(jobs, &nj, blob + Ly->wo, Hd * Ly->qd);
+        add_job(jobs, &nj, blob + Ly->wgu, 2 * (int64_t)Ly->inter * Hd);
+        add_job(jobs, &nj, blob + Ly->wdown, Hd * Ly->inter);
+        float *an = (float *)(blob + Ly->attn_norm), *mn = (float *)(blob + Ly->mlp_norm);
+        for (int64_t k = 0; k < Hd; k++)
+            an[k] = mn[k] = 1.0f;
+        const int D = cfg->layers[i].head_dim;
+        for (int k = 0; k < D; k++) {
+            if (Ly->q_norm >= 0) ((float *)(blob + Ly->q_norm))[k] = 1.0f;
+            if (Ly->k_norm >= 0) ((float *)(blob + Ly->k_norm))[k] = 1.0f;
+        }
+    }
+    add_job(jobs, &nj, w->embed, cfg->vocab * Hd);
+    if (w->lm_head != w->embed)
+        add_job(jobs, &nj, w->lm_head, cfg->vocab * Hd);
+    for (int j = 0; j < nj; j++)
+        first[j + 1] = first[j] + (jobs[j].n + SYN_BLOCK - 1) / SYN_BLOCK;
+    for (int64_t k = 0; k < Hd; k++)
+        w->final_norm[k] = 1.0f;
+    syn_ctx sc = {.jobs = jobs, .first_block = first, .njobs = nj, .elt = w->elt, .seed = seed};
+    eng_pool_run(pool, first[nj], syn_blocks, &sc);
+    eng_pool_free(pool);
+    free(jobs);
+    free(first);
+    *out = w;
+    return RC_OK;
+}

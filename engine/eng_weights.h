@@ -1,0 +1,56 @@
+/* The engine's host weight store: one contiguous blob per layer (what a streamed copy moves) plus the
+ * vocab matrices, matrices in bf16 (default) or f32, norms and biases in f32. Filled from an rc_model
+ * (fp32 -> bf16 round-to-nearest-even) or synthesized from a config (seeded, multithreaded, no fp32 copy). */
+#ifndef ENG_WEIGHTS_H
+#define ENG_WEIGHTS_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+#define ENG_ALIGN 256
+
+/* Byte offsets inside a layer blob; -1 = absent. */
+typedef struct eng_layer_layout {
+    int64_t wqkv;      /* [qd + 2 kd, Hd] rows: q | k | v */
+    int64_t wo;        /* [Hd, qd] */
+    int64_t wgu;       /* [2 I, Hd] rows: gate | up */
+    int64_t wdown;     /* [Hd, I] */
+    int64_t attn_norm, mlp_norm;   /* f32 [Hd] */
+    int64_t bqkv, bo, bgu, bdown;  /* f32 [qd + 2 kd], [Hd], [2 I], [Hd] */
+    int64_t q_norm, k_norm;        /* f32 [D] */
+    int64_t bytes;
+    int qd, kd, nqkv, inter;
+} eng_layer_layout;
+
+typedef struct eng_weights {
+    rc_config cfg;          /* own copy (layers array owned) */
+    int f32;                /* matrix storage: 0 bf16, 1 f32 */
+    int64_t elt;            /* bytes per matrix element */
+    eng_layer_layout *lay;  /* [L] */
+    void **layer;           /* [L] host blobs (whole pages; pinned in place by the engine when it streams) */
+    void *embed;            /* [V, Hd] */
+    void *lm_head;          /* [V, Hd]; == embed when tied */
+    float *final_norm;      /* [Hd] */
+    int64_t layer_bytes_total, layer_bytes_max;
+    int64_t vocab_bytes;    /* one [V, Hd] matrix */
+} eng_weights;
+
+/* What the engine runs: attention layers (GQA, biases, q/k norm, sliding-window masks, default RoPE).
+ * Per-layer state kinds other than RC_STATE_KV are refused by eng_config_check. */
+extern const rc_caps engine_caps;
+
+/* Checks the description against what the engine implements (engine_caps, per-layer state kinds,
+ * widths that the 8-element vector loads need). */
+int eng_config_check(const rc_config *cfg, rc_err *e);
+
+int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int threads, rc_err *e);
+/* Random weights for benchmarks: matrices uniform with std 0.02, norms 1, biases 0; same seed, same bits
+ * whatever the thread count. */
+int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t seed, int threads, rc_err *e);
+void eng_weights_free(eng_weights *w);
+
+uint16_t eng_f32_to_bf16(float f);
+float eng_bf16_to_f32(uint16_t h);
+
+#endif

@@ -1,0 +1,1013 @@
+/* The engine (see engine.h), in sections: errors and allocation, open/close, weights (resident, streamed,
+ * zero-copy), probes, the forward pass of one chunk, prefill/decode, stage adapter, bandwidth. */
+#include "engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "eng_hgemv.h"
+#include "fault.h"
+#include "eng_kernels.h"
+#include "eng_pool.h"
+#include "ops.h"
+
+struct eng {
+    const eng_weights *w;
+    const rc_config *c;
+    eng_opts o;
+    eng_plan plan;
+    int L, P, C, max_ctx, f32, broken;
+    int64_t elt, pos;
+    int half_max, kvrow_max; /* max rot/2 over ropes; max Hkv*D over layers */
+    cudaStream_t s_comp, s_wcopy, s_kvcopy;
+    /* weights: d_layer[l] is what kernels read (own allocation, slot, or mapped host blob) */
+    void **d_layer;
+    int n_slots, *slot_layer, registered;
+    void **d_slot;
+    cudaEvent_t *ev_ready, *ev_done;
+    void *d_embed, *d_lm_head;
+    float *d_final_norm;
+    /* KV: resident caches, or pinned host caches + tile buffers */
+    void **d_k, **d_v, **h_k, **h_v;
+    void *d_tk[2], *d_tv[2], *d_knew, *d_vnew;
+    cudaEvent_t ev_tready[2], ev_tdone[2], ev_kvhost;
+    int64_t tile_uses;
+    float *d_st_m, *d_st_l, *d_st_acc;
+    /* workspace */
+    float *d_x, *d_a, *d_qkv, *d_q, *d_ctx, *d_gu, *d_act, *d_fin, *d_logits, *d_rope;
+    int32_t *d_ids;
+    /* host staging (pinned) */
+    float *h_rope, *h_x, *h_fin, *h_logits;
+    int32_t *h_ids;
+    float *inv[RC_MAX_ROPES], *tmp_cos, *tmp_sin;
+    /* vocab on CPU */
+    eng_pool *pool;
+    eng_hgemv *hg;
+    eng_mem mem;
+};
+
+/* ---- errors and allocation ---- */
+static int cuda_fail(rc_err *e, cudaError_t err, const char *call, const char *file, int line)
+{
+    return rc_fail(e, err == cudaErrorMemoryAllocation ? RC_E_NOMEM : RC_E_DEVICE, "engine: %s failed at %s:%d: %s",
+                   call, file, line, cudaGetErrorString(err));
+}
+
+#define CK(call)                                                                                                   \
+    do {                                                                                                           \
+        cudaError_t err_ = (call);                                                                                 \
+        if (err_ != cudaSuccess)                                                                                   \
+            return cuda_fail(e, err_, #call, __FILE__, __LINE__);                                                  \
+    } while (0)
+
+#define ATTEMPT(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
+static int dalloc_at(void **p, int64_t bytes, int64_t *acct, const char *what, rc_err *e, const char *file, int line)
+{
+    *p = NULL;
+    if (bytes <= 0)
+        return RC_OK;
+    cudaError_t err = cudaMalloc(p, (size_t)bytes);
+    if (err != cudaSuccess) {
+        *p = NULL;
+        cudaGetLastError();
+        if (err == cudaErrorMemoryAllocation)
+            return rc_fail(e, RC_E_NOMEM, "engine: out of device memory for %s (%lld bytes) at %s:%d", what,
+                           (long long)bytes, file, line);
+        return cuda_fail(e, err, "cudaMalloc", file, line);
+    }
+    *acct += bytes;
+    return RC_OK;
+}
+#define DALLOC(p, bytes, acct, what) dalloc_at((void **)&(p), (bytes), (acct), (what), e, __FILE__, __LINE__)
+
+static int halloc_at(void **p, int64_t bytes, int64_t *acct, const char *what, rc_err *e, const char *file, int line)
+{
+    *p = NULL;
+    if (bytes <= 0)
+        return RC_OK;
+    cudaError_t err = cudaHostAlloc(p, (size_t)bytes, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+        *p = NULL;
+        cudaGetLastError();
+        return rc_fail(e, RC_E_NOMEM, "engine: out of pinned host memory for %s (%lld bytes) at %s:%d: %s", what,
+                       (long long)bytes, file, line, cudaGetErrorString(err));
+    }
+    *acct += bytes;
+    return RC_OK;
+}
+#define HALLOC(p, bytes, what) halloc_at((void **)&(p), (bytes), &E->mem.host_pinned, (what), e, __FILE__, __LINE__)
+
+/* ---- sizes (eng_plan_bytes counts exactly what eng_open allocates) ---- */
+static int64_t kvrow(const rc_layer_desc *d) { return (int64_t)d->n_kv_heads * d->head_dim; }
+
+static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, eng_plan_sizes *s)
+{
+    const rc_config *c = &w->cfg;
+    int64_t qd = 0, nqkv = 0, I = 0, kvr = 0, heads = 0, half = 0, kv = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const rc_layer_desc *d = &c->layers[l];
+        const eng_layer_layout *Ly = &w->lay[l];
+        if (Ly->qd > qd) qd = Ly->qd;
+        if (Ly->nqkv > nqkv) nqkv = Ly->nqkv;
+        if (Ly->inter > I) I = Ly->inter;
+        if (kvrow(d) > kvr) kvr = kvrow(d);
+        if (d->n_heads > heads) heads = d->n_heads;
+        kv += 2 * (int64_t)max_ctx * kvrow(d) * w->elt;
+    }
+    for (int r = 0; r < c->n_ropes; r++)
+        if (c->ropes[r].rot_dim / 2 > half)
+            half = c->ropes[r].rot_dim / 2;
+    const int64_t Hd = c->hidden;
+    memset(s, 0, sizeof *s);
+    s->n_layers = c->n_layers;
+    s->layer_total = w->layer_bytes_total;
+    s->layer_max = w->layer_bytes_max;
+    s->vocab_dev = w->vocab_bytes * (c->tie_embeddings ? 1 : 2);
+    s->logits_dev = c->vocab * 4;
+    s->kv_resident = kv;
+    s->kv_offload = (4 * (int64_t)P * kvr + 2 * (int64_t)C * kvr) * w->elt + (int64_t)C * (2 * heads + qd) * 4;
+    s->workspace = 4 * ((int64_t)C * (2 * Hd + nqkv + 2 * qd + 3 * I) + Hd + (int64_t)c->n_ropes * 2 * C * half) +
+                   (int64_t)C * 4 + Hd * 4; /* + ids + final norm weight */
+}
+
+/* ---- open / close ---- */
+void eng_opts_default(eng_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->resident_layers = ENG_AUTO;
+    o->kv_offload = ENG_AUTO;
+    o->vocab_on_cpu = ENG_AUTO;
+    o->kv_tile = ENG_DEFAULT_TILE;
+    o->max_ctx = ENG_DEFAULT_CTX;
+    o->prefill_chunk = ENG_DEFAULT_CHUNK;
+}
+
+int eng_available(int device, char *why, size_t cap)
+{
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(why, cap, "no usable CUDA device (%s)", cudaGetErrorString(err));
+        return 0;
+    }
+    if (device < 0 || device >= n) {
+        snprintf(why, cap, "device %d does not exist (%d found)", device, n);
+        return 0;
+    }
+    return 1;
+}
+
+void eng_close(eng *E)
+{
+    if (!E)
+        return;
+    cudaDeviceSynchronize();
+    cudaGetLastError();
+    const int L = E->L;
+    if (E->d_layer && !E->registered) /* streamed / zero-copy entries are not allocations */
+        for (int l = 0; l < L; l++)
+            cudaFree(E->d_layer[l]);
+    if (E->registered)
+        for (int l = 0; l < L; l++)
+            cudaHostUnregister(E->w->layer[l]);
+    if (E->d_slot)
+        for (int i = 0; i < E->n_slots; i++)
+            cudaFree(E->d_slot[i]);
+    for (int i = 0; E->ev_ready && i < E->n_slots; i++) {
+        if (E->ev_ready[i]) cudaEventDestroy(E->ev_ready[i]);
+        if (E->ev_done[i]) cudaEventDestroy(E->ev_done[i]);
+    }
+    if (E->d_lm_head != E->d_embed)
+        cudaFree(E->d_lm_head);
+    cudaFree(E->d_embed);
+    cudaFree(E->d_final_norm);
+    for (int l = 0; l < L; l++) {
+        if (E->d_k) { cudaFree(E->d_k[l]); cudaFree(E->d_v[l]); }
+        if (E->h_k) { cudaFreeHost(E->h_k[l]); cudaFreeHost(E->h_v[l]); }
+    }
+    for (int i = 0; i < 2; i++) {
+        cudaFree(E->d_tk[i]);
+        cudaFree(E->d_tv[i]);
+        if (E->ev_tready[i]) cudaEventDestroy(E->ev_tready[i]);
+        if (E->ev_tdone[i]) cudaEventDestroy(E->ev_tdone[i]);
+    }
+    if (E->ev_kvhost) cudaEventDestroy(E->ev_kvhost);
+    void *dev[] = {E->d_knew, E->d_vnew, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_x, E->d_a, E->d_qkv, E->d_q,
+                   E->d_ctx, E->d_gu, E->d_act, E->d_fin, E->d_logits, E->d_rope, E->d_ids};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        cudaFree(dev[i]);
+    void *host[] = {E->h_rope, E->h_x, E->h_fin, E->h_logits, E->h_ids};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        cudaFreeHost(host[i]);
+    if (E->s_comp) cudaStreamDestroy(E->s_comp);
+    if (E->s_wcopy) cudaStreamDestroy(E->s_wcopy);
+    if (E->s_kvcopy) cudaStreamDestroy(E->s_kvcopy);
+    cudaGetLastError();
+    eng_hgemv_free(E->hg);
+    eng_pool_free(E->pool);
+    for (int r = 0; r < RC_MAX_ROPES; r++)
+        free(E->inv[r]);
+    free(E->tmp_cos);
+    free(E->tmp_sin);
+    free(E->d_layer);
+    free(E->d_slot);
+    free(E->slot_layer);
+    free(E->ev_ready);
+    free(E->ev_done);
+    free(E->d_k);
+    free(E->d_v);
+    free(E->h_k);
+    free(E->h_v);
+    free(E);
+}
+
+static int choose_plan(eng *E, rc_err *e)
+{
+    eng_plan_sizes s;
+    plan_sizes(E->w, E->max_ctx, E->C, E->P, &s);
+    const eng_opts *o = &E->o;
+    if (o->vram_budget > 0) {
+        ATTEMPT(eng_plan_choose(&s, o->vram_budget, o->resident_layers, o->kv_offload == ENG_AUTO ? -1 : o->kv_offload,
+                                o->vocab_on_cpu == ENG_AUTO ? -1 : o->vocab_on_cpu, &E->plan, e));
+    } else
+        eng_plan_bytes(&s, o->resident_layers == ENG_AUTO ? ENG_ALL_LAYERS : o->resident_layers,
+                       o->kv_offload == 1, o->vocab_on_cpu == 1, &E->plan);
+    if (o->log) {
+        char d[256], b1[32], b2[32], b3[32], b4[32];
+        fprintf(o->log, "engine: plan: %s%s\n", eng_plan_describe(&E->plan, E->L, d, sizeof d),
+                o->vram_budget > 0 ? " (chosen for the budget)" : "");
+        fprintf(o->log, "engine: plan: device %s = weights %s + KV %s + workspace %s%s%s\n",
+                eng_bytes_str(E->plan.total, b1, sizeof b1), eng_bytes_str(E->plan.weights, b2, sizeof b2),
+                eng_bytes_str(E->plan.kv, b3, sizeof b3), eng_bytes_str(E->plan.workspace, b4, sizeof b4),
+                o->vram_budget > 0 ? " within budget " : "",
+                o->vram_budget > 0 ? eng_bytes_str(o->vram_budget, d, sizeof d) : "");
+    }
+    return RC_OK;
+}
+
+static int open_weights(eng *E, rc_err *e)
+{
+    const eng_weights *w = E->w;
+    const int L = E->L, N = E->plan.resident_layers;
+    int64_t *acct = &E->mem.weights;
+    E->d_layer = rc_calloc(L, sizeof *E->d_layer, e, "layer pointers");
+    if (!E->d_layer)
+        return e->code;
+    if (N < 0) {
+        E->n_slots = L;
+        for (int l = 0; l < L; l++) {
+            ATTEMPT(DALLOC(E->d_layer[l], w->lay[l].bytes, acct, "a resident layer"));
+            CK(cudaMemcpy(E->d_layer[l], w->layer[l], (size_t)w->lay[l].bytes, cudaMemcpyHostToDevice));
+        }
+    } else {
+        /* streamed or zero-copy: pin the host blobs in place */
+        for (int l = 0; l < L; l++) {
+            const size_t pages = (size_t)(w->lay[l].bytes + 4095) / 4096 * 4096; /* as alloc_blob sized it */
+            cudaError_t err = cudaHostRegister(w->layer[l], pages, cudaHostRegisterPortable | cudaHostRegisterMapped);
+            if (err != cudaSuccess) {
+                cudaGetLastError();
+                for (int k = 0; k < l; k++)
+                    cudaHostUnregister(w->layer[k]);
+                return rc_fail(e, RC_E_NOMEM, "engine: cannot pin layer %d's host weights (%lld bytes): %s", l,
+                               (long long)w->lay[l].bytes, cudaGetErrorString(err));
+            }
+        }
+        E->registered = 1;
+        E->n_slots = N;
+        if (N == 0)
+            for (int l = 0; l < L; l++)
+                CK(cudaHostGetDevicePointer(&E->d_layer[l], w->layer[l], 0));
+        else {
+            E->d_slot = rc_calloc(N, sizeof *E->d_slot, e, "weight slots");
+            E->slot_layer = rc_calloc(N, sizeof *E->slot_layer, e, "weight slots");
+            E->ev_ready = rc_calloc(N, sizeof *E->ev_ready, e, "weight slots");
+            E->ev_done = rc_calloc(N, sizeof *E->ev_done, e, "weight slots");
+            if (!E->d_slot || !E->slot_layer || !E->ev_ready || !E->ev_done)
+                return e->code;
+            for (int i = 0; i < N; i++) {
+                E->slot_layer[i] = -1;
+                ATTEMPT(DALLOC(E->d_slot[i], w->layer_bytes_max, acct, "a weight slot"));
+                CK(cudaEventCreateWithFlags(&E->ev_ready[i], cudaEventDisableTiming));
+                CK(cudaEventCreateWithFlags(&E->ev_done[i], cudaEventDisableTiming));
+            }
+        }
+    }
+    if (!E->plan.vocab_on_cpu) {
+        ATTEMPT(DALLOC(E->d_embed, w->vocab_bytes, acct, "the embedding"));
+        CK(cudaMemcpy(E->d_embed, w->embed, (size_t)w->vocab_bytes, cudaMemcpyHostToDevice));
+        if (w->lm_head == w->embed)
+            E->d_lm_head = E->d_embed;
+        else {
+            ATTEMPT(DALLOC(E->d_lm_head, w->vocab_bytes, acct, "lm_head"));
+            CK(cudaMemcpy(E->d_lm_head, w->lm_head, (size_t)w->vocab_bytes, cudaMemcpyHostToDevice));
+        }
+    }
+    return RC_OK;
+}
+
+static int open_kv(eng *E, rc_err *e)
+{
+    const rc_config *c = E->c;
+    const int L = E->L;
+    int64_t *acct = &E->mem.kv;
+    /* per-layer state, by kind: only RC_STATE_KV today (eng_config_check refuses the others); a ring
+     * buffer (RC_STATE_KV_RING) or a recurrent state (RC_STATE_RECURRENT) gets its own case here */
+    for (int l = 0; l < L; l++)
+        if (c->layers[l].state != RC_STATE_KV)
+            return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: state kind %d not implemented", l,
+                           (int)c->layers[l].state);
+    if (!E->plan.kv_offload) {
+        E->d_k = rc_calloc(L, sizeof *E->d_k, e, "KV pointers");
+        E->d_v = rc_calloc(L, sizeof *E->d_v, e, "KV pointers");
+        if (!E->d_k || !E->d_v)
+            return e->code;
+        for (int l = 0; l < L; l++) {
+            const int64_t bytes = (int64_t)E->max_ctx * kvrow(&c->layers[l]) * E->elt;
+            ATTEMPT(DALLOC(E->d_k[l], bytes, acct, "the K cache"));
+            ATTEMPT(DALLOC(E->d_v[l], bytes, acct, "the V cache"));
+            CK(cudaMemset(E->d_k[l], 0, (size_t)bytes));
+            CK(cudaMemset(E->d_v[l], 0, (size_t)bytes));
+        }
+        return RC_OK;
+    }
+    E->h_k = rc_calloc(L, sizeof *E->h_k, e, "KV pointers");
+    E->h_v = rc_calloc(L, sizeof *E->h_v, e, "KV pointers");
+    if (!E->h_k || !E->h_v)
+        return e->code;
+    for (int l = 0; l < L; l++) {
+        const int64_t bytes = (int64_t)E->max_ctx * kvrow(&c->layers[l]) * E->elt;
+        ATTEMPT(HALLOC(E->h_k[l], bytes, "the host K cache"));
+        ATTEMPT(HALLOC(E->h_v[l], bytes, "the host V cache"));
+        memset(E->h_k[l], 0, (size_t)bytes);
+        memset(E->h_v[l], 0, (size_t)bytes);
+    }
+    const int64_t tile = (int64_t)E->P * E->kvrow_max * E->elt, nrow = (int64_t)E->C * E->kvrow_max * E->elt;
+    int64_t heads = 0, qd = 0;
+    for (int l = 0; l < L; l++) {
+        if (c->layers[l].n_heads > heads) heads = c->layers[l].n_heads;
+        if (E->w->lay[l].qd > qd) qd = E->w->lay[l].qd;
+    }
+    for (int i = 0; i < 2; i++) {
+        ATTEMPT(DALLOC(E->d_tk[i], tile, acct, "a K tile buffer"));
+        ATTEMPT(DALLOC(E->d_tv[i], tile, acct, "a V tile buffer"));
+        CK(cudaEventCreateWithFlags(&E->ev_tready[i], cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&E->ev_tdone[i], cudaEventDisableTiming));
+    }
+    CK(cudaEventCreateWithFlags(&E->ev_kvhost, cudaEventDisableTiming));
+    ATTEMPT(DALLOC(E->d_knew, nrow, acct, "new K rows"));
+    ATTEMPT(DALLOC(E->d_vnew, nrow, acct, "new V rows"));
+    ATTEMPT(DALLOC(E->d_st_m, (int64_t)E->C * heads * 4, acct, "attention state"));
+    ATTEMPT(DALLOC(E->d_st_l, (int64_t)E->C * heads * 4, acct, "attention state"));
+    ATTEMPT(DALLOC(E->d_st_acc, (int64_t)E->C * qd * 4, acct, "attention state"));
+    return RC_OK;
+}
+
+static int open_workspace(eng *E, rc_err *e)
+{
+    const rc_config *c = E->c;
+    const int64_t C = E->C, Hd = c->hidden;
+    int64_t qd = 0, nqkv = 0, I = 0;
+    for (int l = 0; l < E->L; l++) {
+        const eng_layer_layout *Ly = &E->w->lay[l];
+        if (Ly->qd > qd) qd = Ly->qd;
+        if (Ly->nqkv > nqkv) nqkv = Ly->nqkv;
+        if (Ly->inter > I) I = Ly->inter;
+    }
+    int64_t *acct = &E->mem.workspace;
+    const int64_t rope = (int64_t)c->n_ropes * 2 * C * E->half_max;
+    ATTEMPT(DALLOC(E->d_x, C * Hd * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_a, C * Hd * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_qkv, C * nqkv * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_q, C * qd * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_ctx, C * qd * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_gu, C * 2 * I * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_act, C * I * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_fin, Hd * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_rope, rope * 4, acct, "RoPE rows"));
+    ATTEMPT(DALLOC(E->d_ids, C * 4, acct, "token ids"));
+    ATTEMPT(DALLOC(E->d_final_norm, Hd * 4, acct, "the final norm"));
+    CK(cudaMemcpy(E->d_final_norm, E->w->final_norm, (size_t)Hd * 4, cudaMemcpyHostToDevice));
+    if (!E->plan.vocab_on_cpu)
+        ATTEMPT(DALLOC(E->d_logits, c->vocab * 4, acct, "logits"));
+    ATTEMPT(HALLOC(E->h_rope, rope * 4, "RoPE rows"));
+    ATTEMPT(HALLOC(E->h_ids, C * 4, "token ids"));
+    ATTEMPT(HALLOC(E->h_fin, Hd * 4, "the final row"));
+    ATTEMPT(HALLOC(E->h_logits, c->vocab * 4, "logits"));
+    if (E->plan.vocab_on_cpu)
+        ATTEMPT(HALLOC(E->h_x, C * Hd * 4, "embedded rows"));
+    for (int r = 0; r < c->n_ropes; r++) {
+        if (!(E->inv[r] = rc_calloc(c->ropes[r].rot_dim / 2 + 1, sizeof(float), e, "inv_freq")))
+            return e->code;
+        ref_rope_inv_freq(E->inv[r], &c->ropes[r]);
+    }
+    if (!(E->tmp_cos = rc_calloc(C * 2 * E->half_max + 1, sizeof(float), e, "RoPE rows")) ||
+        !(E->tmp_sin = rc_calloc(C * 2 * E->half_max + 1, sizeof(float), e, "RoPE rows")))
+        return e->code;
+    return RC_OK;
+}
+
+int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
+{
+    *out = NULL;
+    e->code = RC_OK;
+    eng_opts o;
+    if (opts)
+        o = *opts;
+    else
+        eng_opts_default(&o);
+    if (o.kv_tile < 1 || o.kv_tile > (1 << 16))
+        return rc_fail(e, RC_E_USAGE, "engine: --kv-tile %d out of range [1, 65536]", o.kv_tile);
+    if (o.max_ctx < 1)
+        return rc_fail(e, RC_E_USAGE, "engine: --max-ctx %d must be positive", o.max_ctx);
+    if (o.prefill_chunk < 1)
+        return rc_fail(e, RC_E_USAGE, "engine: prefill chunk %d must be positive", o.prefill_chunk);
+    if (o.resident_layers < ENG_AUTO)
+        return rc_fail(e, RC_E_USAGE, "engine: --resident-layers %d is negative", o.resident_layers);
+    if (o.vram_budget < 0)
+        return rc_fail(e, RC_E_USAGE, "engine: --vram-budget is negative");
+    int rc = eng_config_check(&w->cfg, e);
+    if (rc)
+        return rc;
+    eng *E = rc_calloc(1, sizeof *E, e, "engine");
+    if (!E)
+        return e->code;
+    E->w = w;
+    E->c = &w->cfg;
+    E->o = o;
+    E->L = w->cfg.n_layers;
+    E->P = o.kv_tile;
+    E->max_ctx = o.max_ctx;
+    E->C = o.prefill_chunk < o.max_ctx ? o.prefill_chunk : o.max_ctx;
+    if (E->C > 65535) /* grid.y of the per-row kernels */
+        E->C = 65535;
+    E->f32 = w->f32;
+    E->elt = w->elt;
+    for (int r = 0; r < E->c->n_ropes; r++)
+        if (E->c->ropes[r].rot_dim / 2 > E->half_max)
+            E->half_max = E->c->ropes[r].rot_dim / 2;
+    for (int l = 0; l < E->L; l++) {
+        const rc_layer_desc *d = &E->c->layers[l];
+        if (kvrow(d) > E->kvrow_max)
+            E->kvrow_max = (int)kvrow(d);
+        const size_t smem = engk_attention_smem(d->n_heads / d->n_kv_heads, d->head_dim, E->P);
+        if (smem > 48 * 1024) {
+            free(E);
+            return rc_fail(e, RC_E_UNSUPPORTED,
+                           "engine: --kv-tile %d needs %zu bytes of shared memory for %d heads per KV head of "
+                           "head_dim %d (limit 49152): use a smaller tile",
+                           o.kv_tile, smem, d->n_heads / d->n_kv_heads, d->head_dim);
+        }
+    }
+    if ((rc = choose_plan(E, e))) {
+        free(E);
+        return rc;
+    }
+    char why[256];
+    if (!eng_available(o.device, why, sizeof why)) {
+        free(E);
+        return rc_fail(e, RC_E_DEVICE, "engine: %s", why);
+    }
+    cudaError_t err = cudaSetDevice(o.device);
+    if (err != cudaSuccess) {
+        free(E);
+        return cuda_fail(e, err, "cudaSetDevice", __FILE__, __LINE__);
+    }
+    if ((err = cudaStreamCreateWithFlags(&E->s_comp, cudaStreamNonBlocking)) != cudaSuccess ||
+        (err = cudaStreamCreateWithFlags(&E->s_wcopy, cudaStreamNonBlocking)) != cudaSuccess ||
+        (err = cudaStreamCreateWithFlags(&E->s_kvcopy, cudaStreamNonBlocking)) != cudaSuccess)
+        rc = cuda_fail(e, err, "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+    if (!rc) rc = open_workspace(E, e);
+    if (!rc) rc = open_kv(E, e);
+    if (!rc) rc = open_weights(E, e);
+    if (!rc && E->plan.vocab_on_cpu) {
+        rc = eng_pool_create(&E->pool, o.threads, e);
+        if (!rc)
+            rc = eng_hgemv_create(&E->hg, w->lm_head, w->f32, E->c->vocab, E->c->hidden, E->pool, e);
+        if (!rc)
+            E->mem.host_vocab = eng_hgemv_bytes(E->hg);
+    }
+    if (!rc) { /* open-time copies and memsets ran on the legacy stream, which our streams do not wait for */
+        cudaError_t serr = cudaDeviceSynchronize();
+        if (serr != cudaSuccess)
+            rc = cuda_fail(e, serr, "cudaDeviceSynchronize", __FILE__, __LINE__);
+    }
+    if (rc) {
+        eng_close(E);
+        return rc;
+    }
+    if (o.log) {
+        char b1[32], b2[32], b3[32], b4[32];
+        fprintf(o.log, "engine: device memory held: weights %s, KV/state %s, workspace %s; pinned host %s%s%s\n",
+                eng_bytes_str(E->mem.weights, b1, sizeof b1), eng_bytes_str(E->mem.kv, b2, sizeof b2),
+                eng_bytes_str(E->mem.workspace, b3, sizeof b3), eng_bytes_str(E->mem.host_pinned, b4, sizeof b4),
+                E->hg ? "; host lm_head copy " : "", E->hg ? eng_bytes_str(E->mem.host_vocab, b1, sizeof b1) : "");
+        if (E->hg)
+            fprintf(o.log, "engine: vocab on CPU: %d threads, %s GEMV\n", eng_pool_size(E->pool),
+                    eng_hgemv_isa(E->hg));
+    }
+    *out = E;
+    return RC_OK;
+}
+
+void eng_reset(eng *E)
+{
+    E->pos = 0;
+    E->broken = 0;
+}
+
+int64_t eng_pos(const eng *E) { return E->pos; }
+
+const eng_plan *eng_get_plan(const eng *E) { return &E->plan; }
+
+void eng_memory(const eng *E, eng_mem *m) { *m = E->mem; }
+
+/* ---- weights of layer l, as the compute stream may read them ---- */
+static int stream_in(eng *E, int l, rc_err *e)
+{
+    const int s = l % E->n_slots;
+    if (E->slot_layer[s] == l)
+        return RC_OK;
+    if (!rc_fault_active("stream_no_slot_wait")) /* fault: the 'slot free' wait skipped */
+        CK(cudaStreamWaitEvent(E->s_wcopy, E->ev_done[s], 0)); /* compute done with the slot's previous layer */
+    CK(cudaMemcpyAsync(E->d_slot[s], E->w->layer[l], (size_t)E->w->lay[l].bytes, cudaMemcpyHostToDevice,
+                       E->s_wcopy));
+    CK(cudaEventRecord(E->ev_ready[s], E->s_wcopy));
+    E->slot_layer[s] = l;
+    return RC_OK;
+}
+
+static int acquire_layer(eng *E, int l, const char **W, rc_err *e)
+{
+    const int N = E->plan.resident_layers;
+    if (N <= 0) {
+        *W = E->d_layer[l];
+        return RC_OK;
+    }
+    const int s = l % N;
+    ATTEMPT(stream_in(E, l, e));
+    CK(cudaStreamWaitEvent(E->s_comp, E->ev_ready[s], 0)); /* data ready before compute reads the slot */
+    const int next = (l + 1) % E->L;
+    if (N > 1 && next % N != s)
+        ATTEMPT(stream_in(E, next, e)); /* prefetch while layer l computes */
+    *W = E->d_slot[s];
+    return RC_OK;
+}
+
+static int release_layer(eng *E, int l, rc_err *e)
+{
+    const int N = E->plan.resident_layers;
+    if (N > 0)
+        CK(cudaEventRecord(E->ev_done[l % N], E->s_comp));
+    return RC_OK;
+}
+
+/* ---- probes: rows of each wanted tensor gathered over the chunks, emitted after the prefill ---- */
+typedef struct pbuf {
+    char name[64];
+    int ndim;
+    int64_t shape[3], row;
+    float *data;
+} pbuf;
+
+typedef struct probes {
+    const rc_probe_sink *sink;
+    int64_t T, row0;
+    pbuf *b;
+    int n, cap;
+    uint16_t *tmp;
+} probes;
+
+static void probes_free(probes *P)
+{
+    if (!P)
+        return;
+    for (int i = 0; i < P->n; i++)
+        free(P->b[i].data);
+    free(P->b);
+    free(P->tmp);
+}
+
+/* The buffer of probe name ([T, d1] or [T, d1, d2]), created on first use. */
+static int probe_buf(probes *P, const char *name, int ndim, int64_t d1, int64_t d2, pbuf **out, rc_err *e)
+{
+    for (int i = 0; i < P->n; i++)
+        if (!strcmp(P->b[i].name, name)) {
+            *out = &P->b[i];
+            return RC_OK;
+        }
+    if (P->n == P->cap) {
+        int cap = P->cap ? 2 * P->cap : 32;
+        pbuf *nb = realloc(P->b, (size_t)cap * sizeof *nb);
+        if (!nb)
+            return rc_fail(e, RC_E_NOMEM, "engine: out of host memory for probes");
+        P->b = nb;
+        P->cap = cap;
+    }
+    pbuf *b = &P->b[P->n];
+    memset(b, 0, sizeof *b);
+    snprintf(b->name, sizeof b->name, "%s", name);
+    b->ndim = ndim;
+    b->shape[0] = P->T;
+    b->shape[1] = d1;
+    b->shape[2] = d2;
+    b->row = ndim == 3 ? d1 * d2 : d1;
+    if (!(b->data = rc_calloc(P->T * b->row, sizeof(float), e, name)))
+        return e->code;
+    P->n++;
+    *out = b;
+    return RC_OK;
+}
+
+/* rows [T, d1 (, d2)] of device src (row stride in elements; bf16 = stored KV rows) into probe layer.tensor. */
+static int probe_rows(eng *E, probes *P, int layer, const char *tensor, int ndim, int64_t d1, int64_t d2,
+                      const void *src, int64_t stride, int bf16, int64_t rows, rc_err *e)
+{
+    char name[64];
+    if (layer >= 0)
+        snprintf(name, sizeof name, "L%d.%s", layer, tensor);
+    else
+        snprintf(name, sizeof name, "%s", tensor);
+    if (!P || !rc_probe_wanted(P->sink, name))
+        return RC_OK;
+    pbuf *b;
+    ATTEMPT(probe_buf(P, name, ndim, d1, d2, &b, e));
+    const int64_t row = b->row;
+    CK(cudaStreamSynchronize(E->s_comp));
+    float *dst = b->data + P->row0 * row;
+    if (!bf16) {
+        CK(cudaMemcpy2D(dst, (size_t)row * 4, src, (size_t)stride * 4, (size_t)row * 4, (size_t)rows,
+                        cudaMemcpyDeviceToHost));
+        return RC_OK;
+    }
+    free(P->tmp);
+    if (!(P->tmp = rc_calloc(rows * row, 2, e, "probe rows")))
+        return e->code;
+    CK(cudaMemcpy2D(P->tmp, (size_t)row * 2, src, (size_t)stride * 2, (size_t)row * 2, (size_t)rows,
+                    cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < rows * row; i++)
+        dst[i] = eng_bf16_to_f32(P->tmp[i]);
+    return RC_OK;
+}
+
+static int probes_emit(probes *P, rc_err *e)
+{
+    for (int i = 0; i < P->n; i++) {
+        const pbuf *b = &P->b[i];
+        int rc = P->sink->emit(P->sink->user, b->name, b->data, b->ndim, b->shape);
+        if (rc)
+            return e->code ? rc : rc_fail(e, rc, "engine: probe consumer stopped at %s", b->name);
+    }
+    return RC_OK;
+}
+
+#define PROBE(...) ATTEMPT(probe_rows(E, P, __VA_ARGS__, e))
+
+/* ---- host-side rows: ids, RoPE cos/sin (ref_rope_table: angle = fl32(fl32(p) * inv_freq)) ---- */
+static int upload_rows(eng *E, const int32_t *ids, int T, rc_err *e)
+{
+    const rc_config *c = E->c;
+    memcpy(E->h_ids, ids, (size_t)T * sizeof *ids);
+    CK(cudaMemcpyAsync(E->d_ids, E->h_ids, (size_t)T * 4, cudaMemcpyHostToDevice, E->s_comp));
+    for (int r = 0; r < c->n_ropes; r++) {
+        const int rot = c->ropes[r].rot_dim, half = rot / 2;
+        ref_rope_table(E->tmp_cos, E->tmp_sin, E->inv[r], E->pos, T, rot);
+        float *hc = E->h_rope + (int64_t)r * 2 * E->C * E->half_max, *hs = hc + (int64_t)T * half;
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < half; i++) {
+                hc[t * half + i] = E->tmp_cos[(int64_t)t * rot + i];
+                hs[t * half + i] = E->tmp_sin[(int64_t)t * rot + i];
+            }
+        CK(cudaMemcpyAsync(E->d_rope + (hc - E->h_rope), hc, (size_t)T * half * 2 * 4, cudaMemcpyHostToDevice,
+                           E->s_comp));
+    }
+    return RC_OK;
+}
+
+static void host_embed(const eng *E, const int32_t *ids, int T, float *x)
+{
+    const int64_t Hd = E->c->hidden;
+    const float scale = E->c->emb_scale;
+    for (int t = 0; t < T; t++)
+        for (int64_t i = 0; i < Hd; i++) {
+            const int64_t k = (int64_t)ids[t] * Hd + i;
+            const float v = E->f32 ? ((const float *)E->w->embed)[k] : eng_bf16_to_f32(((const uint16_t *)E->w->embed)[k]);
+            x[(int64_t)t * Hd + i] = scale != 0.0f ? v * scale : v;
+        }
+}
+
+/* ---- attention of one layer over the cache, in tiles of P positions ---- */
+static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
+{
+    const rc_layer_desc *d = &E->c->layers[l];
+    const int64_t pos0 = E->pos, last = pos0 + T - 1;
+    const int64_t lo0 = d->window > 0 && pos0 - d->window + 1 > 0 ? pos0 - d->window + 1 : 0;
+    const int tlo = (int)(lo0 / E->P), thi = (int)(last / E->P) + 1;
+    const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
+    if (!E->plan.kv_offload) {
+        CK(engk_attention(E->d_q, E->d_ctx, NULL, NULL, NULL, E->d_k[l], E->d_v[l], E->f32, 0, tlo, thi, E->P, T,
+                          pos0, H, Hkv, D, d->attn_scale, d->window, ENGK_INIT | ENGK_FINAL, E->s_comp));
+        return RC_OK;
+    }
+    const int64_t rb = kvrow(d) * E->elt; /* bytes per position */
+    char *hk = E->h_k[l], *hv = E->h_v[l];
+    CK(cudaMemcpyAsync(hk + pos0 * rb, kdst, (size_t)(T * rb), cudaMemcpyDeviceToHost, E->s_comp));
+    CK(cudaMemcpyAsync(hv + pos0 * rb, vdst, (size_t)(T * rb), cudaMemcpyDeviceToHost, E->s_comp));
+    CK(cudaEventRecord(E->ev_kvhost, E->s_comp));
+    CK(cudaStreamWaitEvent(E->s_kvcopy, E->ev_kvhost, 0)); /* the new rows are in host memory */
+    for (int k = tlo; k < thi; k++) {
+        const int b = (int)(E->tile_uses++ % 2);
+        const int64_t p0 = (int64_t)k * E->P, np = last + 1 - p0 < E->P ? last + 1 - p0 : E->P;
+        CK(cudaStreamWaitEvent(E->s_kvcopy, E->ev_tdone[b], 0)); /* compute done with this buffer */
+        CK(cudaMemcpyAsync(E->d_tk[b], hk + p0 * rb, (size_t)(np * rb), cudaMemcpyHostToDevice, E->s_kvcopy));
+        CK(cudaMemcpyAsync(E->d_tv[b], hv + p0 * rb, (size_t)(np * rb), cudaMemcpyHostToDevice, E->s_kvcopy));
+        CK(cudaEventRecord(E->ev_tready[b], E->s_kvcopy));
+        CK(cudaStreamWaitEvent(E->s_comp, E->ev_tready[b], 0)); /* tile data ready */
+        const int flags = (k == tlo ? ENGK_INIT : 0) | (k == thi - 1 ? ENGK_FINAL : 0);
+        CK(engk_attention(E->d_q, E->d_ctx, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_tk[b], E->d_tv[b], E->f32, p0, k,
+                          k + 1, E->P, T, pos0, H, Hkv, D, d->attn_scale, d->window, flags, E->s_comp));
+        CK(cudaEventRecord(E->ev_tdone[b], E->s_comp));
+    }
+    return RC_OK;
+}
+
+/* ---- one chunk of T rows at E->pos through every layer ---- */
+static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
+{
+    const rc_config *c = E->c;
+    const rc_layer_desc *d = &c->layers[l];
+    const eng_layer_layout *Ly = &E->w->lay[l];
+    const int Hd = (int)c->hidden, H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
+    const int I = Ly->inter, qd = Ly->qd, kd = Ly->kd, nqkv = Ly->nqkv;
+    const char *W = NULL;
+    ATTEMPT(acquire_layer(E, l, &W, e));
+#define VEC(off) ((off) >= 0 ? (const float *)(W + (off)) : NULL)
+    PROBE(l, "in", 2, Hd, 0, E->d_x, Hd, 0, T);
+    CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->attn_norm), T, Hd, c->eps, c->norm, E->s_comp));
+    PROBE(l, "attn_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
+    CK(engk_matmul(E->d_qkv, E->d_a, W + Ly->wqkv, E->f32, VEC(Ly->bqkv), NULL, T, nqkv, Hd, E->s_comp));
+    PROBE(l, "attn.q", 3, H, D, E->d_qkv, nqkv, 0, T);
+    PROBE(l, "attn.k", 3, Hkv, D, E->d_qkv + qd, nqkv, 0, T);
+    PROBE(l, "attn.v", 3, Hkv, D, E->d_qkv + qd + kd, nqkv, 0, T);
+    void *kdst, *vdst;
+    if (E->plan.kv_offload) {
+        kdst = E->d_knew;
+        vdst = E->d_vnew;
+    } else {
+        /* fault: a decode step writes its K/V row into the previous slot, leaving its own stale */
+        const int64_t slot = E->pos - (T == 1 && E->pos > 0 && rc_fault_active("kv_stale_slot"));
+        kdst = (char *)E->d_k[l] + slot * kd * E->elt;
+        vdst = (char *)E->d_v[l] + slot * kd * E->elt;
+    }
+    const float *cs = E->d_rope + (int64_t)d->rope * 2 * E->C * E->half_max;
+    const int rot = c->ropes[d->rope].rot_dim;
+    CK(engk_qkv_post(E->d_qkv, E->d_q, kdst, vdst, E->f32, VEC(Ly->q_norm), VEC(Ly->k_norm), c->qk_norm, c->eps, cs,
+                     cs + (int64_t)T * (rot / 2), T, H, Hkv, D, rot, E->s_comp));
+    PROBE(l, "attn.q_rope", 3, H, D, E->d_q, qd, 0, T);
+    PROBE(l, "attn.k_rope", 3, Hkv, D, kdst, kd, !E->f32, T);
+    ATTEMPT(attention(E, l, T, kdst, vdst, e));
+    PROBE(l, "attn.ctx", 2, qd, 0, E->d_ctx, qd, 0, T);
+    CK(engk_matmul(E->d_x, E->d_ctx, W + Ly->wo, E->f32, VEC(Ly->bo), E->d_x, T, Hd, qd, E->s_comp));
+    PROBE(l, "mid", 2, Hd, 0, E->d_x, Hd, 0, T);
+    CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), T, Hd, c->eps, c->norm, E->s_comp));
+    PROBE(l, "mlp_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
+    CK(engk_matmul(E->d_gu, E->d_a, W + Ly->wgu, E->f32, VEC(Ly->bgu), NULL, T, 2 * I, Hd, E->s_comp));
+    PROBE(l, "mlp.gate", 2, I, 0, E->d_gu, 2 * I, 0, T);
+    PROBE(l, "mlp.up", 2, I, 0, E->d_gu + I, 2 * I, 0, T);
+    CK(engk_glu(E->d_act, E->d_gu, T, I, c->act, E->s_comp));
+    PROBE(l, "mlp.act", 2, I, 0, E->d_act, I, 0, T);
+    CK(engk_matmul(E->d_x, E->d_act, W + Ly->wdown, E->f32, VEC(Ly->bdown), E->d_x, T, Hd, I, E->s_comp));
+    PROBE(l, "out", 2, Hd, 0, E->d_x, Hd, 0, T);
+#undef VEC
+    return release_layer(E, l, e);
+}
+
+/* lm_head of n rows fin[n, Hd] (device) into host logits[n, V]. */
+static int head_rows(eng *E, const float *fin, int n, float *logits, rc_err *e)
+{
+    const int64_t V = E->c->vocab, Hd = E->c->hidden;
+    if (E->plan.vocab_on_cpu) {
+        for (int r = 0; r < n; r++) {
+            CK(cudaMemcpyAsync(E->h_fin, fin + r * Hd, (size_t)Hd * 4, cudaMemcpyDeviceToHost, E->s_comp));
+            CK(cudaStreamSynchronize(E->s_comp));
+            eng_hgemv_run(E->hg, E->h_fin, logits + r * V);
+        }
+    } else if (n == 1) {
+        CK(engk_matmul(E->d_logits, fin, E->d_lm_head, E->f32, NULL, NULL, 1, (int)V, (int)Hd, E->s_comp));
+        CK(cudaMemcpyAsync(E->h_logits, E->d_logits, (size_t)V * 4, cudaMemcpyDeviceToHost, E->s_comp));
+        CK(cudaStreamSynchronize(E->s_comp));
+        memcpy(logits, E->h_logits, (size_t)V * 4);
+    } else { /* probe path: all rows at once (per-row arithmetic is the same as one row) */
+        float *tmp = NULL;
+        CK(cudaMalloc((void **)&tmp, (size_t)(n * V * 4)));
+        cudaError_t err = engk_matmul(tmp, fin, E->d_lm_head, E->f32, NULL, NULL, n, (int)V, (int)Hd, E->s_comp);
+        if (err == cudaSuccess)
+            err = cudaStreamSynchronize(E->s_comp);
+        if (err == cudaSuccess)
+            err = cudaMemcpy(logits, tmp, (size_t)(n * V * 4), cudaMemcpyDeviceToHost);
+        cudaFree(tmp);
+        CK(err);
+    }
+    if (E->c->final_softcap != 0.0f)
+        ref_softcap(logits, n * V, E->c->final_softcap);
+    return RC_OK;
+}
+
+static int chunk_forward(eng *E, const int32_t *ids, int T, float *logits, probes *P, rc_err *e)
+{
+    const rc_config *c = E->c;
+    const int Hd = (int)c->hidden;
+    ATTEMPT(upload_rows(E, ids, T, e));
+    if (E->plan.vocab_on_cpu) {
+        host_embed(E, ids, T, E->h_x);
+        CK(cudaMemcpyAsync(E->d_x, E->h_x, (size_t)T * Hd * 4, cudaMemcpyHostToDevice, E->s_comp));
+    } else
+        CK(engk_embed(E->d_x, E->d_embed, E->f32, E->d_ids, T, Hd, c->emb_scale, E->s_comp));
+    PROBE(-1, "emb", 2, Hd, 0, E->d_x, Hd, 0, T);
+    for (int l = 0; l < E->L; l++)
+        ATTEMPT(layer_forward(E, l, T, P, e));
+    if (P && (rc_probe_wanted(P->sink, "final_norm") || rc_probe_wanted(P->sink, "logits"))) {
+        CK(engk_rmsnorm(E->d_a, E->d_x, E->d_final_norm, T, Hd, c->eps, c->norm, E->s_comp));
+        PROBE(-1, "final_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
+        if (rc_probe_wanted(P->sink, "logits")) {
+            pbuf *b;
+            ATTEMPT(probe_buf(P, "logits", 2, c->vocab, 0, &b, e));
+            ATTEMPT(head_rows(E, E->d_a, T, b->data + P->row0 * c->vocab, e));
+        }
+    }
+    if (logits) {
+        CK(engk_rmsnorm(E->d_fin, E->d_x + (int64_t)(T - 1) * Hd, E->d_final_norm, 1, Hd, c->eps, c->norm,
+                        E->s_comp));
+        ATTEMPT(head_rows(E, E->d_fin, 1, logits, e));
+    }
+    CK(cudaStreamSynchronize(E->s_comp));
+    E->pos += T;
+    return RC_OK;
+}
+
+int eng_prefill(eng *E, const int32_t *ids, int64_t T, float *logits, const rc_probe_sink *sink, rc_err *e)
+{
+    e->code = RC_OK;
+    if (E->broken)
+        return rc_fail(e, RC_E_USAGE, "engine: an earlier call failed; eng_reset first");
+    if (T < 1)
+        return rc_fail(e, RC_E_USAGE, "engine: empty prompt");
+    if (T > E->max_ctx - E->pos)
+        return rc_fail(e, RC_E_RANGE, "engine: %lld tokens at position %lld do not fit the cache (--max-ctx %d)",
+                       (long long)T, (long long)E->pos, E->max_ctx);
+    for (int64_t i = 0; i < T; i++)
+        if (ids[i] < 0 || ids[i] >= E->c->vocab)
+            return rc_fail(e, RC_E_RANGE, "engine: token id %d at index %lld is outside the vocabulary [0, %lld)",
+                           ids[i], (long long)i, (long long)E->c->vocab);
+    probes pr = {.sink = sink, .T = T};
+    probes *P = sink && sink->emit ? &pr : NULL;
+    int rc = RC_OK;
+    for (int64_t c0 = 0; c0 < T && !rc; c0 += E->C) {
+        const int n = (int)(T - c0 < E->C ? T - c0 : E->C);
+        pr.row0 = c0;
+        rc = chunk_forward(E, ids + c0, n, c0 + n == T ? logits : NULL, P, e);
+    }
+    if (!rc && P)
+        rc = probes_emit(P, e);
+    probes_free(&pr);
+    if (rc)
+        E->broken = 1;
+    return rc;
+}
+
+int eng_decode(eng *E, int32_t id, float *logits, rc_err *e) { return eng_prefill(E, &id, 1, logits, NULL, e); }
+
+/* ---- harness stage adapter ---- */
+typedef struct eng_stage {
+    eng_weights *w;
+    eng *E;
+} eng_stage;
+
+void eng_stage_close(void *st)
+{
+    eng_stage *s = st;
+    if (!s)
+        return;
+    eng_close(s->E);
+    eng_weights_free(s->w);
+    free(s);
+}
+
+int eng_stage_open(void **st, const rc_model *m, int f32, const eng_opts *o, rc_err *e)
+{
+    *st = NULL;
+    eng_stage *s = rc_calloc(1, sizeof *s, e, "engine stage");
+    if (!s)
+        return e->code;
+    int rc = eng_weights_from_model(&s->w, m, f32, 0, e);
+    if (!rc)
+        rc = eng_open(&s->E, s->w, o, e);
+    if (rc) {
+        eng_stage_close(s);
+        return rc;
+    }
+    *st = s;
+    return RC_OK;
+}
+
+typedef struct logits_tee {
+    const rc_probe_sink *inner;
+    float *logits;
+    int64_t n;
+} logits_tee;
+
+static int tee_want(void *user, const char *name)
+{
+    logits_tee *t = user;
+    return !strcmp(name, "logits") || rc_probe_wanted(t->inner, name);
+}
+
+static int tee_emit(void *user, const char *name, const float *data, int ndim, const int64_t *shape)
+{
+    logits_tee *t = user;
+    if (!strcmp(name, "logits"))
+        memcpy(t->logits, data, (size_t)t->n * sizeof(float));
+    if (rc_probe_wanted(t->inner, name))
+        return t->inner->emit(t->inner->user, name, data, ndim, shape);
+    return RC_OK;
+}
+
+int eng_stage_forward(void *st, const int32_t *ids, int64_t T, float *logits, const rc_probe_sink *sink, rc_err *e)
+{
+    eng_stage *s = st;
+    eng_reset(s->E);
+    if (!logits)
+        return eng_prefill(s->E, ids, T, NULL, sink, e);
+    logits_tee t = {.inner = sink, .logits = logits, .n = T * s->w->cfg.vocab};
+    rc_probe_sink tee = {.emit = tee_emit, .want = tee_want, .user = &t};
+    return eng_prefill(s->E, ids, T, NULL, &tee, e);
+}
+
+int eng_stage_greedy(void *st, const int32_t *prompt, int64_t T, const int32_t *forced, int64_t n,
+                     float *step_logits, rc_err *e)
+{
+    eng_stage *s = st;
+    const int64_t V = s->w->cfg.vocab;
+    if (n < 1)
+        return RC_OK;
+    eng_reset(s->E);
+    int rc = eng_prefill(s->E, prompt, T, step_logits, NULL, e);
+    for (int64_t i = 1; i < n && !rc; i++)
+        rc = eng_decode(s->E, forced[i - 1], step_logits + i * V, e);
+    return rc;
+}
+
+/* ---- bandwidth for the rooflines ---- */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int eng_measure_bandwidth(int device, double *d2d, double *h2d, rc_err *e)
+{
+    const size_t bytes = (size_t)512 << 20;
+    void *a = NULL, *b = NULL, *h = NULL;
+    int rc = RC_OK;
+    cudaError_t err = cudaSetDevice(device);
+    if (err == cudaSuccess) err = cudaMalloc(&a, bytes);
+    if (err == cudaSuccess) err = cudaMalloc(&b, bytes);
+    if (err == cudaSuccess) err = cudaHostAlloc(&h, bytes, cudaHostAllocPortable);
+    if (err == cudaSuccess) {
+        memset(h, 1, bytes);
+        err = cudaMemset(a, 0, bytes);
+    }
+    double best_d = 1e30, best_h = 1e30;
+    for (int it = 0; it < 6 && err == cudaSuccess; it++) {
+        double t0 = now_s();
+        err = cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+        if (err == cudaSuccess)
+            err = cudaDeviceSynchronize();
+        double t1 = now_s();
+        if (err == cudaSuccess)
+            err = cudaMemcpy(a, h, bytes, cudaMemcpyHostToDevice);
+        if (err == cudaSuccess)
+            err = cudaDeviceSynchronize();
+        double t2 = now_s();
+        if (it > 0) { /* the first is a warm-up */
+            if (t1 - t0 < best_d) best_d = t1 - t0;
+            if (t2 - t1 < best_h) best_h = t2 - t1;
+        }
+    }
+    if (err != cudaSuccess)
+        rc = cuda_fail(e, err, "bandwidth probe (cudaMalloc/cudaMemcpy)", __FILE__, __LINE__);
+    else {
+        *d2d = 2.0 * (double)bytes / best_d;
+        *h2d = (double)bytes / best_h;
+    }
+    cudaFree(a);
+    cudaFree(b);
+    cudaFreeHost(h);
+    return rc;
+}

@@ -1,0 +1,84 @@
+/* engine: the production incremental engine on one GPU. Prefill fills the KV cache (post-RoPE K, V), then
+ * one token per decode step. Memory modes (combinable): all layers resident (default), layer streaming
+ * through N weight slots (N = 0: kernels read the weights from pinned host memory), KV offload to pinned
+ * host memory walked in tiles, vocab (embedding + lm_head) on the CPU, and a device-memory budget that
+ * picks among them. Output is bit-identical across every mode and run to run (README, "determinism"). */
+#ifndef ENGINE_H
+#define ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "eng_plan.h"
+#include "eng_weights.h"
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ENG_AUTO (-2)          /* resident_layers / kv_offload / vocab_on_cpu: not set by the user */
+#define ENG_DEFAULT_TILE 512
+#define ENG_DEFAULT_CTX 4096
+#define ENG_DEFAULT_CHUNK 256
+
+typedef struct eng_opts {
+    int device;
+    int resident_layers;  /* ENG_AUTO, ENG_ALL_LAYERS, 0 (zero-copy from pinned host memory) or N slots */
+    int kv_offload;       /* ENG_AUTO, 0, 1 */
+    int vocab_on_cpu;     /* ENG_AUTO, 0, 1 */
+    int kv_tile;          /* P: attention walks the KV in tiles of P positions in every mode */
+    int64_t vram_budget;  /* device bytes for weights + KV + workspace; 0 = none. ENG_AUTO fields are chosen */
+    int max_ctx;          /* positions the cache holds */
+    int prefill_chunk;    /* prompt rows per forward pass (the result does not depend on it) */
+    int threads;          /* host threads for the vocab on CPU (0 = every CPU) */
+    FILE *log;            /* plan and memory lines; NULL = quiet */
+} eng_opts;
+
+void eng_opts_default(eng_opts *o);
+
+typedef struct eng eng;
+
+/* 1 if device can run the engine; else 0 and the reason in why. */
+int eng_available(int device, char *why, size_t cap);
+/* Plans memory, allocates and uploads. w must outlive the engine (streaming and zero-copy read it; the
+ * engine pins its layer blobs in place and unpins them on close). */
+int eng_open(eng **out, const eng_weights *w, const eng_opts *o, rc_err *e);
+void eng_close(eng *E);
+/* Empties the cache (position 0). */
+void eng_reset(eng *E);
+int64_t eng_pos(const eng *E);
+const eng_plan *eng_get_plan(const eng *E);
+/* Appends ids[T] at the current position. logits (if not NULL): [V] of the last row. Probes (sink may be
+ * NULL): emb, L<i>.in, attn_norm, attn.q, attn.k, attn.v, attn.q_rope, attn.k_rope (as stored in the cache),
+ * attn.ctx, mid, mlp_norm, mlp.gate, mlp.up, mlp.act, out, final_norm, logits over these T rows; computing
+ * them never changes the result. On error the cache position is undefined: eng_reset before reuse. */
+int eng_prefill(eng *E, const int32_t *ids, int64_t T, float *logits, const rc_probe_sink *sink, rc_err *e);
+/* One decode step: token id at the current position; logits [V]. */
+int eng_decode(eng *E, int32_t id, float *logits, rc_err *e);
+
+/* Device bytes held (weights, KV / state, workspace) and pinned host bytes. */
+typedef struct eng_mem {
+    int64_t weights, kv, workspace, host_pinned, host_vocab;
+} eng_mem;
+void eng_memory(const eng *E, eng_mem *m);
+
+/* Measured bandwidths (bytes/s) for the benchmark rooflines: device-to-device copy (read + write counted)
+ * and pinned host-to-device. */
+int eng_measure_bandwidth(int device, double *d2d, double *h2d, rc_err *e);
+
+/* ---- harness stage adapter ("engine", pipeline link) ---- */
+int eng_stage_open(void **st, const rc_model *m, int f32, const eng_opts *o, rc_err *e);
+/* Prefill of ids[T] from an empty cache, probes through sink; logits [T, V] if not NULL. */
+int eng_stage_forward(void *st, const int32_t *ids, int64_t T, float *logits, const rc_probe_sink *sink, rc_err *e);
+/* Prefill prompt[T], then n - 1 decode steps teacher-forced with forced[0..n-2]; step_logits [n, V]. */
+int eng_stage_greedy(void *st, const int32_t *prompt, int64_t T, const int32_t *forced, int64_t n,
+                     float *step_logits, rc_err *e);
+void eng_stage_close(void *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

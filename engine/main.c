@@ -1,0 +1,410 @@
+/* engine: run a model (golden .h5 or HF folder) incrementally on the GPU and print the generated ids;
+ * `engine bench` measures ms/token against measured rooflines. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "eng_cli.h"
+#include "eng_sample.h"
+#include "golden.h"
+
+static const char usage_text[] =
+    "usage: engine --model PATH (--prompt \"ID ID ...\" | --prompt-golden) [--steps N] [options]\n"
+    "       engine --synth llama3-8b|llama3-1b|tiny --prompt \"ID ...\" [options]   (random weights; tests)\n"
+    "       engine bench --shape llama3-8b|llama3-1b|tiny [--steps N] [--prompt-len N] [options]\n"
+    "       engine devices      (exit 0 iff GPU 0 can run the engine)\n"
+    "       engine --help\n"
+    "\n"
+    "Runs PATH (a golden .h5 or an HF folder with config.json + safetensors): prefill of the prompt, then\n"
+    "one token per decode step; prints the N generated token ids on stdout, one line. Plan, device\n"
+    "memory held, TTFT and ms/token go to stderr.\n"
+    "  --prompt \"1 2 3\"     token ids          --prompt-golden   the golden's input_ids\n"
+    "  --steps N            tokens to generate (default 16)\n"
+    "  --temperature T      0 = greedy (default); else sample with --top-k K (0 = off), --top-p P (1 = off),\n"
+    "  --seed S             (default 0); deterministic given the seed\n"
+    "  --logits OUT         every step's logits [N, V], written atomically: OUT ending in .txt is text\n"
+    "                       (%.9g, one line per step), anything else raw little-endian float32\n"
+    "memory and numerics (combinable; every mode gives bit-identical output):\n"
+    "  --f32                store weights and KV in fp32 (default bf16)\n"
+    "  --resident-layers N  N weight slots on the GPU (layer l uses slot l % N), streamed with prefetch on a\n"
+    "                       copy stream; 0 = kernels read the weights from pinned host memory (zero-copy);\n"
+    "                       N >= layers = all resident (the default)\n"
+    "  --kv-offload         KV cache in pinned host memory, walked in tiles (GPU KV memory independent of\n"
+    "                       the context length)\n"
+    "  --kv-tile P          attention tile in positions (default 512); part of the numerics: output is\n"
+    "                       identical across modes for the same P\n"
+    "  --vocab-on-cpu       embedding and lm_head on the host (multithreaded GEMV in the GPU's order)\n"
+    "  --vram-budget BYTES  choose resident layers / KV offload / vocab placement to fit (suffix K, M, G);\n"
+    "                       flags given explicitly are kept\n"
+    "  --max-ctx N          positions the cache holds (default 4096)\n"
+    "  --prefill-chunk N    prompt rows per pass (default 256; does not change the output)\n"
+    "  --threads N          host threads for --vocab-on-cpu (default: all CPUs)\n"
+    "  --device N           GPU ordinal (default 0)\n"
+    "  --quiet              no stderr report\n"
+    "exit: 0 ok; 2 bad usage or input (missing file, bad token id, prompt longer than the cache, budget too\n"
+    "small, unsupported model, CUDA error); errors are one line on stderr.\n";
+
+double eng_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(const char *msg)
+{
+    if (!strncmp(msg, "engine: ", 8))
+        msg += 8;
+    fprintf(stderr, "engine: error: %s\n", msg);
+    return ENG_EXIT_ERROR;
+}
+
+int eng_cli_int(const char *flag, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "engine: error: %s needs an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static int parse_bytes(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v > 0))
+        return 0;
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1048576.0, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1073741824.0, end++;
+    else if (*end == 'T' || *end == 't') mul = 1099511627776.0, end++;
+    if (*end == 'i' && mul > 1) end++;
+    if (*end == 'B') end++;
+    if (*end || v * mul > 9.0e18)
+        return 0;
+    *out = (int64_t)(v * mul);
+    return 1;
+}
+
+int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *mem_flag)
+{
+    const char *a = argv[*i];
+    const int has = *i + 1 < argc;
+    long v;
+    if (!strcmp(a, "--f32")) {
+        *f32 = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--kv-offload")) {
+        o->kv_offload = 1;
+        *mem_flag = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--vocab-on-cpu")) {
+        o->vocab_on_cpu = 1;
+        *mem_flag = 1;
+        return 1;
+    }
+    if (!has)
+        return 0;
+    const char *val = argv[*i + 1];
+    if (!strcmp(a, "--resident-layers")) {
+        if (!eng_cli_int(a, val, 0, 1 << 20, &v))
+            return -1;
+        o->resident_layers = (int)v;
+        *mem_flag = 1;
+    } else if (!strcmp(a, "--kv-tile")) {
+        if (!eng_cli_int(a, val, 1, 1 << 16, &v))
+            return -1;
+        o->kv_tile = (int)v;
+    } else if (!strcmp(a, "--vram-budget")) {
+        if (!parse_bytes(val, &o->vram_budget)) {
+            fprintf(stderr, "engine: error: --vram-budget needs a byte count (suffix K, M, G), got '%s'\n", val);
+            return -1;
+        }
+        *mem_flag = 1;
+    } else if (!strcmp(a, "--max-ctx")) {
+        if (!eng_cli_int(a, val, 1, 1L << 30, &v))
+            return -1;
+        o->max_ctx = (int)v;
+    } else if (!strcmp(a, "--prefill-chunk")) {
+        if (!eng_cli_int(a, val, 1, 1 << 20, &v))
+            return -1;
+        o->prefill_chunk = (int)v;
+    } else if (!strcmp(a, "--threads")) {
+        if (!eng_cli_int(a, val, 0, 1024, &v))
+            return -1;
+        o->threads = (int)v;
+    } else if (!strcmp(a, "--device")) {
+        if (!eng_cli_int(a, val, 0, 1024, &v))
+            return -1;
+        o->device = (int)v;
+    } else
+        return 0;
+    (*i)++;
+    return 1;
+}
+
+static int parse_ids(const char *s, int32_t **ids, int64_t *n)
+{
+    int64_t cap = 16, cnt = 0;
+    int32_t *a = malloc((size_t)cap * sizeof *a);
+    if (!a)
+        return 0;
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n')
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || end == p || v < INT32_MIN || v > INT32_MAX) {
+            free(a);
+            return 0;
+        }
+        if (cnt == cap) {
+            int32_t *na = realloc(a, (size_t)(cap *= 2) * sizeof *a);
+            if (!na) {
+                free(a);
+                return 0;
+            }
+            a = na;
+        }
+        a[cnt++] = (int32_t)v;
+        p = end;
+    }
+    *ids = a;
+    *n = cnt;
+    return 1;
+}
+
+static int write_logits(const char *path, const float *lg, int64_t steps, int64_t V)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        fprintf(stderr, "engine: error: %s: cannot write (%s)\n", tmp, strerror(errno));
+        return ENG_EXIT_ERROR;
+    }
+    const size_t len = strlen(path);
+    int ok = 1;
+    if (len > 4 && !strcmp(path + len - 4, ".txt")) {
+        for (int64_t s = 0; s < steps && ok; s++)
+            for (int64_t v = 0; v < V && ok; v++)
+                ok = fprintf(f, "%.9g%c", lg[s * V + v], v + 1 == V ? '\n' : ' ') > 0;
+    } else
+        ok = fwrite(lg, sizeof *lg, (size_t)(steps * V), f) == (size_t)(steps * V);
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "engine: error: %s: write failed (%s)\n", path, strerror(errno));
+        unlink(tmp);
+        return ENG_EXIT_ERROR;
+    }
+    return ENG_EXIT_OK;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    eng_opts o;
+    eng_opts_default(&o);
+    o.log = stderr;
+    int f32 = 0, mem_flag = 0, prompt_golden = 0, quiet = 0;
+    const char *model = NULL, *prompt = NULL, *logits_path = NULL, *synth = NULL;
+    long steps = 16, top_k = 0;
+    double temperature = 0.0, top_p = 1.0;
+    unsigned long long seed = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const int has = i + 1 < argc;
+        int r = eng_cli_option(argc, argv, &i, &o, &f32, &mem_flag);
+        if (r < 0)
+            return ENG_EXIT_ERROR;
+        if (r)
+            continue;
+        if (!strcmp(a, "--prompt-golden"))
+            prompt_golden = 1;
+        else if (!strcmp(a, "--quiet"))
+            quiet = 1;
+        else if (!strcmp(a, "--model") && has)
+            model = argv[++i];
+        else if (!strcmp(a, "--synth") && has)
+            synth = argv[++i];
+        else if (!strcmp(a, "--prompt") && has)
+            prompt = argv[++i];
+        else if (!strcmp(a, "--logits") && has)
+            logits_path = argv[++i];
+        else if (!strcmp(a, "--steps") && has) {
+            if (!eng_cli_int(a, argv[++i], 1, 1 << 30, &steps))
+                return ENG_EXIT_ERROR;
+        } else if (!strcmp(a, "--top-k") && has) {
+            if (!eng_cli_int(a, argv[++i], 0, 1L << 31, &top_k))
+                return ENG_EXIT_ERROR;
+        } else if ((!strcmp(a, "--temperature") || !strcmp(a, "--top-p") || !strcmp(a, "--seed")) && has) {
+            char *end;
+            errno = 0;
+            const char *s = argv[++i];
+            if (!strcmp(a, "--seed"))
+                seed = strtoull(s, &end, 10);
+            else {
+                double v = strtod(s, &end);
+                if (!strcmp(a, "--temperature")) temperature = v; else top_p = v;
+                if (!(v >= 0) || (!strcmp(a, "--top-p") && v > 1))
+                    end = (char *)s;
+            }
+            if (errno || end == s || *end) {
+                fprintf(stderr, "engine: error: bad value '%s' for %s\n", s, a);
+                return ENG_EXIT_ERROR;
+            }
+        } else {
+            fprintf(stderr, "engine: error: %s '%s' (see engine --help)\n",
+                    has || a[0] != '-' ? "unknown argument" : "missing value for", a);
+            return ENG_EXIT_ERROR;
+        }
+    }
+    if (quiet)
+        o.log = NULL;
+    if (!model == !synth)
+        return fail("give exactly one of --model PATH and --synth SHAPE (see engine --help)");
+    if (synth && prompt_golden)
+        return fail("--prompt-golden needs --model GOLDEN.h5");
+    if (!prompt == !prompt_golden)
+        return fail("give exactly one of --prompt \"IDS\" and --prompt-golden");
+    rc_err e = {0};
+    int32_t *ids = NULL;
+    int64_t T = 0;
+    if (prompt) {
+        if (!parse_ids(prompt, &ids, &T))
+            return fail("--prompt needs space-separated integer token ids");
+    } else {
+        rc_golden g;
+        if (rc_golden_load(model, 0, &g, &e))
+            return fail(e.msg);
+        ids = malloc((size_t)g.n_ids * sizeof *ids);
+        if (ids) {
+            memcpy(ids, g.ids, (size_t)g.n_ids * sizeof *ids);
+            T = g.n_ids;
+        }
+        rc_golden_free(&g);
+        if (!ids)
+            return fail("out of host memory");
+    }
+    if (T < 1) {
+        free(ids);
+        return fail("the prompt is empty");
+    }
+    if (T + steps - 1 > o.max_ctx) {
+        char m[256];
+        if (T > o.max_ctx)
+            snprintf(m, sizeof m, "the prompt (%lld tokens) is longer than the cache (--max-ctx %d)", (long long)T,
+                     o.max_ctx);
+        else
+            snprintf(m, sizeof m, "a prompt of %lld tokens and %ld steps needs %lld positions; the cache holds %d "
+                     "(--max-ctx)", (long long)T, steps, (long long)(T + steps - 1), o.max_ctx);
+        free(ids);
+        return fail(m);
+    }
+    rc_model m;
+    memset(&m, 0, sizeof m);
+    if (synth ? eng_shape_config(synth, &m.cfg, &e) : rc_model_load(&m, model, &e)) {
+        free(ids);
+        return fail(e.msg);
+    }
+    int rc = eng_config_check(&m.cfg, &e);
+    for (int64_t i = 0; i < T && !rc; i++)
+        if (ids[i] < 0 || ids[i] >= m.cfg.vocab)
+            rc = rc_fail(&e, RC_E_RANGE, "prompt token %d (index %lld) is outside the vocabulary [0, %lld)", ids[i],
+                         (long long)i, (long long)m.cfg.vocab);
+    eng_weights *w = NULL;
+    if (!rc)
+        rc = synth ? eng_weights_synth(&w, &m.cfg, f32, 1, o.threads, &e)
+                   : eng_weights_from_model(&w, &m, f32, o.threads, &e);
+    if (synth)
+        rc_config_free(&m.cfg);
+    else
+        rc_model_free(&m);
+    eng *E = NULL;
+    if (!rc)
+        rc = eng_open(&E, w, &o, &e);
+    const int64_t V = w ? w->cfg.vocab : 0;
+    float *lg = NULL;
+    int32_t *out = NULL;
+    if (!rc) {
+        lg = rc_calloc(steps * V, sizeof *lg, &e, "logits");
+        out = rc_calloc(steps, sizeof *out, &e, "tokens");
+        if (!lg || !out)
+            rc = e.code;
+    }
+    eng_sampler smp;
+    eng_sampler_init(&smp, temperature, top_k, top_p, seed);
+    double t0 = eng_now(), ttft = 0, tdec = 0;
+    if (!rc)
+        rc = eng_prefill(E, ids, T, lg, NULL, &e);
+    if (!rc)
+        rc = eng_sample(&smp, lg, V, &out[0], &e);
+    ttft = eng_now() - t0;
+    for (long s = 1; s < steps && !rc; s++) {
+        double t1 = eng_now();
+        rc = eng_decode(E, out[s - 1], lg + s * V, &e);
+        if (!rc)
+            rc = eng_sample(&smp, lg + s * V, V, &out[s], &e);
+        tdec += eng_now() - t1;
+    }
+    int exit_code = rc ? ENG_EXIT_ERROR : ENG_EXIT_OK;
+    if (rc)
+        fail(e.msg[0] ? e.msg : rc_code_name(rc));
+    else {
+        for (long s = 0; s < steps; s++)
+            printf("%s%d", s ? " " : "", out[s]);
+        printf("\n");
+        fflush(stdout);
+        if (o.log)
+            fprintf(o.log, "engine: TTFT %.2f ms (prompt %lld tokens); %.3f ms/token over %ld decode steps\n",
+                    1e3 * ttft, (long long)T, steps > 1 ? 1e3 * tdec / (double)(steps - 1) : 0.0, steps - 1);
+        if (logits_path)
+            exit_code = write_logits(logits_path, lg, steps, V);
+    }
+    eng_sampler_free(&smp);
+    free(lg);
+    free(out);
+    free(ids);
+    eng_close(E);
+    eng_weights_free(w);
+    return exit_code;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return ENG_EXIT_ERROR;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(usage_text, stdout);
+        return ENG_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "devices")) { /* for test scripts: exit 0 iff device 0 can run the engine */
+        char why[256];
+        if (!eng_available(0, why, sizeof why))
+            return fail(why);
+        printf("engine: device 0 usable\n");
+        return ENG_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "bench"))
+        return eng_bench_main(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "run"))
+        return cmd_run(argc - 2, argv + 2);
+    return cmd_run(argc - 1, argv + 1);
+}

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# GPU-side engine tests (meson suites 'gpu', 'engine'). Needs $ENGINE, $HARNESS, $GOLDEN_DIR.
+#   engine_gpu.sh compare GOLDEN f32|bf16 [engine flags]   harness compare --stage engine in one mode
+#   engine_gpu.sh identity GOLDEN f32|bf16                 logits files byte-identical across every mode
+#   engine_gpu.sh identity-synth f32|bf16                  the same on a random 4-layer model (slots wrap)
+#   engine_gpu.sh bad-input                                bad inputs: exit 2, one error line (no GPU needed)
+#   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs
+# Exit 77 (skip) when no GPU can run the engine (bad-input runs regardless).
+set -u
+: "${ENGINE:?}" "${GOLDEN_DIR:?}"
+cmd=${1:?usage: engine_gpu.sh compare|identity|identity-synth|bad-input|bench-tiny ...}
+shift
+
+need_gpu() {
+    if ! "$ENGINE" devices >/dev/null 2>&1; then
+        echo "SKIP: $("$ENGINE" devices 2>&1 | tail -n 1)"
+        exit 77
+    fi
+}
+
+# bf16 storage against an fp32 golden: see engine/README.md, "bounds" (ref with bf16-rounded weights and
+# KV measures 1.0e-2..1.3e-2 scaled max-abs on these goldens' logits; 3e-2 = 2.3x that, ~15 x 2^-9).
+BF16_TOL=(--tol 3e-2 --tol nmse=1e-3 --tol cosine=0.999)
+
+case $cmd in
+compare)
+    need_gpu
+    g=$1 prec=$2
+    shift 2
+    if [ "$prec" = f32 ]; then extra=(--f32); else extra=("${BF16_TOL[@]}"); fi
+    exec "${HARNESS:?}" compare --stage engine --golden "$GOLDEN_DIR/$g.h5" "${extra[@]}" "$@"
+    ;;
+
+identity | identity-synth)
+    need_gpu
+    if [ "$cmd" = identity ]; then
+        g=$1 prec=$2
+        src=(--model "$GOLDEN_DIR/$g.h5" --prompt-golden --steps 16)
+    else # 4 layers (slots 1, 2, 3 wrap), 4 query heads per KV head, 31 positions = 8 tiles of 4
+        g=synth-tiny prec=$1
+        src=(--synth tiny --prompt "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
+    fi
+    f=()
+    [ "$prec" = f32 ] && f=(--f32)
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/engine_identity.XXXXXX") || exit 2
+    trap 'rm -rf "$dir"' EXIT
+    fails=0
+    # run_group TILE MODE...: every mode (name|flags) at one tile size against the group's first mode
+    run_group() {
+        local tile=$1
+        shift
+        local ref="" name flags
+        printf '%-10s %-5s %-5s %-44s %-8s %s\n' golden prec tile mode tokens logits
+        for spec in "$@"; do
+            name=${spec%%|*}
+            flags=${spec#*|}
+            # shellcheck disable=SC2086
+            if ! "$ENGINE" "${src[@]}" --kv-tile "$tile" --quiet "${f[@]}" $flags --logits "$dir/$name.$tile.bin" \
+                >"$dir/$name.$tile.tok" 2>"$dir/$name.$tile.err"; then
+                printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" ERROR "$(head -n 1 "$dir/$name.$tile.err")"
+                fails=$((fails + 1))
+                continue
+            fi
+            if [ -z "$ref" ]; then
+                ref=$name
+                printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" "$(cut -c1-12 "$dir/$name.$tile.tok").." reference
+                continue
+            fi
+            tok=same
+            cmp -s "$dir/$ref.$tile.tok" "$dir/$name.$tile.tok" || tok=DIFFER
+            lg=identical
+            cmp -s "$dir/$ref.$tile.bin" "$dir/$name.$tile.bin" || lg=DIFFER
+            [ "$tok" = same ] && [ "$lg" = identical ] || fails=$((fails + 1))
+            printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" "$tok" "$lg"
+        done
+    }
+    if [ "$cmd" = identity ]; then
+        # a budget just above each golden's smallest plan (qwen3's head_dim 32 makes its plans larger)
+        budget=1100K
+        [ "$g" = qwen3 ] && budget=1400K
+        run_group 8 "full|" "rerun|" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
+            "resident-layers 2|--resident-layers 2" "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" \
+            "prefill-chunk 5|--prefill-chunk 5" "rl1+kv-offload|--resident-layers 1 --kv-offload" \
+            "rl0+kv-offload+vocab-on-cpu|--resident-layers 0 --kv-offload --vocab-on-cpu" \
+            "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu" \
+            "rl1+vocab-on-cpu+chunk 7|--resident-layers 1 --vocab-on-cpu --prefill-chunk 7" \
+            "vram-budget $budget|--vram-budget $budget"
+        run_group 512 "full|" "kv-offload|--kv-offload" \
+            "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu"
+        # sampling: same seed, same tokens in every mode (identical logits, deterministic sampler)
+        s=(--temperature 0.8 --top-k 20 --top-p 0.9 --seed 7)
+        run_group 16 "sample full|${s[*]}" \
+            "sample rl1+kv-offload+vocab-on-cpu|${s[*]} --resident-layers 1 --kv-offload --vocab-on-cpu"
+    else
+        run_group 4 "full|" "rerun|" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
+            "resident-layers 2|--resident-layers 2" "resident-layers 3|--resident-layers 3" \
+            "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" "prefill-chunk 3|--prefill-chunk 3" \
+            "rl2+kv-offload+vocab-on-cpu|--resident-layers 2 --kv-offload --vocab-on-cpu" \
+            "rl3+kv-offload|--resident-layers 3 --kv-offload" \
+            "rl0+kv-offload+chunk 6|--resident-layers 0 --kv-offload --prefill-chunk 6" \
+            "vram-budget 8M|--vram-budget 8M"
+    fi
+    if [ "$fails" -ne 0 ]; then
+        echo "FAIL: $fails mode(s) differ from their reference run"
+        exit 1
+    fi
+    echo "PASS: every mode bit-identical"
+    ;;
+
+bad-input)
+    fails=0
+    check() { # name, ERE, args...
+        local name=$1 re=$2
+        shift 2
+        local err
+        err=$("$ENGINE" "$@" 2>&1 >/dev/null)
+        local code=$?
+        local lines
+        lines=$(printf '%s\n' "$err" | grep -c .)
+        if [ "$code" -eq 2 ] && [ "$lines" -eq 1 ] && printf '%s' "$err" | grep -Eq -- "$re"; then
+            echo "ok   $name: $err"
+        else
+            echo "FAIL $name: exit $code (want 2), $lines stderr line(s) (want 1), want /$re/: $err"
+            fails=$((fails + 1))
+        fi
+    }
+    L="$GOLDEN_DIR/llama.h5"
+    check missing_file 'no such file' --model /nonexistent/model.h5 --prompt "1 2 3"
+    check bad_token_id 'outside the vocabulary' --model "$L" --prompt "1 2 256"
+    check negative_token_id 'outside the vocabulary' --model "$L" --prompt "1 -5"
+    check prompt_longer_than_cache 'longer than the cache' --model "$L" --prompt-golden --max-ctx 8
+    check prompt_plus_steps 'positions' --model "$L" --prompt-golden --steps 100 --max-ctx 64
+    check budget_too_small 'too small' --model "$L" --prompt-golden --vram-budget 1000
+    check bad_kv_tile 'kv-tile' --model "$L" --prompt-golden --kv-tile 0
+    check bad_prompt 'token ids' --model "$L" --prompt "1 two 3"
+    check no_prompt 'exactly one' --model "$L"
+    check unsupported_model 'not implemented' --model "$GOLDEN_DIR/qwen3_5.h5" --prompt "1 2"
+    check not_hdf5 'not an HDF5|no such' --model "$GOLDEN_DIR/README.md" --prompt "1 2"
+    check unknown_flag "unknown argument" --frobnicate --model "$L" --prompt "1"
+    check bench_shape 'unknown --shape' bench --shape nosuch
+    [ "$fails" -eq 0 ] || exit 1
+    ;;
+
+bench-tiny)
+    need_gpu
+    "$ENGINE" bench --shape tiny --steps 8 || exit 1
+    "$ENGINE" bench --shape tiny --steps 8 --kv-offload --kv-tile 4 --vocab-on-cpu --resident-layers 1 || exit 1
+    ;;
+
+*)
+    echo "engine_gpu.sh: unknown command '$cmd'" >&2
+    exit 2
+    ;;
+esac
