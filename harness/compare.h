@@ -1,22 +1,125 @@
-/* harness compare: run a stage on a golden's prompt and compare every probe in data-flow order. */
+/* harness compare: a stage checked against a reference (HF's golden, or another stage's output) probe by
+ * probe in data-flow order. One evaluation (rc_eval_stage) returns structured results that compare,
+ * chain, report and faults all print or record. */
 #ifndef HARNESS_COMPARE_H
 #define HARNESS_COMPARE_H
 
+#include "metrics.h"
 #include "stage.h"
+#include "tolerance.h"
 
 enum { RC_EXIT_PASS = 0, RC_EXIT_BOUND = 1, RC_EXIT_ERROR = 2 };
 
 typedef struct rc_compare_opts {
     const rc_stage *stage;
     rc_stage_opts stage_opts;
-    double tol;            /* bound on scaled max-abs */
-    const char *probe;     /* fnmatch pattern or NULL */
-    int greedy;            /* also check the greedy continuation */
-    int quiet;             /* verdict lines only */
+    const rc_tolerances *tols; /* NULL: the default tolerance file */
+    const char *probe;         /* fnmatch pattern or NULL */
+    int greedy;                /* also check the greedy continuation */
+    int quiet;                 /* verdict lines only */
+    int allow_near_ties;       /* a token mismatch at a near-tie whose logits are within bounds passes */
+    int no_floor;              /* skip the double-precision noise floor */
 } rc_compare_opts;
 
-/* Compares one golden; appends its JSON object to json_out (cJSON *) if not NULL.
- * Returns RC_EXIT_*; errors are printed as one line. */
+/* What a stage is checked against, loaded once and shared by every stage of a chain. */
+typedef struct rc_case {
+    char label[512];           /* golden path, or model path */
+    char preset[64], model_type[64];
+    char precision[8];         /* the reference's precision: fp32, bf16, fp16 (a golden's dtype, a stage's storage) */
+    char versions[128];        /* "transformers X, torch Y" of a golden, else "" */
+    char ref_name[32];         /* "HF", or the reference stage's name */
+    rc_model m;
+    int has_model;
+    /* the reference */
+    int32_t *ids;
+    int64_t n_ids;
+    rc_tensors probes;         /* data-flow order */
+    int32_t *tokens;           /* greedy continuation [n_steps] */
+    float *step_logits;        /* [n_steps, vocab] */
+    int64_t n_steps, vocab;
+    /* noise floor: the reference's distance from the double forward, per probe and per greedy step */
+    int floor_state;           /* 0 not computed, 1 available, -1 unavailable (floor_why says why) */
+    char floor_why[768];
+    rc_metrics *floor;         /* [probes.n] */
+    unsigned char *floor_has;  /* [probes.n] */
+    rc_metrics *floor_steps;   /* [n_steps] */
+    unsigned char *floor_steps_has;
+} rc_case;
+
+/* A golden: HF is the reference. */
+int rc_case_from_golden(rc_case *c, const char *path, rc_err *e);
+/* A model folder or file with a prompt (NULL: the golden's prompt for a .h5 file, else a fixed one):
+ * stage B (opened with bo) is the reference, its own greedy continuation of n_steps tokens included. */
+int rc_case_from_stage(rc_case *c, const char *model_path, const int32_t *prompt, int64_t n_prompt,
+                       const rc_stage *B, const rc_stage_opts *bo, int64_t n_steps, rc_err *e);
+/* Runs the double forward once (floor_state says how it went; never an error for the caller). */
+void rc_case_floor(rc_case *c, const char *probe_pattern);
+void rc_case_free(rc_case *c);
+
+typedef enum {
+    RC_ROW_UNSELECTED, RC_ROW_OK, RC_ROW_OK_FLOOR, RC_ROW_FAIL, RC_ROW_NONFINITE, RC_ROW_MISSING, RC_ROW_SKIPPED,
+    RC_ROW_SHAPE, RC_ROW_TOKEN, RC_ROW_NEAR_TIE
+} rc_row_status;
+
+/* Where a row sits in the data flow. */
+typedef struct rc_where {
+    int layer;      /* -1: global (emb, rope, final_norm, logits) or a greedy step */
+    char op[48];    /* "attn.q_rope", "logits", ... */
+    int64_t token;  /* token position of the worst element (its first index), -1 if not token-major */
+    int step;       /* greedy decode step, -1 for prompt probes */
+} rc_where;
+
+typedef struct rc_row {
+    char name[64], shape[48], worst[48];
+    rc_row_status status;
+    int fail;
+    rc_metrics m;
+    int has_floor;
+    rc_metrics floor;   /* the reference's distance from double */
+    double xfloor;      /* max_abs / floor max_abs (NAN if the floor is unavailable or 0) */
+    rc_bounds b;
+    int bad_metric;     /* the first metric out of bounds, -1 none, RC_MET_COUNT: NaN/Inf */
+    rc_where where;
+    int tok, want_tok;  /* greedy rows */
+    double margin;      /* the reference's top-1 minus top-2 logit (greedy rows) */
+} rc_row;
+
+enum { RC_EVAL_PASS, RC_EVAL_FAIL, RC_EVAL_UNSUPPORTED, RC_EVAL_ERROR };
+
+typedef struct rc_eval {
+    char stage[32], link[32];
+    char precision[8];         /* the lossier of the reference's and the stage's storage: selects bounds */
+    int status;
+    char why[768];             /* UNSUPPORTED / ERROR */
+    rc_row *rows;              /* probes (reference order), then greedy steps */
+    int nrows, nprobes;
+    int nsel, nfail, nskip, nfloor_pass, gfail;
+    int first;                 /* first failing row in data-flow order, -1 */
+    int worst;                 /* probe row with the largest scaled max-abs, -1 */
+    int steps, equal, near_ties, first_mismatch, worst_step;
+    double worst_step_scaled, worst_step_abs;
+    int allow_near_ties;
+    double seconds;
+} rc_eval;
+
+/* Runs o->stage on c and judges every row. Returns RC_OK with ev->status PASS/FAIL/UNSUPPORTED, or an
+ * error code (ev->status ERROR, ev->why). */
+int rc_eval_stage(const rc_case *c, const rc_compare_opts *o, const rc_tolerances *t, rc_eval *ev);
+void rc_eval_free(rc_eval *ev);
+/* The table (unless quiet), the first divergence and the VERDICT line. */
+void rc_eval_print(const rc_eval *ev, const rc_case *c, const rc_tolerances *t, int quiet);
+/* One line: "L0.attn.q_rope FAIL (scaled max-abs 1.2e-01 > 1e-05; layer 0, op attn.q_rope, token 3)". */
+const char *rc_row_describe(const rc_row *r, char *buf, int cap);
+const char *rc_where_str(const rc_where *w, char *buf, int cap);
+const char *rc_row_status_name(rc_row_status s);
+/* The evaluation as a JSON object (cJSON *). */
+void *rc_eval_json(const rc_eval *ev, const rc_case *c);
+
+/* compare on one golden: prints, appends its JSON object to json_out (cJSON array) if not NULL,
+ * returns RC_EXIT_*. */
 int rc_compare_golden(const char *path, const rc_compare_opts *o, void *json_out);
+/* compare --against: stage o->stage vs stage B on a model. */
+int rc_compare_pair(const char *model_path, const int32_t *prompt, int64_t n_prompt, int64_t n_steps,
+                    const rc_stage *B, const rc_compare_opts *o, void *json_out);
 
 #endif

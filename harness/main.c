@@ -7,35 +7,71 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chain.h"
 #include "compare.h"
+#include "fault.h"
 #include "golden.h"
 #include "model.h"
 
 #ifndef RC_GOLDEN_DIR
 #define RC_GOLDEN_DIR "golden"
 #endif
+#ifndef RC_VERSION
+#define RC_VERSION "?"
+#endif
 
 static const char usage_text[] =
-    "usage: harness compare [--stage S] [--golden FILE]... [--tol TOL] [--probe PATTERN] [--json OUT]\n"
-    "                       [--device N] [--no-greedy] [--quiet]\n"
+    "usage: harness compare [--stage S] [--golden FILE]... [--tol SPEC]... [--tolerances FILE] [--probe PATTERN]\n"
+    "                       [--json OUT] [--device N] [--no-greedy] [--quiet] [--allow-near-ties] [--no-floor]\n"
+    "                       [--fault NAME]\n"
+    "       harness compare --stage A --against B --model DIR|FILE [--prompt \"ids\"] [--steps N] [...]\n"
+    "       harness chain [--golden FILE]... [--stages ref,cuda,engine] [compare's options]\n"
+    "       harness report [--out DIR] [--force] [--golden FILE]... [--stages LIST] [--no-faults] [--commit ID]\n"
+    "       harness report --diff A B [--out DIR]\n"
+    "       harness bisect --good REV --bad REV [--stage S] [--golden FILE] [--probe PATTERN] [--keep]\n"
+    "       harness faults [--only NAME] [--json OUT]\n"
     "       harness inspect FILE\n"
-    "       harness --help\n"
+    "       harness --help | --version\n"
     "\n"
     "compare  runs stage S (%s; default ref) on each golden's prompt, compares every probe the\n"
     "         golden holds in data-flow order, then the greedy continuation: each step is run\n"
     "         teacher-forced with HF's tokens, its last-row logits compared and its argmax checked\n"
     "         against HF's token. Prints a table, the first divergent probe and a one-line verdict.\n"
     "         Without --golden it uses every bundled golden (%s, or $REFCHAIN_GOLDEN_DIR).\n"
-    "  --tol TOL       bound on the SCALED MAX-ABS error of every probe and step:\n"
-    "                    scaled = max|a - b| / max(1, max|ref|)\n"
-    "                  i.e. plain max-abs for tensors of magnitude <= 1, relative to the tensor's\n"
-    "                  largest magnitude above that. Default 1e-5. Token ids must be equal.\n"
-    "                  Also printed (not bounded): max-rel = max |a-b|/|ref| over elements with\n"
-    "                  |ref| >= 1e-3 max|ref|; rms = sqrt(mean (a-b)^2); worst = index of max-abs.\n"
+    "         Bounds come from one versioned tolerance file (%s; --tolerances FILE or\n"
+    "         $REFCHAIN_TOLERANCES), per stage, storage precision and probe pattern; each names its metric:\n"
+    "           scaled  = max|a-b| / max(1, max|ref|)   (scaled max-abs)\n"
+    "           max_abs = max|a-b|; max_rel = max |a-b|/|ref| over |ref| >= 1e-3 max|ref|\n"
+    "           rms = sqrt(mean (a-b)^2); nmse = sum (a-b)^2 / sum ref^2; cosine = a.ref/(|a||ref|)\n"
+    "           ulp = max distance in fp32 units in the last place. NaN/Inf are checked first.\n"
+    "         Noise floor: ref is rerun in double precision; 'floor' is the reference's own distance\n"
+    "         from it (max-abs), 'xfloor' the stage's error as a multiple of that. A probe within the\n"
+    "         file's floor multiple passes whatever its absolute error (strict bounds excepted).\n"
+    "         Greedy: a token mismatch reports the reference's top-1/top-2 logit margin; below the\n"
+    "         file's near-tie margin it is a NEAR-TIE, which still fails unless --allow-near-ties.\n"
+    "  --tol SPEC      overrides the file: 'TOL' bounds the scaled max-abs of every probe, 'METRIC=V'\n"
+    "                  another metric, 'METRIC:PATTERN=V' only the probes matching PATTERN.\n"
+    "  --against B     compare stage A with stage B (B's probes and greedy tokens are the reference)\n"
+    "                  on --model DIR (HF folder) or FILE (golden .h5), with --prompt \"1 2 3\" (default:\n"
+    "                  the golden's prompt, or 16 fixed ids) and --steps N greedy steps (default 8).\n"
+    "  --fault NAME    inject a catalogued fault (harness/faults.json; builds with -Dfaults=true).\n"
     "  --probe PATTERN compare only probes matching the shell pattern (e.g. 'L1.*', 'logits',\n"
     "                  'greedy.*'); greedy steps run only if 'greedy.step00' matches.\n"
     "  --json OUT      also write the results as JSON to OUT (atomically: temp file + rename).\n"
     "  --device N      GPU ordinal for GPU stages (default 0).\n"
+    "  --resident-layers N, --kv-offload, --kv-tile P, --vocab-on-cpu, --f32\n"
+    "                  engine stage: memory modes and fp32 storage (default bf16), see engine --help.\n"
+    "chain    runs ref -> cuda -> engine on each golden (skipping, and saying so, a stage not built or\n"
+    "         not runnable here) and names the first broken link: architecture (ref != HF), kernel\n"
+    "         (ref = HF, cuda != HF) or pipeline (cuda = HF, engine != HF), with the first divergent probe\n"
+    "         (layer, op, token position; decode step for greedy rows).\n"
+    "report   runs the chain on every golden (and the fault catalogue when built with -Dfaults=true) and\n"
+    "         writes <out>/<commit>.json, .md and .html (default out: <repo>/reports); refuses to overwrite\n"
+    "         without --force. --diff A B compares two reports (commit, prefix or path): exit 1 when a\n"
+    "         stage's worst scaled error on a golden grew beyond the tolerance file's regression margin.\n"
+    "bisect   drives git bisect run in a scratch worktree under /tmp: builds each commit, runs its harness\n"
+    "         compare (0 good, 1 bad, anything else skip), prints the first bad commit and its broken probe.\n"
+    "faults   runs every catalogued fault through the chain: detected? which link? which first probe?\n"
     "inspect  lists a golden's provenance, config, probes (with shapes) and weights.\n"
     "\n"
     "exit codes: 0 every bound holds; 1 a bound was exceeded (or a token differs);\n"
@@ -44,7 +80,7 @@ static const char usage_text[] =
 
 static void usage(FILE *f)
 {
-    fprintf(f, usage_text, rc_stage_names(), RC_GOLDEN_DIR);
+    fprintf(f, usage_text, rc_stage_names(), RC_GOLDEN_DIR, rc_tol_default_path());
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -122,23 +158,75 @@ static int write_atomic(const char *path, const char *text)
     return RC_EXIT_PASS;
 }
 
-static int parse_double(const char *s, double *out)
+static int load_tolerances(rc_tolerances *t, const char *file, const char *const *specs, int n)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v > 0))
-        return 0;
-    *out = v;
-    return 1;
+    rc_err e = {0};
+    memset(t, 0, sizeof *t);
+    if (rc_tol_load(t, file, &e)) {
+        fprintf(stderr, "harness: error: %s\n", e.msg);
+        return RC_EXIT_ERROR;
+    }
+    for (int i = 0; i < n; i++)
+        if (rc_tol_override(t, specs[i], &e)) {
+            fprintf(stderr, "harness: %s (see harness --help)\n", e.msg);
+            return RC_EXIT_ERROR;
+        }
+    return RC_EXIT_PASS;
+}
+
+/* compare --stage A --against B --model DIR|FILE [--prompt "ids"] */
+static int compare_against(const rc_compare_opts *o, const char *against, const char *model, const char *prompt,
+                           long steps, const char *json, int ng)
+{
+    if (!against || !model || ng)
+        return bad_usage("--against B needs --model DIR|FILE (and no --golden)%s", "");
+    const rc_stage *B = rc_stage_find(against);
+    if (!B) {
+        fprintf(stderr, "harness: unknown stage '%s' (built: %s)\n", against, rc_stage_names());
+        return RC_EXIT_ERROR;
+    }
+    char why[256] = "";
+    if (!B->available(&o->stage_opts, why, sizeof why)) {
+        fprintf(stderr, "harness: error: stage %s cannot run here: %s\n", against, why);
+        return RC_EXIT_ERROR;
+    }
+    int32_t ids[4096];
+    int64_t n = 0;
+    for (const char *p = prompt; p && *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > INT32_MAX || n == 4096)
+            return bad_usage("--prompt needs token ids separated by spaces or commas, got '%s'", prompt);
+        ids[n++] = (int32_t)v;
+        p = end + strspn(end, " ,");
+    }
+    if (prompt && !n)
+        return bad_usage("--prompt needs at least one token id, got '%s'", prompt);
+    cJSON *arr = json ? cJSON_CreateArray() : NULL;
+    int rc = rc_compare_pair(model, prompt ? ids : NULL, n, steps, B, o, arr);
+    if (json) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "tool", "refchain harness compare --against");
+        cJSON_AddNumberToObject(root, "exit_code", rc);
+        cJSON_AddItemToObject(root, "results", arr);
+        char *text = cJSON_Print(root);
+        int wrc = text ? write_atomic(json, text) : RC_EXIT_ERROR;
+        free(text);
+        cJSON_Delete(root);
+        if (wrc > rc)
+            rc = wrc;
+    }
+    return rc;
 }
 
 static int cmd_compare(int argc, char **argv)
 {
-    rc_compare_opts o = {.tol = 1e-5, .greedy = 1};
-    const char *stage = "ref", *json = NULL;
+    rc_compare_opts o = {.greedy = 1};
+    const char *stage = "ref", *json = NULL, *tolfile = NULL, *fault = NULL, *against = NULL, *model = NULL,
+               *prompt = NULL, *tol_specs[16];
     char **goldens = calloc((size_t)argc + 1, sizeof *goldens);
-    int ng = 0, bundled = 0;
+    int ng = 0, bundled = 0, ntol = 0, sopt;
+    long steps = 8;
     if (!goldens)
         return RC_EXIT_ERROR;
     for (int i = 0; i < argc; i++) {
@@ -148,12 +236,30 @@ static int cmd_compare(int argc, char **argv)
             stage = argv[++i];
         else if (!strcmp(a, "--golden") && has)
             goldens[ng++] = argv[++i];
-        else if (!strcmp(a, "--tol") && has) {
-            if (!parse_double(argv[++i], &o.tol)) {
+        else if (!strcmp(a, "--tol") && has && ntol < 16)
+            tol_specs[ntol++] = argv[++i];
+        else if (!strcmp(a, "--tolerances") && has)
+            tolfile = argv[++i];
+        else if (!strcmp(a, "--fault") && has)
+            fault = argv[++i];
+        else if (!strcmp(a, "--against") && has)
+            against = argv[++i];
+        else if (!strcmp(a, "--model") && has)
+            model = argv[++i];
+        else if (!strcmp(a, "--prompt") && has)
+            prompt = argv[++i];
+        else if (!strcmp(a, "--steps") && has) {
+            char *end;
+            steps = strtol(argv[++i], &end, 10);
+            if (*end || steps < 0 || steps > 4096) {
                 free(goldens);
-                return bad_usage("--tol needs a positive number, got '%s'", argv[i]);
+                return bad_usage("--steps needs a count in [0, 4096], got '%s'", argv[i]);
             }
-        } else if (!strcmp(a, "--probe") && has)
+        } else if (!strcmp(a, "--allow-near-ties"))
+            o.allow_near_ties = 1;
+        else if (!strcmp(a, "--no-floor"))
+            o.no_floor = 1;
+        else if (!strcmp(a, "--probe") && has)
             o.probe = argv[++i];
         else if (!strcmp(a, "--json") && has)
             json = argv[++i];
@@ -169,7 +275,12 @@ static int cmd_compare(int argc, char **argv)
             o.greedy = 0;
         else if (!strcmp(a, "--quiet"))
             o.quiet = 1;
-        else {
+        else if ((sopt = rc_stage_opt_parse(argc, argv, &i, &o.stage_opts)) != 0) {
+            if (sopt < 0) {
+                free(goldens);
+                return RC_EXIT_ERROR;
+            }
+        } else {
             free(goldens);
             return bad_usage(has || a[0] != '-' ? "unknown argument '%s'" : "'%s' needs a value", a);
         }
@@ -185,6 +296,20 @@ static int cmd_compare(int argc, char **argv)
         free(goldens);
         fprintf(stderr, "harness: error: stage %s cannot run here: %s\n", stage, why);
         return RC_EXIT_ERROR;
+    }
+    rc_tolerances tols;
+    if (load_tolerances(&tols, tolfile, tol_specs, ntol) || (fault && rc_fault_use(fault))) {
+        if (tols.e)
+            rc_tol_free(&tols);
+        free(goldens);
+        return RC_EXIT_ERROR;
+    }
+    o.tols = &tols;
+    if (against || model || prompt) {
+        free(goldens);
+        int rc = compare_against(&o, against, model, prompt, steps, json, ng);
+        rc_tol_free(&tols);
+        return rc;
     }
     if (!ng) {
         free(goldens);
@@ -218,6 +343,7 @@ static int cmd_compare(int argc, char **argv)
         for (int i = 0; i < ng; i++)
             free(goldens[i]);
     free(goldens);
+    rc_tol_free(&tols);
     return worst;
 }
 
@@ -284,5 +410,18 @@ int main(int argc, char **argv)
         return cmd_compare(argc - 2, argv + 2);
     if (!strcmp(argv[1], "inspect"))
         return cmd_inspect(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "chain"))
+        return rc_cmd_chain(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "report"))
+        return rc_cmd_report(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "bisect"))
+        return rc_cmd_bisect(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "faults"))
+        return rc_cmd_faults(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "--version")) {
+        printf("refchain harness %s (stages: %s; faults: %s)\n", RC_VERSION, rc_stage_names(),
+               RC_FAULTS_BUILT ? "on" : "off");
+        return RC_EXIT_PASS;
+    }
     return bad_usage("unknown command '%s'", argv[1]);
 }

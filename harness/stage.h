@@ -8,6 +8,10 @@
 
 typedef struct rc_stage_opts {
     int device; /* GPU ordinal for GPU stages */
+    /* engine stage pass-through (engine --help); zero = the engine's default */
+    int resident_layers, resident_layers_set; /* --resident-layers N (0 = zero-copy from pinned host memory) */
+    int kv_offload, kv_tile, vocab_on_cpu;    /* --kv-offload, --kv-tile P, --vocab-on-cpu */
+    int f32;                                  /* --f32: fp32 weight/KV storage instead of bf16 */
 } rc_stage_opts;
 
 typedef struct rc_stage {
@@ -28,6 +32,9 @@ typedef struct rc_stage {
 } rc_stage;
 
 const rc_stage *rc_stage_find(const char *name);
+/* Parses one stage option at argv[*i] (--resident-layers N, --kv-offload, --kv-tile P, --vocab-on-cpu, --f32),
+ * advancing *i past its value: 1 if it was one, 0 if not, -1 on a bad value (message printed). */
+int rc_stage_opt_parse(int argc, char **argv, int *i, rc_stage_opts *o);
 /* "ref, cuda" */
 const char *rc_stage_names(void);
 

@@ -1,0 +1,26 @@
+/* Small helpers of the harness commands: files, goldens, child processes, git. */
+#ifndef HARNESS_UTIL_H
+#define HARNESS_UTIL_H
+
+#include <stddef.h>
+
+/* Writes text to path through a temp file and a rename; refuses an existing path unless force
+ * (link(2) makes the no-overwrite case atomic too). Prints one error line; returns 0 or 2. */
+int rc_write_file_atomic(const char *path, const char *text, int force);
+/* malloc'd contents of a file, NULL if unreadable. */
+char *rc_read_file(const char *path);
+/* Every *.h5 of the golden folder ($REFCHAIN_GOLDEN_DIR or the built-in one), sorted; free with
+ * rc_free_list. Prints one error line and returns 2 when there are none. */
+int rc_golden_list(char ***out, int *n);
+void rc_free_list(char **list, int n);
+/* Runs argv (argv[0] looked up in PATH) in dir (NULL = here); stdout+stderr go to out (malloc'd, may be
+ * NULL) unless out is NULL, then they pass through. Returns the exit status, 128+signal, or -1. */
+int rc_run(char *const argv[], const char *dir, char **out);
+/* The same for one shell command line. */
+int rc_sh(const char *cmd, char **out);
+/* Trims trailing whitespace in place. */
+char *rc_rstrip(char *s);
+/* Shell-quotes s into buf ('...'). */
+const char *rc_shq(const char *s, char *buf, size_t cap);
+
+#endif

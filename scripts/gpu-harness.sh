@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The harness's GPU run (ON the GPU machine, from the repo root, .debs/ carried as for scripts/gpu-lane.sh):
+#   OUT=/tmp/out COMMIT=<sha> bash scripts/gpu-harness.sh
+# 1. scripts/gpu-lane.sh with -Dfaults=true into build-gpu-faults, meson suites 'faults' and 'harness' on the GPU
+#    (the cuda and engine faults run instead of skipping); RC_TEST_ARGS="" for every suite
+# 2. harness chain on every golden: ref -> cuda -> engine, tables and verdicts   -> $OUT/chain.txt, chain.json
+# 3. harness faults: detection and attribution of every catalogued fault         -> $OUT/faults.txt, faults.json
+# 4. harness report --commit $COMMIT (every stage, every golden, the faults)    -> $OUT/reports/<commit>.{json,md,html}
+# Copy $OUT/reports/* into reports/ to record the commit. Exit 0 iff every step passed.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+OUT=${OUT:-/tmp/out}
+BUILD=${RC_BUILD:-build-gpu-faults}
+PREFIX=${RC_PREFIX:-/tmp/rcprefix}
+mkdir -p "$OUT/reports" || exit 2
+status=0
+
+# RC_TEST_ARGS="" runs every suite (several minutes with the engine's); the default, the harness's own
+OUT=$OUT/lane RC_BUILD=$BUILD RC_MESON_OPTS="-Dfaults=true" RC_SANITIZERS="${RC_SANITIZERS:-}" \
+    RC_TEST_ARGS="${RC_TEST_ARGS---suite faults --suite harness}" bash scripts/gpu-lane.sh || status=1
+
+# the prefix gpu-lane.sh unpacked (cJSON, cmocka, GSL) for the harness runs below
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
+export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu:$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+H=$BUILD/harness/harness
+if [ ! -x "$H" ]; then
+    echo "gpu-harness: $H was not built (see $OUT/lane/lane.log)"
+    exit 1
+fi
+"$H" --version | tee "$OUT/version.txt"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/version.txt"
+
+"$H" chain --json "$OUT/chain.json" >"$OUT/chain.txt" 2>&1
+echo "gpu-harness: chain exit $?"; grep '^CHAIN' "$OUT/chain.txt"
+"$H" faults --json "$OUT/faults.json" >"$OUT/faults.txt" 2>&1 || status=1
+cat "$OUT/faults.txt"
+commit=()
+[ -n "${COMMIT:-}" ] && commit=(--commit "$COMMIT")
+"$H" report --out "$OUT/reports" --force "${commit[@]}" >"$OUT/report.txt" 2>&1
+rc=$?
+cat "$OUT/report.txt"
+[ "$rc" -le 1 ] || status=1 # 1 = a chain verdict failed: recorded in the report, read it
+echo "gpu-harness: lane $(tail -n 1 "$OUT/lane/lane.log" 2>/dev/null); report exit $rc; status $status"
+exit "$status"

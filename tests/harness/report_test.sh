@@ -1,0 +1,52 @@
+#!/bin/sh
+# report_test.sh HARNESS GOLDEN: `harness report` writes <commit>.json/.md/.html atomically into --out, refuses
+# to overwrite them without --force, the HTML is self-contained with inline SVG, and `report --diff` exits 0
+# on no change or an improvement and 1 on a regression (worst scaled error grown beyond the margin).
+set -u
+harness=$1 golden=$2
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/report_test.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # WHAT WANT GOT
+    if [ "$2" != "$3" ]; then
+        echo "FAIL: $1: got '$3', want '$2'"
+        fail=1
+    fi
+}
+"$harness" report --out "$tmp/r" --golden "$golden" --no-faults
+check "report exit code" 0 $?
+json=$(ls "$tmp/r"/*.json 2>/dev/null | head -n 1)
+base=${json%.json}
+[ -n "$json" ] && [ -s "$base.md" ] && [ -s "$base.html" ] || { echo "FAIL: report files missing"; ls -l "$tmp/r"; exit 1; }
+check "files in --out" 3 "$(ls -A "$tmp/r" | wc -l | tr -d ' ')"
+grep -q '"format":[[:space:]]*"refchain-report"' "$json" || { echo "FAIL: not a report JSON"; fail=1; }
+grep -q '"commit":' "$json" && grep -q '"dirty":' "$json" && grep -q '"device":' "$json" ||
+    { echo "FAIL: commit, dirty flag or device missing"; fail=1; }
+grep -q '<svg' "$base.html" || { echo "FAIL: no inline SVG chart"; fail=1; }
+if grep -Eq '<script|<link|src="http|href="http' "$base.html"; then
+    echo "FAIL: the HTML is not self-contained"
+    fail=1
+fi
+grep -q 'Chain verdicts' "$base.md" || { echo "FAIL: markdown summary missing"; fail=1; }
+before=$(cksum "$json")
+
+"$harness" report --out "$tmp/r" --golden "$golden" --no-faults >"$tmp/again.out" 2>&1
+check "second report exit code" 2 $?
+grep -q 'refusing to overwrite' "$tmp/again.out" || { echo "FAIL: no refusal message"; cat "$tmp/again.out"; fail=1; }
+check "report unchanged after the refusal" "$before" "$(cksum "$json")"
+"$harness" report --out "$tmp/r" --golden "$golden" --no-faults --force >/dev/null
+check "--force exit code" 0 $?
+check "no temp files left" 3 "$(ls -A "$tmp/r" | wc -l | tr -d ' ')"
+
+"$harness" report --diff "$json" "$json" >"$tmp/diff0.out"
+check "diff of a report with itself" 0 $?
+sed 's/"worst_scaled":[[:space:]]*[-0-9.e+]*/"worst_scaled": 0.001/' "$json" >"$tmp/worse.json"
+"$harness" report --diff "$json" "$tmp/worse.json" >"$tmp/diff1.out"
+check "diff with a regression" 1 $?
+grep -q 'REGRESSION' "$tmp/diff1.out" || { echo "FAIL: regression not named"; cat "$tmp/diff1.out"; fail=1; }
+"$harness" report --diff "$tmp/worse.json" "$json" >"$tmp/diff2.out"
+check "diff with an improvement" 0 $?
+"$harness" report --diff "$json" "$tmp/none.json" >/dev/null 2>&1
+check "diff with a missing report" 2 $?
+[ "$fail" -eq 0 ] && echo "ok: report and report --diff"
+exit "$fail"

@@ -1,0 +1,237 @@
+/* Unit tests of the shared evaluation (harness/compare.c) with a fake stage: near-tie token checks, the
+ * noise-floor rule, NaN/Inf first, and where the first divergence sits (layer, op, token, step). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "compare.h"
+
+/* ---- the fake stage: one probe L0.attn.ctx [2, 2] and logits rows chosen per test ---- */
+static float probe_data[4];
+static float step_rows[2][4];
+
+static int fake_open(void **st, const rc_model *m, const rc_stage_opts *o, rc_err *e)
+{
+    (void)m; (void)o; (void)e;
+    *st = NULL;
+    return RC_OK;
+}
+
+static int fake_forward(void *st, const int32_t *ids, int64_t T, float *logits, const rc_probe_sink *sink, rc_err *e)
+{
+    (void)st; (void)ids; (void)e;
+    const int64_t shape[2] = {2, 2};
+    if (rc_probe_wanted(sink, "L0.attn.ctx")) {
+        int rc = sink->emit(sink->user, "L0.attn.ctx", probe_data, 2, shape);
+        if (rc)
+            return rc;
+    }
+    if (logits)
+        memcpy(logits + (T - 1) * 4, step_rows[T - 2], sizeof step_rows[0]); /* T = 2: step 0, T = 3: step 1 */
+    return RC_OK;
+}
+
+static void fake_close(void *st) { (void)st; }
+
+static int fake_available(const rc_stage_opts *o, char *why, size_t cap)
+{
+    (void)o; (void)why; (void)cap;
+    return 1;
+}
+
+static const rc_stage fake = {"fake", "kernel", 1, fake_available, fake_open, fake_forward, NULL, fake_close};
+
+/* ---- a case: prompt [0, 1], probe L0.attn.ctx = [[1, 1], [1, 1]], two greedy steps over 4 tokens ---- */
+static void make_case(rc_case *c, const float hf_steps[2][4], const int32_t tokens[2])
+{
+    rc_err e = {0};
+    memset(c, 0, sizeof *c);
+    snprintf(c->label, sizeof c->label, "fake");
+    snprintf(c->preset, sizeof c->preset, "fake");
+    snprintf(c->precision, sizeof c->precision, "fp32");
+    snprintf(c->ref_name, sizeof c->ref_name, "HF");
+    c->ids = calloc(2, sizeof *c->ids);
+    c->ids[1] = 1;
+    c->n_ids = 2;
+    float *p = malloc(4 * sizeof *p);
+    for (int i = 0; i < 4; i++)
+        p[i] = 1.0f;
+    const int64_t shape[2] = {2, 2};
+    assert_int_equal(rc_tensors_add(&c->probes, "L0.attn.ctx", 2, shape, p, &e), RC_OK);
+    c->n_steps = 2;
+    c->vocab = 4;
+    c->tokens = malloc(2 * sizeof *c->tokens);
+    c->step_logits = malloc(8 * sizeof *c->step_logits);
+    memcpy(c->tokens, tokens, 2 * sizeof *tokens);
+    memcpy(c->step_logits, hf_steps, 8 * sizeof *c->step_logits);
+}
+
+static void set_floor(rc_case *c, double max_abs)
+{
+    c->floor_state = 1;
+    c->floor = calloc(1, sizeof *c->floor);
+    c->floor_has = calloc(1, 1);
+    c->floor_steps = calloc(2, sizeof *c->floor_steps);
+    c->floor_steps_has = calloc(2, 1);
+    c->floor[0].max_abs = max_abs;
+    c->floor_has[0] = 1;
+}
+
+static void load_tols(rc_tolerances *t, double near_tie)
+{
+    char text[1024], path[] = "/tmp/test_eval.XXXXXX";
+    snprintf(text, sizeof text,
+             "{\"format\": \"refchain-tolerances\", \"version\": 1, \"floor\": {\"multiple\": 4, \"reason\": \"r\"},"
+             " \"near_tie\": {\"margin\": %g, \"reason\": \"r\"}, \"regression\": {\"factor\": 2, \"min\": 1e-7,"
+             " \"reason\": \"r\"}, \"bounds\": [{\"metric\": \"scaled\", \"bound\": 1e-3, \"reason\": \"r\"}]}",
+             near_tie);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_true(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    rc_err e = {0};
+    assert_int_equal(rc_tol_load(t, path, &e), RC_OK);
+    unlink(path);
+}
+
+static const float hf_tie[2][4] = {{1.0f, 1.0005f, 0, 0}, {0, 0, 3, 0}};
+static const int32_t tok_tie[2] = {1, 2};
+
+static void stage_rows_tie(void)
+{
+    for (int i = 0; i < 4; i++)
+        probe_data[i] = 1.0f;
+    const float rows[2][4] = {{1.0004f, 1.0003f, 0, 0}, {0, 0, 3, 0}}; /* within 1e-3, argmax 0 != 1 */
+    memcpy(step_rows, rows, sizeof rows);
+}
+
+static void test_near_tie(void **state)
+{
+    (void)state;
+    rc_case c;
+    rc_tolerances t;
+    rc_eval ev;
+    make_case(&c, hf_tie, tok_tie);
+    load_tols(&t, 1e-3);
+    stage_rows_tie();
+    rc_compare_opts o = {.stage = &fake, .greedy = 1};
+    assert_int_equal(rc_eval_stage(&c, &o, &t, &ev), RC_OK);
+    assert_int_equal(ev.status, RC_EVAL_FAIL);
+    assert_int_equal(ev.near_ties, 1);
+    assert_int_equal(ev.first_mismatch, 0);
+    const rc_row *r = &ev.rows[ev.first];
+    assert_string_equal(r->name, "greedy.step00");
+    assert_int_equal(r->status, RC_ROW_NEAR_TIE);
+    assert_true(r->tok == 0 && r->want_tok == 1 && fabs(r->margin - 5e-4) < 1e-6);
+    assert_int_equal(r->where.step, 0);
+    assert_int_equal(r->where.token, 1); /* the logits row of the prompt's last token */
+    char buf[512];
+    assert_non_null(strstr(rc_row_describe(r, buf, sizeof buf), "near-tie"));
+    rc_eval_free(&ev);
+    o.allow_near_ties = 1;
+    assert_int_equal(rc_eval_stage(&c, &o, &t, &ev), RC_OK);
+    assert_int_equal(ev.status, RC_EVAL_PASS);
+    assert_int_equal(ev.near_ties, 1);
+    rc_eval_free(&ev);
+    rc_tol_free(&t);
+    rc_case_free(&c);
+}
+
+static void test_token_mismatch_not_a_tie(void **state)
+{
+    (void)state;
+    rc_case c;
+    rc_tolerances t;
+    rc_eval ev;
+    make_case(&c, hf_tie, tok_tie);
+    load_tols(&t, 1e-5); /* margin 5e-4 is no near-tie */
+    stage_rows_tie();
+    rc_compare_opts o = {.stage = &fake, .greedy = 1, .allow_near_ties = 1};
+    assert_int_equal(rc_eval_stage(&c, &o, &t, &ev), RC_OK);
+    assert_int_equal(ev.status, RC_EVAL_FAIL);
+    assert_int_equal(ev.rows[ev.first].status, RC_ROW_TOKEN);
+    assert_int_equal(ev.near_ties, 0);
+    rc_eval_free(&ev);
+    rc_tol_free(&t);
+    rc_case_free(&c);
+}
+
+static void test_floor_rule(void **state)
+{
+    (void)state;
+    const float hf[2][4] = {{0, 0, 3, 0}, {0, 0, 3, 0}};
+    const int32_t tok[2] = {2, 2};
+    rc_tolerances t;
+    load_tols(&t, 1e-4);
+    memcpy(step_rows, hf, sizeof hf);
+    for (int i = 0; i < 4; i++)
+        probe_data[i] = 1.0f;
+    probe_data[2] = 1.005f; /* [1, 0]: token 1; 5e-3 > the 1e-3 bound */
+    rc_compare_opts o = {.stage = &fake, .greedy = 1};
+    for (int pass = 0; pass < 3; pass++) {
+        rc_case c;
+        rc_eval ev;
+        make_case(&c, hf, tok);
+        if (pass == 1)
+            set_floor(&c, 2e-3); /* 2.5x the floor: passes */
+        if (pass == 2)
+            set_floor(&c, 1e-3); /* 5x: fails */
+        assert_int_equal(rc_eval_stage(&c, &o, &t, &ev), RC_OK);
+        const rc_row *r = &ev.rows[0];
+        assert_int_equal(r->status, pass == 1 ? RC_ROW_OK_FLOOR : RC_ROW_FAIL);
+        assert_int_equal(ev.status, pass == 1 ? RC_EVAL_PASS : RC_EVAL_FAIL);
+        assert_int_equal(r->where.layer, 0);
+        assert_string_equal(r->where.op, "attn.ctx");
+        assert_int_equal(r->where.token, 1);
+        assert_int_equal(r->where.step, -1);
+        if (pass)
+            assert_true(fabs(r->xfloor - (pass == 1 ? 2.5 : 5.0)) < 1e-3);
+        rc_eval_free(&ev);
+        rc_case_free(&c);
+    }
+    rc_tol_free(&t);
+}
+
+static void test_nonfinite_first(void **state)
+{
+    (void)state;
+    const float hf[2][4] = {{0, 0, 3, 0}, {0, 0, 3, 0}};
+    const int32_t tok[2] = {2, 2};
+    rc_case c;
+    rc_tolerances t;
+    rc_eval ev;
+    make_case(&c, hf, tok);
+    set_floor(&c, 1.0); /* the floor never excuses NaN */
+    load_tols(&t, 1e-4);
+    memcpy(step_rows, hf, sizeof hf);
+    for (int i = 0; i < 4; i++)
+        probe_data[i] = 1.0f;
+    probe_data[3] = NAN;
+    rc_compare_opts o = {.stage = &fake, .greedy = 0};
+    assert_int_equal(rc_eval_stage(&c, &o, &t, &ev), RC_OK);
+    assert_int_equal(ev.rows[0].status, RC_ROW_NONFINITE);
+    assert_int_equal(ev.first, 0);
+    assert_int_equal(ev.steps, 0);
+    rc_eval_free(&ev);
+    rc_tol_free(&t);
+    rc_case_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_near_tie),
+        cmocka_unit_test(test_token_mismatch_not_a_tie),
+        cmocka_unit_test(test_floor_rule),
+        cmocka_unit_test(test_nonfinite_first),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
