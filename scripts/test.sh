@@ -19,9 +19,9 @@ run_build() { # dir, meson options...
     fi
     meson test -C "$dir" --print-errorlogs --num-processes 2 || true
 }
-run_build build-test -Dcuda=$cuda
+run_build build-test -Dcuda=$cuda -Dfaults=true
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    run_build build-asan -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false
+    run_build build-asan -Dcuda=disabled -Dfaults=true -Db_sanitize=address,undefined -Db_lundef=false
 pass=0 failn=$fail_setup skip=0
 for log in build-test/meson-logs/testlog.json build-asan/meson-logs/testlog.json; do
     [ -f "$log" ] || continue
