@@ -331,6 +331,13 @@ __global__ void k_glu(float *out, const float *gu, int64_t total, int I, int act
     out[i] = a * gu[t * 2 * I + I + c];
 }
 
+__global__ void k_spin(long long cycles)
+{
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
 } // namespace
 
 extern "C" {
@@ -412,6 +419,12 @@ cudaError_t engk_glu(float *out, const float *gu, int T, int I, int act, cudaStr
 {
     const int64_t total = (int64_t)T * I;
     k_glu<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(out, gu, total, I, act);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_spin(long long cycles, cudaStream_t s)
+{
+    k_spin<<<1, 1, 0, s>>>(cycles);
     return cudaGetLastError();
 }
 

@@ -39,6 +39,8 @@ cudaError_t engk_attention(const float *q, float *ctx, float *st_m, float *st_l,
 size_t engk_attention_smem(int G, int D, int P);
 /* out[T, I] = act(gu[:, :I]) * gu[:, I:] (act: rc_act), gu [T, 2I] */
 cudaError_t engk_glu(float *out, const float *gu, int T, int I, int act, cudaStream_t s);
+/* Busy-waits about 'cycles' SM clocks on s (fault builds: makes a missing stream dependency deterministic). */
+cudaError_t engk_spin(long long cycles, cudaStream_t s);
 
 #ifdef __cplusplus
 }

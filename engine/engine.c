@@ -552,6 +552,8 @@ static int acquire_layer(eng *E, int l, const char **W, rc_err *e)
     const int s = l % N;
     ATTEMPT(stream_in(E, l, e));
     CK(cudaStreamWaitEvent(E->s_comp, E->ev_ready[s], 0)); /* data ready before compute reads the slot */
+    if (rc_fault_active("stream_no_slot_wait")) /* fault: let compute fall ~10 ms behind the unguarded copy */
+        CK(engk_spin(20000000LL, E->s_comp));
     const int next = (l + 1) % E->L;
     if (N > 1 && next % N != s)
         ATTEMPT(stream_in(E, next, e)); /* prefetch while layer l computes */

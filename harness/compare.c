@@ -374,13 +374,13 @@ static void judge(rc_row *r, const float *a, const float *b, int64_t n, int ndim
         }
     if (r->bad_metric < 0)
         r->status = RC_ROW_OK;
-    else if (!strict_fail && floor_multiple > 0 && isfinite(r->xfloor) && r->xfloor <= floor_multiple)
-        r->status = RC_ROW_OK_FLOOR;
+    else if (!strict_fail && floor_multiple > 0 && isfinite(r->xfloor) && r->xfloor <= floor_multiple &&
+             r->floor.scaled <= t->floor_cap)
+        r->status = RC_ROW_OK_FLOOR; /* a floor above the cap means the double forward itself disagrees with HF */
     else {
         r->status = RC_ROW_FAIL;
         r->fail = 1;
     }
-    (void)t;
 }
 
 const char *rc_row_status_name(rc_row_status s)

@@ -109,6 +109,7 @@ static int parse(rc_tolerances *t, const cJSON *root, const char *path, rc_err *
     if (!cJSON_IsObject(fl) || !cJSON_IsObject(nt) || !cJSON_IsObject(rg))
         return rc_fail(e, RC_E_FORMAT, "%s: needs objects 'floor', 'near_tie' and 'regression'", path);
     if ((rc = get_num(fl, "multiple", &t->floor_multiple, path, "floor", e)) ||
+        (rc = get_num(fl, "cap", &t->floor_cap, path, "floor", e)) ||
         (rc = get_str(fl, "reason", t->floor_reason, sizeof t->floor_reason, NULL, path, "floor", e)) ||
         (rc = get_num(nt, "margin", &t->near_tie_margin, path, "near_tie", e)) ||
         (rc = get_str(nt, "reason", t->near_tie_reason, sizeof t->near_tie_reason, NULL, path, "near_tie", e)) ||

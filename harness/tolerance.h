@@ -22,6 +22,7 @@ typedef struct rc_tolerances {
     rc_tol_entry *e;
     int n, cap;
     double floor_multiple;   /* a probe within this multiple of HF's distance from double passes */
+    double floor_cap;        /* ... only while that distance (scaled max-abs) is itself below this */
     char floor_reason[1024];
     double near_tie_margin;  /* reference top-1 minus top-2 logit below this: a token mismatch is a near-tie */
     char near_tie_reason[1024];

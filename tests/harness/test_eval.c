@@ -82,6 +82,7 @@ static void set_floor(rc_case *c, double max_abs)
     c->floor_steps = calloc(2, sizeof *c->floor_steps);
     c->floor_steps_has = calloc(2, 1);
     c->floor[0].max_abs = max_abs;
+    c->floor[0].scaled = max_abs; /* magnitudes <= 1 here */
     c->floor_has[0] = 1;
 }
 
@@ -89,7 +90,7 @@ static void load_tols(rc_tolerances *t, double near_tie)
 {
     char text[1024], path[] = "/tmp/test_eval.XXXXXX";
     snprintf(text, sizeof text,
-             "{\"format\": \"refchain-tolerances\", \"version\": 1, \"floor\": {\"multiple\": 4, \"reason\": \"r\"},"
+             "{\"format\": \"refchain-tolerances\", \"version\": 1, \"floor\": {\"multiple\": 4, \"cap\": 1e-2, \"reason\": \"r\"},"
              " \"near_tie\": {\"margin\": %g, \"reason\": \"r\"}, \"regression\": {\"factor\": 2, \"min\": 1e-7,"
              " \"reason\": \"r\"}, \"bounds\": [{\"metric\": \"scaled\", \"bound\": 1e-3, \"reason\": \"r\"}]}",
              near_tie);
@@ -176,7 +177,7 @@ static void test_floor_rule(void **state)
         probe_data[i] = 1.0f;
     probe_data[2] = 1.005f; /* [1, 0]: token 1; 5e-3 > the 1e-3 bound */
     rc_compare_opts o = {.stage = &fake, .greedy = 1};
-    for (int pass = 0; pass < 3; pass++) {
+    for (int pass = 0; pass < 4; pass++) {
         rc_case c;
         rc_eval ev;
         make_case(&c, hf, tok);
@@ -184,6 +185,8 @@ static void test_floor_rule(void **state)
             set_floor(&c, 2e-3); /* 2.5x the floor: passes */
         if (pass == 2)
             set_floor(&c, 1e-3); /* 5x: fails */
+        if (pass == 3)
+            set_floor(&c, 2e-2); /* 0.25x, but the floor is over the 1e-2 cap: not credited, fails */
         assert_int_equal(rc_eval_stage(&c, &o, &t, &ev), RC_OK);
         const rc_row *r = &ev.rows[0];
         assert_int_equal(r->status, pass == 1 ? RC_ROW_OK_FLOOR : RC_ROW_FAIL);
@@ -193,7 +196,7 @@ static void test_floor_rule(void **state)
         assert_int_equal(r->where.token, 1);
         assert_int_equal(r->where.step, -1);
         if (pass)
-            assert_true(fabs(r->xfloor - (pass == 1 ? 2.5 : 5.0)) < 1e-3);
+            assert_true(fabs(r->xfloor - (pass == 1 ? 2.5 : pass == 2 ? 5.0 : 0.25)) < 1e-3);
         rc_eval_free(&ev);
         rc_case_free(&c);
     }

@@ -45,7 +45,7 @@ static char *write_tmp(const char *text)
 }
 
 #define HEAD "{\"format\": \"refchain-tolerances\", \"version\": 3, " \
-    "\"floor\": {\"multiple\": 4, \"reason\": \"r\"}, \"near_tie\": {\"margin\": 1e-4, \"reason\": \"r\"}, " \
+    "\"floor\": {\"multiple\": 4, \"cap\": 1e-4, \"reason\": \"r\"}, \"near_tie\": {\"margin\": 1e-4, \"reason\": \"r\"}, " \
     "\"regression\": {\"factor\": 2, \"min\": 1e-7, \"reason\": \"r\"}, "
 
 static void test_last_match_and_override(void **state)
