@@ -267,7 +267,7 @@ int rc_cmd_chain(int argc, char **argv)
     rc_chain_opts o = {.base = {.greedy = 1}};
     rc_chain_default_stages(&o);
     const char *json = NULL, *tolfile = NULL, *fault = NULL;
-    const char *tol_specs[16];
+    const char *tol_specs[16] = {0};
     int ntol = 0, ng = 0, rc = RC_EXIT_PASS;
     char **goldens = calloc((size_t)argc + 1, sizeof *goldens), **bundled = NULL;
     if (!goldens)
@@ -323,19 +323,10 @@ int rc_cmd_chain(int argc, char **argv)
         return RC_EXIT_ERROR;
     }
     rc_tolerances tols;
-    rc_err e = {0};
-    if (rc_tol_load(&tols, tolfile, &e)) {
+    if (rc_load_tolerances(&tols, tolfile, tol_specs, ntol)) {
         free(goldens);
-        fprintf(stderr, "harness: error: %s\n", e.msg);
         return RC_EXIT_ERROR;
     }
-    for (int i = 0; i < ntol; i++)
-        if (rc_tol_override(&tols, tol_specs[i], &e)) {
-            free(goldens);
-            rc_tol_free(&tols);
-            fprintf(stderr, "harness: %s (see harness --help)\n", e.msg);
-            return RC_EXIT_ERROR;
-        }
     o.tols = &tols;
     int nb = 0;
     if (!ng) {

@@ -232,11 +232,8 @@ int rc_cmd_faults(int argc, char **argv)
         }
     }
     rc_tolerances t;
-    rc_err e = {0};
-    if (rc_tol_load(&t, tolfile, &e)) {
-        fprintf(stderr, "harness: error: %s\n", e.msg);
+    if (rc_load_tolerances(&t, tolfile, NULL, 0))
         return RC_EXIT_ERROR;
-    }
     int code;
     cJSON *out = rc_faults_run(cat, only, &t, 1, &code);
     rc_tol_free(&t);

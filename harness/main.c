@@ -1,17 +1,15 @@
 /* harness: the command that runs stages against goldens and says which link broke. */
 #include <cjson/cJSON.h>
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "chain.h"
 #include "compare.h"
 #include "fault.h"
 #include "golden.h"
 #include "model.h"
+#include "util.h"
 
 #ifndef RC_GOLDEN_DIR
 #define RC_GOLDEN_DIR "golden"
@@ -91,87 +89,19 @@ static int bad_usage(const char *fmt, const char *arg)
     return RC_EXIT_ERROR;
 }
 
-static int cmp_str(const void *a, const void *b)
+/* Writes {"tool", "exit_code": rc, "results"} to path (temp file + rename); returns the worse of rc and the
+ * write's exit code. */
+static int write_results(const char *path, const char *tool, int rc, cJSON *results)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Every *.h5 in the bundled golden folder, sorted. */
-static int bundled_goldens(char ***out, int *n)
-{
-    const char *dir = getenv("REFCHAIN_GOLDEN_DIR");
-    if (!dir || !*dir)
-        dir = RC_GOLDEN_DIR;
-    DIR *d = opendir(dir);
-    if (!d) {
-        fprintf(stderr, "harness: error: %s: cannot open the golden folder\n", dir);
-        return RC_EXIT_ERROR;
-    }
-    char **list = NULL;
-    int cnt = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        size_t len = strlen(de->d_name);
-        if (len < 4 || strcmp(de->d_name + len - 3, ".h5") != 0)
-            continue;
-        char **nl = realloc(list, (size_t)(cnt + 1) * sizeof *nl);
-        char *p = malloc(strlen(dir) + len + 2);
-        if (!nl || !p) {
-            free(p);
-            free(nl ? nl : list);
-            closedir(d);
-            fprintf(stderr, "harness: error: out of host memory\n");
-            return RC_EXIT_ERROR;
-        }
-        sprintf(p, "%s/%s", dir, de->d_name);
-        list = nl;
-        list[cnt++] = p;
-    }
-    closedir(d);
-    if (!cnt) {
-        fprintf(stderr, "harness: error: %s: no *.h5 goldens\n", dir);
-        free(list);
-        return RC_EXIT_ERROR;
-    }
-    qsort(list, (size_t)cnt, sizeof *list, cmp_str);
-    *out = list;
-    *n = cnt;
-    return RC_EXIT_PASS;
-}
-
-static int write_atomic(const char *path, const char *text)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        fprintf(stderr, "harness: error: %s: cannot write (%s)\n", tmp, strerror(errno));
-        return RC_EXIT_ERROR;
-    }
-    int ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "harness: error: %s: write failed (%s)\n", path, strerror(errno));
-        unlink(tmp);
-        return RC_EXIT_ERROR;
-    }
-    return RC_EXIT_PASS;
-}
-
-static int load_tolerances(rc_tolerances *t, const char *file, const char *const *specs, int n)
-{
-    rc_err e = {0};
-    memset(t, 0, sizeof *t);
-    if (rc_tol_load(t, file, &e)) {
-        fprintf(stderr, "harness: error: %s\n", e.msg);
-        return RC_EXIT_ERROR;
-    }
-    for (int i = 0; i < n; i++)
-        if (rc_tol_override(t, specs[i], &e)) {
-            fprintf(stderr, "harness: %s (see harness --help)\n", e.msg);
-            return RC_EXIT_ERROR;
-        }
-    return RC_EXIT_PASS;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "tool", tool);
+    cJSON_AddNumberToObject(root, "exit_code", rc);
+    cJSON_AddItemToObject(root, "results", results);
+    char *text = cJSON_Print(root);
+    int wrc = text ? rc_write_file_atomic(path, text, 1) : RC_EXIT_ERROR;
+    free(text);
+    cJSON_Delete(root);
+    return wrc > rc ? wrc : rc;
 }
 
 /* compare --stage A --against B --model DIR|FILE [--prompt "ids"] */
@@ -204,18 +134,8 @@ static int compare_against(const rc_compare_opts *o, const char *against, const 
         return bad_usage("--prompt needs at least one token id, got '%s'", prompt);
     cJSON *arr = json ? cJSON_CreateArray() : NULL;
     int rc = rc_compare_pair(model, prompt ? ids : NULL, n, steps, B, o, arr);
-    if (json) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "tool", "refchain harness compare --against");
-        cJSON_AddNumberToObject(root, "exit_code", rc);
-        cJSON_AddItemToObject(root, "results", arr);
-        char *text = cJSON_Print(root);
-        int wrc = text ? write_atomic(json, text) : RC_EXIT_ERROR;
-        free(text);
-        cJSON_Delete(root);
-        if (wrc > rc)
-            rc = wrc;
-    }
+    if (json)
+        rc = write_results(json, "refchain harness compare --against", rc, arr);
     return rc;
 }
 
@@ -223,7 +143,7 @@ static int cmd_compare(int argc, char **argv)
 {
     rc_compare_opts o = {.greedy = 1};
     const char *stage = "ref", *json = NULL, *tolfile = NULL, *fault = NULL, *against = NULL, *model = NULL,
-               *prompt = NULL, *tol_specs[16];
+               *prompt = NULL, *tol_specs[16] = {0};
     char **goldens = calloc((size_t)argc + 1, sizeof *goldens);
     int ng = 0, bundled = 0, ntol = 0, sopt;
     long steps = 8;
@@ -298,9 +218,8 @@ static int cmd_compare(int argc, char **argv)
         return RC_EXIT_ERROR;
     }
     rc_tolerances tols;
-    if (load_tolerances(&tols, tolfile, tol_specs, ntol) || (fault && rc_fault_use(fault))) {
-        if (tols.e)
-            rc_tol_free(&tols);
+    if (rc_load_tolerances(&tols, tolfile, tol_specs, ntol) || (fault && rc_fault_use(fault))) {
+        rc_tol_free(&tols);
         free(goldens);
         return RC_EXIT_ERROR;
     }
@@ -313,7 +232,7 @@ static int cmd_compare(int argc, char **argv)
     }
     if (!ng) {
         free(goldens);
-        int rc = bundled_goldens(&goldens, &ng);
+        int rc = rc_golden_list(&goldens, &ng);
         if (rc)
             return rc;
         bundled = 1;
@@ -327,22 +246,12 @@ static int cmd_compare(int argc, char **argv)
         if (i + 1 < ng && !o.quiet)
             printf("\n");
     }
-    if (json) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "tool", "refchain harness compare");
-        cJSON_AddNumberToObject(root, "exit_code", worst);
-        cJSON_AddItemToObject(root, "results", arr);
-        char *text = cJSON_Print(root);
-        int rc = text ? write_atomic(json, text) : RC_EXIT_ERROR;
-        free(text);
-        cJSON_Delete(root);
-        if (rc > worst)
-            worst = rc;
-    }
+    if (json)
+        worst = write_results(json, "refchain harness compare", worst, arr);
     if (bundled)
-        for (int i = 0; i < ng; i++)
-            free(goldens[i]);
-    free(goldens);
+        rc_free_list(goldens, ng);
+    else
+        free(goldens);
     rc_tol_free(&tols);
     return worst;
 }

@@ -647,10 +647,8 @@ int rc_cmd_report(int argc, char **argv)
     o.base.stage_opts.device = device;
     o.base.no_floor = no_floor;
     rc_tolerances tols;
-    rc_err e = {0};
-    if (rc_tol_load(&tols, tolfile, &e)) {
+    if (rc_load_tolerances(&tols, tolfile, NULL, 0)) {
         free(goldens);
-        fprintf(stderr, "harness: error: %s\n", e.msg);
         return RC_EXIT_ERROR;
     }
     o.tols = &tols;
@@ -855,11 +853,8 @@ static double link_worst(const cJSON *l)
 static int report_diff(const char *a, const char *b, const char *outdir, const char *tolfile)
 {
     rc_tolerances t;
-    rc_err e = {0};
-    if (rc_tol_load(&t, tolfile, &e)) {
-        fprintf(stderr, "harness: error: %s\n", e.msg);
+    if (rc_load_tolerances(&t, tolfile, NULL, 0))
         return RC_EXIT_ERROR;
-    }
     cJSON *A = load_one(a, outdir), *B = A ? load_one(b, outdir) : NULL;
     if (!A || !B) {
         cJSON_Delete(A);

@@ -130,6 +130,22 @@ void rc_free_list(char **list, int n)
     free(list);
 }
 
+int rc_load_tolerances(rc_tolerances *t, const char *file, const char *const *specs, int n)
+{
+    rc_err e = {0};
+    if (rc_tol_load(t, file, &e)) {
+        fprintf(stderr, "harness: error: %s\n", e.msg);
+        return 2;
+    }
+    for (int i = 0; i < n; i++)
+        if (rc_tol_override(t, specs[i], &e)) {
+            fprintf(stderr, "harness: %s (see harness --help)\n", e.msg);
+            rc_tol_free(t);
+            return 2;
+        }
+    return 0;
+}
+
 int rc_run(char *const argv[], const char *dir, char **out)
 {
     int fd[2] = {-1, -1};

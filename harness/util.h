@@ -1,8 +1,10 @@
-/* Small helpers of the harness commands: files, goldens, child processes, git. */
+/* Small helpers of the harness commands: files, goldens, tolerances, child processes, git. */
 #ifndef HARNESS_UTIL_H
 #define HARNESS_UTIL_H
 
 #include <stddef.h>
+
+#include "tolerance.h"
 
 /* Writes text to path through a temp file and a rename; refuses an existing path unless force
  * (link(2) makes the no-overwrite case atomic too). Prints one error line; returns 0 or 2. */
@@ -13,6 +15,9 @@ char *rc_read_file(const char *path);
  * rc_free_list. Prints one error line and returns 2 when there are none. */
 int rc_golden_list(char ***out, int *n);
 void rc_free_list(char **list, int n);
+/* The tolerance file (NULL = the default one), then each --tol spec of specs[0..n) appended in order.
+ * Prints one error line and returns 2 (t left empty) when either fails. */
+int rc_load_tolerances(rc_tolerances *t, const char *file, const char *const *specs, int n);
 /* Runs argv (argv[0] looked up in PATH) in dir (NULL = here); stdout+stderr go to out (malloc'd, may be
  * NULL) unless out is NULL, then they pass through. Returns the exit status, 128+signal, or -1. */
 int rc_run(char *const argv[], const char *dir, char **out);
