@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "chain.h"
+#include "io.h"
 #include "util.h"
 
 typedef struct bisect_ctx {
@@ -273,7 +274,7 @@ int rc_cmd_bisect(int argc, char **argv)
     out = NULL;
     char logp[600];
     snprintf(logp, sizeof logp, "%s/compare.log", b.scratch);
-    char *log = rc_read_file(logp);
+    char *log = rc_read_text(logp, "compare log", 0, NULL);
     for (char *save = NULL, *line = strtok_r(log ? log : (char[]){""}, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save))
         if (!strncmp(line, "first divergence: ", 18))

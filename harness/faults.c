@@ -8,6 +8,7 @@
 
 #include "chain.h"
 #include "fault.h"
+#include "io.h"
 #include "util.h"
 
 #ifndef RC_FAULT_CATALOGUE
@@ -26,9 +27,10 @@ const char *rc_fault_catalogue_path(void)
 /* The catalogue's root object, or NULL with one line printed. */
 static cJSON *catalogue_load(const char *path)
 {
-    char *text = rc_read_file(path);
+    rc_err e = {0};
+    char *text = rc_read_text(path, "the fault catalogue", 0, &e);
     if (!text) {
-        fprintf(stderr, "harness: error: %s: cannot read the fault catalogue\n", path);
+        fprintf(stderr, "harness: error: %s\n", e.msg);
         return NULL;
     }
     cJSON *root = cJSON_Parse(text);

@@ -14,6 +14,7 @@
 
 #include "chain.h"
 #include "fault.h"
+#include "io.h"
 #include "util.h"
 
 #ifndef RC_VERSION
@@ -320,7 +321,7 @@ static int load_reports(const char *dir, recorded **out)
             continue;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        char *text = rc_read_file(path);
+        char *text = rc_read_text(path, "report", 0, NULL);
         cJSON *j = text ? cJSON_Parse(text) : NULL;
         free(text);
         if (!j || strcmp(jstr(j, "format"), "refchain-report")) {
@@ -386,7 +387,7 @@ static void trend_chart(sbuf *b, recorded *recs, int n, const char *const *stage
 static void cpu_name(char *out, size_t cap)
 {
     snprintf(out, cap, "unknown CPU");
-    char *t = rc_read_file("/proc/cpuinfo");
+    char *t = rc_read_text("/proc/cpuinfo", "cpuinfo", 0, NULL);
     char *p = t ? strstr(t, "model name") : NULL;
     if (p && (p = strchr(p, ':'))) {
         p++;
@@ -794,7 +795,7 @@ static cJSON *load_one(const char *what, const char *outdir)
         snprintf(path, sizeof path, "%s", what);
     else
         snprintf(path, sizeof path, "%s/%s.json", outdir, what);
-    char *text = rc_read_file(path);
+    char *text = rc_read_text(path, "report", 0, NULL);
     if (!text) {
         /* a commit prefix: the one report whose name starts with it */
         recorded *recs = NULL;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io.h"
+
 #ifndef RC_TOL_FILE
 #define RC_TOL_FILE "harness/tolerances.json"
 #endif
@@ -17,43 +19,6 @@ const char *rc_tol_default_path(void)
 {
     const char *p = getenv("REFCHAIN_TOLERANCES");
     return p && *p ? p : RC_TOL_FILE;
-}
-
-static char *slurp(const char *path, rc_err *e)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        rc_fail(e, RC_E_IO, "%s: cannot open the tolerance file (%s)", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 16384;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                rc_fail(e, RC_E_NOMEM, "out of host memory");
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, 4096, f);
-        len += got;
-        if (got < 4096)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        rc_fail(e, RC_E_IO, "%s: read error", path);
-        return NULL;
-    }
-    buf[len] = 0;
-    return buf;
 }
 
 static int add_entry(rc_tolerances *t, const rc_tol_entry *en, rc_err *e)
@@ -157,7 +122,7 @@ int rc_tol_load(rc_tolerances *t, const char *path, rc_err *e)
     if (!path)
         path = rc_tol_default_path();
     snprintf(t->path, sizeof t->path, "%s", path);
-    char *text = slurp(path, e);
+    char *text = rc_read_text(path, "the tolerance file", 0, e);
     if (!text)
         return e->code;
     cJSON *root = cJSON_Parse(text);

@@ -9,8 +9,6 @@
 /* Writes text to path through a temp file and a rename; refuses an existing path unless force
  * (link(2) makes the no-overwrite case atomic too). Prints one error line; returns 0 or 2. */
 int rc_write_file_atomic(const char *path, const char *text, int force);
-/* malloc'd contents of a file, NULL if unreadable. */
-char *rc_read_file(const char *path);
 /* Every *.h5 of the golden folder ($REFCHAIN_GOLDEN_DIR or the built-in one), sorted; free with
  * rc_free_list. Prints one error line and returns 2 when there are none. */
 int rc_golden_list(char ***out, int *n);

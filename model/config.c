@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io.h"
+
 /* Fields of PretrainedConfig and generation that have no effect on an eval forward pass. */
 static const char *const generic_ignored[] = {
     "architectures", "dtype", "torch_dtype", "transformers_version", "_name_or_path", "model_type",
@@ -859,27 +861,16 @@ int rc_config_parse(const char *json, rc_config *cfg, rc_err *e)
 
 int rc_config_load_file(const char *path, rc_config *cfg, rc_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return rc_fail(e, RC_E_IO, "%s: cannot open config", path);
-    char *buf = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (64L << 20) && fseek(f, 0, SEEK_SET) == 0)
-        buf = malloc((size_t)n + 1);
-    int rc;
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n)
-        rc = rc_fail(e, RC_E_IO, "%s: cannot read config", path);
-    else {
-        buf[n] = 0;
-        rc = rc_config_parse(buf, cfg, e);
-        if (rc) {
-            char tmp[sizeof e->msg];
-            snprintf(tmp, sizeof tmp, "%s", e->msg);
-            rc_fail(e, rc, "%s: %s", path, tmp);
-        }
+    char *text = rc_read_text(path, "config", 64 << 20, e);
+    if (!text)
+        return e->code;
+    int rc = rc_config_parse(text, cfg, e);
+    free(text);
+    if (rc) {
+        char tmp[sizeof e->msg];
+        snprintf(tmp, sizeof tmp, "%s", e->msg);
+        rc_fail(e, rc, "%s: %s", path, tmp);
     }
-    free(buf);
-    fclose(f);
     return rc;
 }
 

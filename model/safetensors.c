@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io.h"
+
 float rc_bf16_to_f32(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;
@@ -132,27 +134,6 @@ done:
     return rc;
 }
 
-static char *read_text(const char *path, rc_err *e)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        rc_fail(e, RC_E_IO, "%s: cannot open", path);
-        return NULL;
-    }
-    char *buf = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (256L << 20) && fseek(f, 0, SEEK_SET) == 0)
-        buf = malloc((size_t)n + 1);
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-        rc_fail(e, RC_E_IO, "%s: cannot read", path);
-    } else
-        buf[n] = 0;
-    fclose(f);
-    return buf;
-}
-
 int rc_safetensors_load_dir(const char *dir, rc_tensors *store, rc_err *e)
 {
     char path[4096];
@@ -161,7 +142,7 @@ int rc_safetensors_load_dir(const char *dir, rc_tensors *store, rc_err *e)
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
         return rc_safetensors_load(path, store, e);
     }
-    char *text = read_text(path, e);
+    char *text = rc_read_text(path, "the shard index", 256 << 20, e);
     if (!text)
         return e->code;
     cJSON *idx = cJSON_Parse(text);
