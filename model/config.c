@@ -59,14 +59,29 @@ static int bad(parse_ctx *p, const char *key, const cJSON *it, const char *why)
                    p->model_type);
 }
 
+/* A required field is absent or null. */
+static int missing(parse_ctx *p, const char *key)
+{
+    return rc_fail(p->e, RC_E_FORMAT, "config field '%s%s' is required (model_type '%s')", p->scope, key,
+                   p->model_type);
+}
+
+/* "config: A a is not a multiple of B b" unless b divides a. */
+static int require_multiple(parse_ctx *p, const char *a_key, int64_t a, const char *b_key, int64_t b)
+{
+    if (a % b)
+        return rc_fail(p->e, RC_E_UNSUPPORTED, "config: %s %lld is not a multiple of %s %lld", a_key, (long long)a,
+                       b_key, (long long)b);
+    return RC_OK;
+}
+
 /* Integer field: missing/null -> def (def < 0 means required). */
 static int get_int(parse_ctx *p, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out)
 {
     const cJSON *it = field(p, key);
     if (!it) {
         if (def < 0)
-            return rc_fail(p->e, RC_E_FORMAT, "config field '%s%s' is required (model_type '%s')", p->scope, key,
-                           p->model_type);
+            return missing(p, key);
         *out = def;
         return RC_OK;
     }
@@ -75,6 +90,19 @@ static int get_int(parse_ctx *p, const char *key, int64_t def, int64_t lo, int64
     if (it->valuedouble < (double)lo || it->valuedouble > (double)hi)
         return bad(p, key, it, "out of the supported range");
     *out = (int64_t)it->valuedouble;
+    return RC_OK;
+}
+
+/* The sizes every model_type requires, in the ranges the project supports. */
+static int get_sizes(parse_ctx *p, int64_t *vocab, int64_t *hidden, int64_t *inter, int64_t *nl, int64_t *nh)
+{
+    int rc;
+    if ((rc = get_int(p, "vocab_size", -1, 1, INT32_MAX, vocab)) ||
+        (rc = get_int(p, "hidden_size", -1, 1, 1 << 20, hidden)) ||
+        (rc = get_int(p, "intermediate_size", -1, 1, 1 << 22, inter)) ||
+        (rc = get_int(p, "num_hidden_layers", -1, 1, 4096, nl)) ||
+        (rc = get_int(p, "num_attention_heads", -1, 1, 4096, nh)))
+        return rc;
     return RC_OK;
 }
 
@@ -128,6 +156,20 @@ static int get_act(parse_ctx *p, const char *key, const char *def, rc_act *out)
     return RC_OK;
 }
 
+/* The one table of a single-table model: default RoPE over the first rot_dim dims of each head. */
+static void set_default_rope(rc_rope_desc *r, double theta, int head_dim, int rot_dim)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->kind, sizeof r->kind, "all");
+    r->type = RC_ROPE_DEFAULT;
+    r->theta = theta;
+    r->factor = 1.0;
+    r->head_dim = head_dim;
+    r->rot_dim = rot_dim;
+    r->n_freq = rot_dim / 2;
+    r->exp_den = rot_dim;
+}
+
 /* rope_parameters (or legacy rope_scaling / rope_theta) for a single-table model. */
 static int parse_rope_default(parse_ctx *p, rc_rope_desc *r, int head_dim, double default_theta)
 {
@@ -176,32 +218,46 @@ static int parse_rope_default(parse_ctx *p, rc_rope_desc *r, int head_dim, doubl
     }
     if (!(theta > 0))
         return rc_fail(p->e, RC_E_UNSUPPORTED, "config field 'rope_theta' = %g: must be positive", theta);
-    memset(r, 0, sizeof *r);
-    snprintf(r->kind, sizeof r->kind, "all");
-    r->type = RC_ROPE_DEFAULT;
-    r->theta = theta;
-    r->factor = 1.0;
-    r->head_dim = head_dim;
-    r->rot_dim = head_dim;
-    r->n_freq = head_dim / 2;
-    r->exp_den = head_dim;
+    set_default_rope(r, theta, head_dim, head_dim);
+    return RC_OK;
+}
+
+typedef struct name_val {
+    const char *name;
+    int val;
+} name_val;
+
+/* layer_types, when given, must list n entries each named in map; their values go to out[n] (unless out is
+ * NULL). Returns 1 in *given when the field is present. */
+static int read_layer_types(parse_ctx *p, int64_t n, const name_val *map, int *out, int *given)
+{
+    const cJSON *lt = field(p, "layer_types");
+    *given = lt != NULL;
+    if (!lt)
+        return RC_OK;
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != n)
+        return bad(p, "layer_types", lt, "expected one entry per layer");
+    const cJSON *it;
+    int i = 0;
+    cJSON_ArrayForEach(it, lt) {
+        const name_val *m = map;
+        while (m->name && !(cJSON_IsString(it) && strcmp(it->valuestring, m->name) == 0))
+            m++;
+        if (!m->name)
+            return bad(p, "layer_types", it, "layer type not implemented for this model_type");
+        if (out)
+            out[i] = m->val;
+        i++;
+    }
     return RC_OK;
 }
 
 /* layer_types, when given, must list n entries each equal to "full_attention". */
 static int require_all_full(parse_ctx *p, int64_t n)
 {
-    const cJSON *lt = field(p, "layer_types");
-    if (!lt)
-        return RC_OK;
-    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != n)
-        return bad(p, "layer_types", lt, "expected one entry per layer");
-    const cJSON *it;
-    cJSON_ArrayForEach(it, lt) {
-        if (!cJSON_IsString(it) || strcmp(it->valuestring, "full_attention") != 0)
-            return bad(p, "layer_types", it, "layer type not implemented for this model_type");
-    }
-    return RC_OK;
+    static const name_val full_only[] = {{"full_attention", 1}, {NULL, 0}};
+    int given;
+    return read_layer_types(p, n, full_only, NULL, &given);
 }
 
 /* Llama and Qwen3: a stack of identical full-attention SwiGLU layers. */
@@ -210,11 +266,7 @@ static int parse_llama_like(parse_ctx *p, rc_config *c, int is_qwen3)
     int64_t vocab, hidden, inter, nl, nh, nkv, hd;
     double eps;
     int rc;
-    if ((rc = get_int(p, "vocab_size", -1, 1, INT32_MAX, &vocab)) ||
-        (rc = get_int(p, "hidden_size", -1, 1, 1 << 20, &hidden)) ||
-        (rc = get_int(p, "intermediate_size", -1, 1, 1 << 22, &inter)) ||
-        (rc = get_int(p, "num_hidden_layers", -1, 1, 4096, &nl)) ||
-        (rc = get_int(p, "num_attention_heads", -1, 1, 4096, &nh)) ||
+    if ((rc = get_sizes(p, &vocab, &hidden, &inter, &nl, &nh)) ||
         (rc = get_int(p, "num_key_value_heads", nh, 1, 4096, &nkv)) ||
         (rc = get_num(p, "rms_norm_eps", 1e-6, &eps)) ||
         (rc = get_act(p, "hidden_act", "silu", &c->act)) ||
@@ -231,15 +283,11 @@ static int parse_llama_like(parse_ctx *p, rc_config *c, int is_qwen3)
         if ((rc = get_int(p, "head_dim", hidden / nh, 1, 4096, &hd)) ||
             (rc = get_bool(p, "mlp_bias", 0, &c->mlp_bias)))
             return rc;
-        if (hidden % nh)
-            return rc_fail(p->e, RC_E_UNSUPPORTED,
-                           "config: hidden_size %lld is not a multiple of num_attention_heads %lld",
-                           (long long)hidden, (long long)nh);
+        if ((rc = require_multiple(p, "hidden_size", hidden, "num_attention_heads", nh)))
+            return rc;
     }
-    if (nh % nkv)
-        return rc_fail(p->e, RC_E_UNSUPPORTED,
-                       "config: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
-                       (long long)nh, (long long)nkv);
+    if ((rc = require_multiple(p, "num_attention_heads", nh, "num_key_value_heads", nkv)))
+        return rc;
     if (hd % 2)
         return rc_fail(p->e, RC_E_UNSUPPORTED, "config field 'head_dim' = %lld: RoPE needs an even head_dim",
                        (long long)hd);
@@ -344,33 +392,6 @@ static int read_rope_dict(parse_ctx *p, const char *name, const cJSON *obj, cons
     return RC_OK;
 }
 
-typedef struct name_val {
-    const char *name;
-    int val;
-} name_val;
-
-/* layer_types -> out[n] through map; returns 1 in *given when the field is present. */
-static int read_layer_types(parse_ctx *p, int64_t n, const name_val *map, int *out, int *given)
-{
-    const cJSON *lt = field(p, "layer_types");
-    *given = lt != NULL;
-    if (!lt)
-        return RC_OK;
-    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != n)
-        return bad(p, "layer_types", lt, "expected one entry per layer");
-    const cJSON *it;
-    int i = 0;
-    cJSON_ArrayForEach(it, lt) {
-        const name_val *m = map;
-        while (m->name && !(cJSON_IsString(it) && strcmp(it->valuestring, m->name) == 0))
-            m++;
-        if (!m->name)
-            return bad(p, "layer_types", it, "layer type not implemented for this model_type");
-        out[i++] = m->val;
-    }
-    return RC_OK;
-}
-
 static int parse_qwen3_5_text(parse_ctx *p, rc_config *c)
 {
     static const char *const rope_inert[] = {"mrope_section", "mrope_interleaved", NULL}; /* text rows are equal */
@@ -379,11 +400,7 @@ static int parse_qwen3_5_text(parse_ctx *p, rc_config *c)
     int64_t vocab, hidden, inter, nl, nh, nkv, hd, hk, hv, dk, dv, K, interval;
     double eps, theta_top, prf_top;
     int rc, given;
-    if ((rc = get_int(p, "vocab_size", -1, 1, INT32_MAX, &vocab)) ||
-        (rc = get_int(p, "hidden_size", -1, 1, 1 << 20, &hidden)) ||
-        (rc = get_int(p, "intermediate_size", -1, 1, 1 << 22, &inter)) ||
-        (rc = get_int(p, "num_hidden_layers", -1, 1, 4096, &nl)) ||
-        (rc = get_int(p, "num_attention_heads", -1, 1, 4096, &nh)) ||
+    if ((rc = get_sizes(p, &vocab, &hidden, &inter, &nl, &nh)) ||
         (rc = get_int(p, "num_key_value_heads", 4, 1, 4096, &nkv)) ||
         (rc = get_int(p, "head_dim", 256, 2, 4096, &hd)) ||
         (rc = get_int(p, "linear_num_key_heads", 16, 1, 4096, &hk)) ||
@@ -399,14 +416,9 @@ static int parse_qwen3_5_text(parse_ctx *p, rc_config *c)
         (rc = get_bool(p, "attention_bias", 0, &c->attn_bias)) ||
         (rc = get_bool(p, "tie_word_embeddings", 0, &c->tie_embeddings)))
         return rc;
-    if (nh % nkv)
-        return rc_fail(p->e, RC_E_UNSUPPORTED,
-                       "config: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
-                       (long long)nh, (long long)nkv);
-    if (hv % hk)
-        return rc_fail(p->e, RC_E_UNSUPPORTED,
-                       "config: linear_num_value_heads %lld is not a multiple of linear_num_key_heads %lld",
-                       (long long)hv, (long long)hk);
+    if ((rc = require_multiple(p, "num_attention_heads", nh, "num_key_value_heads", nkv)) ||
+        (rc = require_multiple(p, "linear_num_value_heads", hv, "linear_num_key_heads", hk)))
+        return rc;
     if (!(eps > 0))
         return bad_num(p, "rms_norm_eps", eps, "must be positive");
 
@@ -462,15 +474,7 @@ static int parse_qwen3_5_text(parse_ctx *p, rc_config *c)
     c->weight_skip[0] = "mtp.";          /* multi-token-prediction head */
     c->weight_skip[1] = "model.visual."; /* vision tower of a multimodal checkpoint */
     c->n_ropes = 1;
-    rc_rope_desc *r = &c->ropes[0];
-    snprintf(r->kind, sizeof r->kind, "all");
-    r->type = RC_ROPE_DEFAULT;
-    r->theta = theta;
-    r->factor = 1.0;
-    r->head_dim = (int)hd;
-    r->rot_dim = (int)R;
-    r->n_freq = (int)R / 2;
-    r->exp_den = (int)R;
+    set_default_rope(&c->ropes[0], theta, (int)hd, (int)R);
     c->layers = rc_calloc(nl, sizeof *c->layers, p->e, "layer descriptions");
     if (!c->layers) {
         free(full);
@@ -513,7 +517,7 @@ static int parse_qwen3_5(parse_ctx *p, rc_config *c)
         mark(p, inert[i]);
     const cJSON *tc = field(p, "text_config");
     if (!tc)
-        return rc_fail(p->e, RC_E_FORMAT, "config field 'text_config' is required (model_type '%s')", p->model_type);
+        return missing(p, "text_config");
     if (!cJSON_IsObject(tc))
         return bad(p, "text_config", tc, "expected an object");
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(tc, "model_type");
@@ -569,8 +573,7 @@ static int gemma4_rope(parse_ctx *p, const cJSON *params, const char *type_name,
     const cJSON *ent = cJSON_GetObjectItemCaseSensitive(params, type_name);
     int rc;
     if (!ent || cJSON_IsNull(ent))
-        return rc_fail(p->e, RC_E_FORMAT, "config field '%s%s' is required (model_type '%s')", p->scope, name,
-                       p->model_type);
+        return missing(p, name);
     if ((rc = read_rope_dict(p, name, ent, NULL, &f)))
         return rc;
     const int is_default = strcmp(f.type, "default") == 0, is_prop = strcmp(f.type, "proportional") == 0;
@@ -584,8 +587,7 @@ static int gemma4_rope(parse_ctx *p, const cJSON *params, const char *type_name,
         return bad_num(p, key, f.factor, "not implemented for rope_type default");
     snprintf(key, sizeof key, "%s.rope_theta", name);
     if (!(f.theta > 0))
-        return rc_fail(p->e, RC_E_FORMAT, "config field '%s%s' is required (model_type '%s')", p->scope, key,
-                       p->model_type);
+        return missing(p, key);
     memset(r, 0, sizeof *r);
     snprintf(r->kind, sizeof r->kind, "%s", kind);
     r->type = is_default ? RC_ROPE_DEFAULT : RC_ROPE_PROPORTIONAL;
@@ -613,11 +615,7 @@ static int parse_gemma4_text(parse_ctx *p, rc_config *c)
     int rc, given, k_eq_v;
     for (int i = 0; moe_inert[i]; i++) /* only read with enable_moe_block, which is refused below */
         mark(p, moe_inert[i]);
-    if ((rc = get_int(p, "vocab_size", -1, 1, INT32_MAX, &vocab)) ||
-        (rc = get_int(p, "hidden_size", -1, 1, 1 << 20, &hidden)) ||
-        (rc = get_int(p, "intermediate_size", -1, 1, 1 << 22, &inter)) ||
-        (rc = get_int(p, "num_hidden_layers", -1, 1, 4096, &nl)) ||
-        (rc = get_int(p, "num_attention_heads", -1, 1, 4096, &nh)) ||
+    if ((rc = get_sizes(p, &vocab, &hidden, &inter, &nl, &nh)) ||
         (rc = get_int(p, "num_key_value_heads", 4, 1, 4096, &nkv)) ||
         (rc = get_int(p, "head_dim", 256, 2, 4096, &hd)) ||
         (rc = get_int(p, "global_head_dim", 512, 2, 4096, &ghd)) ||
