@@ -21,69 +21,12 @@
 #include <string.h>
 
 #include "ops.h"
-
-#define EPS ((double)FLT_EPSILON)
-
-static gsl_rng *rng;
-static int quiet; /* negative tests: failures are expected, do not print them */
-static double worst_ratio; /* max err / bound of the last check, for RC_TEST_VERBOSE */
-
-/* ---- checker ---- */
-
-/* Counts elements outside the bound; prints the first five (llm.c style) unless quiet. */
-static int64_t count_bad(const char *what, const float *got, const double *want, const double *mag, int64_t n,
-                         double atol, double rtol)
-{
-    int64_t bad = 0;
-    worst_ratio = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double bound = atol + rtol * (mag ? mag[i] : fabs(want[i]));
-        double err = fabs((double)got[i] - want[i]);
-        int ok = isfinite(want[i]) ? isfinite(got[i]) && err <= bound : (double)got[i] == want[i];
-        if (ok && bound > 0 && err / bound > worst_ratio)
-            worst_ratio = err / bound;
-        if (!ok && bad++ < 5 && !quiet)
-            fprintf(stderr, "  %s[%lld]: got %.9g want %.9g |err| %.3g > bound %.3g\n", what, (long long)i,
-                    (double)got[i], want[i], err, bound);
-    }
-    if (bad && !quiet)
-        fprintf(stderr, "  %s: %lld of %lld elements out of bounds\n", what, (long long)bad, (long long)n);
-    if (getenv("RC_TEST_VERBOSE"))
-        fprintf(stderr, "  %-28s n=%-7lld worst err/bound %.3f\n", what, (long long)n, worst_ratio);
-    return bad;
-}
-
-#define EXPECT_CLOSE(what, got, want, mag, n, atol, rtol) \
-    assert_int_equal(count_bad((what), (got), (want), (mag), (n), (atol), (rtol)), 0)
-
-static void *xmalloc(size_t n)
-{
-    void *p = calloc(n ? n : 1, 1);
-    assert_non_null(p);
-    return p;
-}
-#define FALLOC(n) ((float *)xmalloc((size_t)(n) * sizeof(float)))
-#define DALLOC(n) ((double *)xmalloc((size_t)(n) * sizeof(double)))
-
-static void fill(float *x, int64_t n, double sigma)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = (float)gsl_ran_gaussian(rng, sigma);
-}
+#include "oputil.h"
 
 static int group_setup(void **state)
 {
     (void)state;
-    gsl_set_error_handler_off();
-    rng = gsl_rng_alloc(gsl_rng_mt19937);
-    return rng ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    gsl_rng_free(rng);
-    return 0;
+    return rng_setup(0); /* the tests reseed with seed() */
 }
 
 static void seed(unsigned long s) { gsl_rng_set(rng, 20240 + s); }
@@ -732,5 +675,5 @@ int main(void)
         cmocka_unit_test(test_checker_rejects_perturbation),
         cmocka_unit_test(test_checker_rejects_wrong_ops),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, rng_teardown);
 }

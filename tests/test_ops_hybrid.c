@@ -22,52 +22,7 @@
 #include <string.h>
 
 #include "ops.h"
-
-#define EPS ((double)FLT_EPSILON)
-
-static gsl_rng *rng;
-
-/* ---- checker ---- */
-
-static int64_t count_bad(const char *what, const float *got, const double *want, const double *mag, int64_t n,
-                         double atol, double rtol)
-{
-    int64_t bad = 0;
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double bound = atol + rtol * (mag ? mag[i] : fabs(want[i]));
-        double err = fabs((double)got[i] - want[i]);
-        int ok = isfinite(want[i]) ? isfinite(got[i]) && err <= bound : (double)got[i] == want[i];
-        if (bound > 0 && err / bound > worst)
-            worst = err / bound;
-        if (!ok && bad++ < 5)
-            fprintf(stderr, "  %s[%lld]: got %.9g want %.9g |err| %.3g > bound %.3g\n", what, (long long)i,
-                    (double)got[i], want[i], err, bound);
-    }
-    if (bad)
-        fprintf(stderr, "  %s: %lld of %lld elements out of bounds\n", what, (long long)bad, (long long)n);
-    if (getenv("RC_TEST_VERBOSE"))
-        fprintf(stderr, "  %-32s n=%-7lld worst err/bound %.3f\n", what, (long long)n, worst);
-    return bad;
-}
-
-#define EXPECT_CLOSE(what, got, want, mag, n, atol, rtol) \
-    assert_int_equal(count_bad((what), (got), (want), (mag), (n), (atol), (rtol)), 0)
-
-static void *xmalloc(size_t n)
-{
-    void *p = calloc(n ? n : 1, 1);
-    assert_non_null(p);
-    return p;
-}
-#define FALLOC(n) ((float *)xmalloc((size_t)(n) * sizeof(float)))
-#define DALLOC(n) ((double *)xmalloc((size_t)(n) * sizeof(double)))
-
-static void fill(float *x, int64_t n, double sd)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = (float)gsl_ran_gaussian(rng, sd);
-}
+#include "oputil.h"
 
 static double silu_d(double x) { return x / (1.0 + exp(-x)); }
 
@@ -529,19 +484,7 @@ static void test_delta_rule_chunked_split(void **state)
 static int setup(void **state)
 {
     (void)state;
-    gsl_set_error_handler_off();
-    rng = gsl_rng_alloc(gsl_rng_mt19937);
-    if (!rng)
-        return -1;
-    gsl_rng_set(rng, 20261129);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    gsl_rng_free(rng);
-    return 0;
+    return rng_setup(20261129);
 }
 
 int main(void)
@@ -560,5 +503,5 @@ int main(void)
         cmocka_unit_test(test_delta_rule_chunked_vs_recurrent),
         cmocka_unit_test(test_delta_rule_chunked_split),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, rng_teardown);
 }
