@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "forward.h"
 #include "model.h"
 
 /* What the double forward implements; a model outside it is refused (the harness then says
@@ -22,5 +23,8 @@ int ref64_check(const rc_model *m, rc_err *e);
 /* Runs ids[T]: logits [T, V] in double if not NULL; probes (ref's names and shapes) through sink. */
 int ref64_forward(const rc_model *m, const int32_t *ids, int64_t T, double *logits, const ref64_sink *sink,
                   rc_err *e);
+/* ref64_forward with ref's options (NULL = defaults): the same algorithm choice as the fp32 run it floors. */
+int ref64_forward_ex(const rc_model *m, const int32_t *ids, int64_t T, double *logits, const ref64_sink *sink,
+                     const ref_opts *o, rc_err *e);
 
 #endif
