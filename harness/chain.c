@@ -95,8 +95,6 @@ void rc_chain_golden(const char *path, const rc_chain_opts *o, rc_chain_result *
         return;
     }
     r->case_ok = 1;
-    if (!o->base.no_floor)
-        rc_case_floor(&r->c, o->base.probe);
     for (int i = 0; i < o->nstages; i++) {
         rc_chain_link *l = &r->links[r->n++];
         snprintf(l->stage, sizeof l->stage, "%s", o->stages[i]);
@@ -115,6 +113,8 @@ void rc_chain_golden(const char *path, const rc_chain_opts *o, rc_chain_result *
             snprintf(l->why, sizeof l->why, "cannot run here: %s", why);
             continue;
         }
+        if (!o->base.no_floor)
+            rc_case_floor(&r->c, o->base.probe, s->gdn_recurrent);
         int rc = rc_eval_stage(&r->c, &co, o->tols, &l->ev);
         if (rc) {
             l->state = l->ev.status == RC_EVAL_UNSUPPORTED ? RC_LINK_UNSUPPORTED : RC_LINK_ERROR;

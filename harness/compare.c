@@ -259,15 +259,29 @@ static int floor_emit(void *user, const char *name, const double *data, int ndim
     return RC_OK;
 }
 
-void rc_case_floor(rc_case *c, const char *probe_pattern)
+static void floor_free(rc_case *c)
 {
-    if (c->floor_state)
+    free(c->floor);
+    free(c->floor_has);
+    free(c->floor_steps);
+    free(c->floor_steps_has);
+    c->floor = NULL;
+    c->floor_has = c->floor_steps_has = NULL;
+    c->floor_steps = NULL;
+}
+
+void rc_case_floor(rc_case *c, const char *probe_pattern, int gdn_recurrent)
+{
+    if (c->floor_state && c->floor_recurrent == gdn_recurrent)
         return;
+    floor_free(c);
     rc_err e = {0};
     const int64_t V = c->vocab, T0 = c->n_ids;
+    const ref_opts fo = {.gdn_recurrent = gdn_recurrent};
     int32_t *ids = NULL;
     double *logits = NULL;
     c->floor_state = -1;
+    c->floor_recurrent = gdn_recurrent;
     if (!c->has_model || ref64_check(&c->m, &e)) {
         snprintf(c->floor_why, sizeof c->floor_why, "%s", c->has_model ? e.msg : "no model");
         return;
@@ -284,7 +298,7 @@ void rc_case_floor(rc_case *c, const char *probe_pattern)
     }
     floor_ctx fc = {.c = c, .pattern = probe_pattern};
     ref64_sink sink = {.emit = floor_emit, .want = floor_want, .user = &fc};
-    if (ref64_forward(&c->m, c->ids, T0, NULL, &sink, &e)) {
+    if (ref64_forward_ex(&c->m, c->ids, T0, NULL, &sink, &fo, &e)) {
         snprintf(c->floor_why, sizeof c->floor_why, "%s", e.msg);
         goto out;
     }
@@ -297,7 +311,7 @@ void rc_case_floor(rc_case *c, const char *probe_pattern)
         }
         for (int64_t s = 0; s < c->n_steps; s++) {
             const int64_t T = T0 + s;
-            if (ref64_forward(&c->m, ids, T, logits, NULL, &e)) {
+            if (ref64_forward_ex(&c->m, ids, T, logits, NULL, &fo, &e)) {
                 snprintf(c->floor_why, sizeof c->floor_why, "%s", e.msg);
                 goto out;
             }
@@ -320,10 +334,7 @@ void rc_case_free(rc_case *c)
     rc_tensors_free(&c->probes);
     free(c->tokens);
     free(c->step_logits);
-    free(c->floor);
-    free(c->floor_has);
-    free(c->floor_steps);
-    free(c->floor_steps_has);
+    floor_free(c);
     memset(c, 0, sizeof *c);
 }
 
@@ -875,7 +886,7 @@ static int compare_case(rc_case *c, const rc_compare_opts *o, void *json_out)
         t = &own;
     }
     if (!o->no_floor)
-        rc_case_floor(c, o->probe);
+        rc_case_floor(c, o->probe, o->stage->gdn_recurrent);
     rc_eval ev;
     int rc = rc_eval_stage(c, o, t, &ev);
     if (rc)

@@ -39,6 +39,7 @@ typedef struct rc_case {
     int64_t n_steps, vocab;
     /* noise floor: the reference's distance from the double forward, per probe and per greedy step */
     int floor_state;           /* 0 not computed, 1 available, -1 unavailable (floor_why says why) */
+    int floor_recurrent;       /* the double forward ran the gated delta net token by token (rc_stage.gdn_recurrent) */
     char floor_why[768];
     rc_metrics *floor;         /* [probes.n] */
     unsigned char *floor_has;  /* [probes.n] */
@@ -52,8 +53,10 @@ int rc_case_from_golden(rc_case *c, const char *path, rc_err *e);
  * stage B (opened with bo) is the reference, its own greedy continuation of n_steps tokens included. */
 int rc_case_from_stage(rc_case *c, const char *model_path, const int32_t *prompt, int64_t n_prompt,
                        const rc_stage *B, const rc_stage_opts *bo, int64_t n_steps, rc_err *e);
-/* Runs the double forward once (floor_state says how it went; never an error for the caller). */
-void rc_case_floor(rc_case *c, const char *probe_pattern);
+/* Runs the double forward, with the gated delta net in the form the stage uses (gdn_recurrent as
+ * rc_stage.gdn_recurrent); again only when that form changes. floor_state says how it went; never an
+ * error for the caller. */
+void rc_case_floor(rc_case *c, const char *probe_pattern, int gdn_recurrent);
 void rc_case_free(rc_case *c);
 
 typedef enum {

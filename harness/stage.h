@@ -29,6 +29,7 @@ typedef struct rc_stage {
     int (*greedy)(void *st, const int32_t *prompt, int64_t T, const int32_t *forced, int64_t n, float *step_logits,
                   rc_err *e);
     void (*close)(void *st);
+    int gdn_recurrent;       /* runs the gated delta net token by token; its noise floor's double forward does too */
 } rc_stage;
 
 const rc_stage *rc_stage_find(const char *name);
