@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfgutil.h"
 #include "config.h"
 #include "testutil.h"
 
@@ -36,27 +37,6 @@ static const char qwen3_json[] =
     " \"tie_word_embeddings\": true, \"transformers_version\": \"5.17.0\", \"use_cache\": true,"
     " \"use_sliding_window\": false, \"vocab_size\": 256}";
 
-/* base with the listed fields replaced (value = JSON text) or removed (value = NULL); malloc'd text. */
-static char *edit(const char *base, int n, const char *const *kv)
-{
-    cJSON *root = cJSON_Parse(base);
-    assert_non_null(root);
-    for (int i = 0; i < 2 * n; i += 2) {
-        cJSON_DeleteItemFromObjectCaseSensitive(root, kv[i]);
-        if (kv[i + 1]) {
-            cJSON *v = cJSON_Parse(kv[i + 1]);
-            assert_non_null(v);
-            cJSON_AddItemToObject(root, kv[i], v);
-        }
-    }
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    assert_non_null(s);
-    return s;
-}
-#define EDIT(base, ...) edit((base), (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(char *) / 2), \
-                             (const char *[]){__VA_ARGS__})
-
 static void parse_ok(const char *json, rc_config *c)
 {
     rc_err e = {0};
@@ -65,28 +45,6 @@ static void parse_ok(const char *json, rc_config *c)
         fprintf(stderr, "  unexpected refusal: %s\n", e.msg);
     assert_int_equal(rc, RC_OK);
 }
-
-/* Parses json (freed here), expects code and a message containing every needle. */
-static void refused_(char *json, int code, const char *n1, const char *n2, int line)
-{
-    rc_err e = {0};
-    rc_config c;
-    int rc = rc_config_parse(json, &c, &e);
-    if (getenv("RC_TEST_VERBOSE"))
-        fprintf(stderr, "  [%s] %s\n", rc_code_name(rc), e.msg);
-    if (rc != code || (n1 && !strstr(e.msg, n1)) || (n2 && !strstr(e.msg, n2)))
-        fprintf(stderr, "  line %d: got %s (%d) '%s', want %s naming '%s'%s%s\n", line, rc_code_name(rc), rc, e.msg,
-                rc_code_name(code), n1 ? n1 : "", n2 ? " and " : "", n2 ? n2 : "");
-    free(json);
-    assert_int_equal(rc, code);
-    assert_int_equal(e.code, code);
-    if (n1)
-        assert_non_null(strstr(e.msg, n1));
-    if (n2)
-        assert_non_null(strstr(e.msg, n2));
-    assert_null(c.layers); /* nothing left allocated */
-}
-#define REFUSED(json, code, n1, n2) refused_((json), (code), (n1), (n2), __LINE__)
 
 /* ---- accepted configs ---- */
 

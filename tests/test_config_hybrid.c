@@ -13,60 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfgutil.h"
 #include "forward.h"
 #include "golden.h"
 #include "model.h"
 #include "testutil.h"
 
 static char *qwen_json, *gemma_json, *wrap_json; /* the goldens' config_json, and qwen3_5 wrapping it */
-
-/* ---- JSON edits: path is dotted ("rope_parameters.full_attention.rope_type", "layer_types.0");
- * value is JSON text, NULL deletes ---- */
-
-static cJSON *walk(cJSON *root, char *path, char **last)
-{
-    char *dot;
-    while ((dot = strchr(path, '.'))) {
-        *dot = 0;
-        cJSON *next = cJSON_IsArray(root) ? cJSON_GetArrayItem(root, atoi(path))
-                                          : cJSON_GetObjectItemCaseSensitive(root, path);
-        if (!next) { /* create intermediate objects */
-            next = cJSON_CreateObject();
-            cJSON_AddItemToObject(root, path, next);
-        }
-        root = next;
-        path = dot + 1;
-    }
-    *last = path;
-    return root;
-}
-
-static char *edit(const char *base, int n, const char *const *kv)
-{
-    cJSON *root = cJSON_Parse(base);
-    assert_non_null(root);
-    for (int i = 0; i < 2 * n; i += 2) {
-        char path[256], *key;
-        snprintf(path, sizeof path, "%s", kv[i]);
-        cJSON *obj = walk(root, path, &key);
-        cJSON *v = kv[i + 1] ? cJSON_Parse(kv[i + 1]) : NULL;
-        assert_true(!kv[i + 1] || v);
-        if (cJSON_IsArray(obj)) {
-            assert_non_null(v);
-            assert_true(cJSON_ReplaceItemInArray(obj, atoi(key), v));
-        } else {
-            cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
-            if (v)
-                cJSON_AddItemToObject(obj, key, v);
-        }
-    }
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    assert_non_null(s);
-    return s;
-}
-#define EDIT(base, ...) edit((base), (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(char *) / 2), \
-                             (const char *[]){__VA_ARGS__})
 
 static void parse_ok(char *json, rc_config *c)
 {
@@ -78,26 +31,6 @@ static void parse_ok(char *json, rc_config *c)
     assert_int_equal(rc, RC_OK);
 }
 
-/* Parses json (freed here); expects code and a message naming n1 and n2. RC_TEST_VERBOSE prints it. */
-static void refused_(char *json, int code, const char *n1, const char *n2, int line)
-{
-    rc_err e = {0};
-    rc_config c;
-    int rc = rc_config_parse(json, &c, &e);
-    if (rc != code || (n1 && !strstr(e.msg, n1)) || (n2 && !strstr(e.msg, n2)))
-        fprintf(stderr, "  line %d: got %s (%d) '%s', want %s naming '%s' and '%s'\n", line, rc_code_name(rc), rc,
-                e.msg, rc_code_name(code), n1 ? n1 : "", n2 ? n2 : "");
-    else if (getenv("RC_TEST_VERBOSE"))
-        fprintf(stderr, "  refused: %s\n", e.msg);
-    free(json);
-    assert_int_equal(rc, code);
-    if (n1)
-        assert_non_null(strstr(e.msg, n1));
-    if (n2)
-        assert_non_null(strstr(e.msg, n2));
-    assert_null(c.layers);
-}
-#define REFUSED(json, code, n1, n2) refused_((json), (code), (n1), (n2), __LINE__)
 #define UNSUP(json, n1, n2) REFUSED((json), RC_E_UNSUPPORTED, (n1), (n2))
 
 /* ---- the goldens' configs ---- */
