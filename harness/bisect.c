@@ -115,6 +115,16 @@ static int run_script_at(bisect_ctx *b, const char *sha, char **out)
     return rc_run(argv, NULL, out);
 }
 
+/* run_script_at, then the script's output (stdout and stderr) printed on stdout. */
+static int run_script_shown(bisect_ctx *b, const char *sha)
+{
+    char *out = NULL;
+    int rc = run_script_at(b, sha, &out);
+    printf("%s", out ? out : "");
+    free(out);
+    return rc;
+}
+
 static void cleanup(bisect_ctx *b, int keep)
 {
     char *o = NULL;
@@ -214,19 +224,13 @@ int rc_cmd_bisect(int argc, char **argv)
     fflush(stdout);
 
     /* the endpoints must be what the user says they are */
-    int rb = run_script_at(&b, bsha, &out);
-    printf("%s", out ? out : "");
-    free(out);
-    out = NULL;
+    int rb = run_script_shown(&b, bsha);
     if (rb != 1) {
         fprintf(stderr, "harness: error: bisect: the bad revision %s is %s, not bad: nothing to bisect\n", bsub,
                 rb == 0 ? "good" : "not testable (build failed or stage not runnable)");
         goto done;
     }
-    int rg = run_script_at(&b, gsha, &out);
-    printf("%s", out ? out : "");
-    free(out);
-    out = NULL;
+    int rg = run_script_shown(&b, gsha);
     if (rg != 0) {
         fprintf(stderr, "harness: error: bisect: the good revision %s is %s\n", gsub,
                 rg == 1 ? "bad too (the bug is older)" : "not testable (build failed or stage not runnable)");
