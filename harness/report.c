@@ -435,7 +435,9 @@ static void cell_text(const cJSON *l, char *buf, size_t cap)
 static void write_md(sbuf *b, const cJSON *rep)
 {
     const cJSON *g, *l, *dev = jget(rep, "device"), *ver = jget(rep, "versions");
-    sb(b, "# refchain report %s%s\n\n", jstr(rep, "commit"), cJSON_IsTrue(jget(rep, "dirty")) ? " (dirty tree)" : "");
+    sb(b, "# refchain report %s%s\n\n", jstr(rep, "commit"),
+       cJSON_IsTrue(jget(rep, "dirty")) ? " (dirty tree)"
+       : !strcmp(jstr(rep, "tree"), "unknown") ? " (tree state unknown: run on a copy without .git)" : "");
     sb(b, "- created: %s on %s\n- device: CPU %s; GPU %s\n- refchain %s, %s, HDF5 %s, cJSON %s\n", jstr(rep, "created"),
        jstr(rep, "host"), jstr(dev, "cpu"), jstr(dev, "gpu"), jstr(ver, "refchain"), jstr(ver, "compiler"),
        jstr(ver, "hdf5"), jstr(ver, "cjson"));
@@ -672,7 +674,10 @@ int rc_cmd_report(int argc, char **argv)
                         "'uncommitted'\n", repo);
         snprintf(commit, sizeof commit, "uncommitted");
     }
-    int dirty = !have_commit || git_out(repo, a_status, dirty_text, sizeof dirty_text) != 0 || dirty_text[0];
+    /* tree: clean, dirty, or unknown where the named commit's tree is a copy with no .git (a GPU machine) */
+    const int status_ok = have_commit && git_out(repo, a_status, dirty_text, sizeof dirty_text) == 0;
+    const char *tree = status_ok ? (dirty_text[0] ? "dirty" : "clean") : commit_arg ? "unknown" : "dirty";
+    const int dirty = !strcmp(tree, "dirty");
 
     char pj[4400], pm[4400], ph[4400];
     snprintf(pj, sizeof pj, "%s/%s.json", outdir, commit);
@@ -706,6 +711,7 @@ int rc_cmd_report(int argc, char **argv)
     cJSON_AddNumberToObject(rep, "format_version", 1);
     cJSON_AddStringToObject(rep, "commit", commit);
     cJSON_AddBoolToObject(rep, "dirty", dirty);
+    cJSON_AddStringToObject(rep, "tree", tree);
     cJSON_AddStringToObject(rep, "created", created);
     cJSON_AddStringToObject(rep, "host", host);
     cJSON *dev = cJSON_AddObjectToObject(rep, "device");
