@@ -437,7 +437,7 @@ static void write_md(sbuf *b, const cJSON *rep)
     const cJSON *g, *l, *dev = jget(rep, "device"), *ver = jget(rep, "versions");
     sb(b, "# refchain report %s%s\n\n", jstr(rep, "commit"),
        cJSON_IsTrue(jget(rep, "dirty")) ? " (dirty tree)"
-       : !strcmp(jstr(rep, "tree"), "unknown") ? " (tree state unknown: run on a copy without .git)" : "");
+       : !strcmp(jstr(rep, "tree"), "unknown") ? " (tree state unknown: the named commit is not this checkout's HEAD)" : "");
     sb(b, "- created: %s on %s\n- device: CPU %s; GPU %s\n- refchain %s, %s, HDF5 %s, cJSON %s\n", jstr(rep, "created"),
        jstr(rep, "host"), jstr(dev, "cpu"), jstr(dev, "gpu"), jstr(ver, "refchain"), jstr(ver, "compiler"),
        jstr(ver, "hdf5"), jstr(ver, "cjson"));
@@ -660,6 +660,7 @@ int rc_cmd_report(int argc, char **argv)
     char *a_head[] = {"rev-parse", "HEAD", NULL};
     char *a_status[] = {"status", "--porcelain", "--", ".", ":(exclude)reports", NULL};
     int have_commit = git_out(repo, a_head, commit, sizeof commit) == 0 && commit[0];
+    const int head_is_named = have_commit && commit_arg && !strcmp(commit, commit_arg);
     if (commit_arg) { /* a copy of the tree without .git (a GPU machine): the caller names the commit */
         if (!commit_arg[0] || strspn(commit_arg, "0123456789abcdefABCDEF-_.+") != strlen(commit_arg)) {
             fprintf(stderr, "harness: report --commit needs a commit id, got '%s'\n", commit_arg);
@@ -674,8 +675,10 @@ int rc_cmd_report(int argc, char **argv)
                         "'uncommitted'\n", repo);
         snprintf(commit, sizeof commit, "uncommitted");
     }
-    /* tree: clean, dirty, or unknown where the named commit's tree is a copy with no .git (a GPU machine) */
-    const int status_ok = have_commit && git_out(repo, a_status, dirty_text, sizeof dirty_text) == 0;
+    /* tree: clean or dirty against HEAD; unknown where --commit names a commit that is not this checkout's
+     * HEAD (a copy of the tree on a GPU machine, with no .git or an unrelated one) */
+    const int status_ok = have_commit && (!commit_arg || head_is_named) &&
+                          git_out(repo, a_status, dirty_text, sizeof dirty_text) == 0;
     const char *tree = status_ok ? (dirty_text[0] ? "dirty" : "clean") : commit_arg ? "unknown" : "dirty";
     const int dirty = !strcmp(tree, "dirty");
 
