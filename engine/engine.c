@@ -502,11 +502,11 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
         return rc;
     }
     if (o.log) {
-        char b1[32], b2[32], b3[32], b4[32];
+        char b1[32], b2[32], b3[32], b4[32], b5[32];
         fprintf(o.log, "engine: device memory held: weights %s, KV/state %s, workspace %s; pinned host %s%s%s\n",
                 eng_bytes_str(E->mem.weights, b1, sizeof b1), eng_bytes_str(E->mem.kv, b2, sizeof b2),
                 eng_bytes_str(E->mem.workspace, b3, sizeof b3), eng_bytes_str(E->mem.host_pinned, b4, sizeof b4),
-                E->hg ? "; host lm_head copy " : "", E->hg ? eng_bytes_str(E->mem.host_vocab, b1, sizeof b1) : "");
+                E->hg ? "; host lm_head copy " : "", E->hg ? eng_bytes_str(E->mem.host_vocab, b5, sizeof b5) : "");
         if (E->hg)
             fprintf(o.log, "engine: vocab on CPU: %d threads, %s GEMV\n", eng_pool_size(E->pool),
                     eng_hgemv_isa(E->hg));
