@@ -1,4 +1,4 @@
-/* The cuda stage's kernels: plain fp32 CUDA C, one thread per output element or one block per row. */
+/* The cuda stage's kernels: plain fp32 CUDA C, one thread per output element, one block per row or one per head. */
 #include "kernels.h"
 
 #include <math.h>
@@ -8,6 +8,7 @@
 #define EW_BLOCK 256   /* elementwise kernels */
 #define NORM_BLOCK 256 /* rmsnorm: one block per row */
 #define ATT_BLOCK 128  /* attention: one block per (query, head) */
+#define DR_BLOCK 256   /* delta rule: one block per value head */
 #define TILE 16        /* matmul tile edge */
 #define MAX_GRID_Y 65535
 
@@ -223,6 +224,222 @@ static __global__ void softcap_kernel(float *x, int64_t n, float c)
     GRID_STRIDE(i, n) x[i] = c * tanhf(x[i] / c);
 }
 
+/* ---- elementwise pieces of the gated attention, gated delta net and per-layer-embedding paths ---- */
+static __device__ float sigmoid_dev(float x)
+{
+    return (float)(1.0 / (1.0 + exp(-(double)x)));
+}
+
+static __device__ float softplus_dev(float x)
+{
+    return x > 20.0f ? x : (float)log1p(exp((double)x));
+}
+
+static __global__ void split_halves_kernel(float *a, float *b, const float *src, int64_t rows, int D)
+{
+    GRID_STRIDE(idx, rows * D) {
+        const int64_t r = idx / D, i = idx % D;
+        a[idx] = src[r * 2 * D + i];
+        b[idx] = src[r * 2 * D + D + i];
+    }
+}
+
+static __global__ void sigmoid_mul_kernel(float *x, const float *g, int64_t n)
+{
+    GRID_STRIDE(i, n) x[i] = x[i] * sigmoid_dev(g[i]);
+}
+
+static __global__ void act_kernel(float *x, int64_t n, rc_act a)
+{
+    GRID_STRIDE(i, n) x[i] = act(x[i], a);
+}
+
+static __global__ void glu_rows_kernel(float *g, const float *up, int64_t T, int n, int64_t ld, rc_act a)
+{
+    GRID_STRIDE(idx, T * n) {
+        const int64_t t = idx / n, i = idx % n;
+        g[idx] = act(g[idx], a) * up[t * ld + i];
+    }
+}
+
+static __global__ void scale_kernel(float *y, const float *x, int64_t n, float s)
+{
+    GRID_STRIDE(i, n) y[i] = x[i] * s;
+}
+
+static __global__ void add_scale_kernel(float *x, const float *y, int64_t n, float s)
+{
+    GRID_STRIDE(i, n) x[i] = (x[i] + y[i]) * s;
+}
+
+/* ---- gated delta net ---- */
+static __global__ void conv1d_causal_kernel(float *y, const float *x, const float *w, const float *state, int64_t T,
+                                            int64_t C, int K)
+{
+    GRID_STRIDE(idx, T * C) {
+        const int64_t t = idx / C, c = idx % C;
+        float acc = 0.0f;
+        for (int j = 0; j < K; j++) {
+            const int64_t src = t - (K - 1) + j; /* < 0 reads the state (or zeros) */
+            const float xv = src >= 0 ? x[src * C + c] : state ? state[(src + K - 1) * C + c] : 0.0f;
+            acc += w[c * K + j] * xv;
+        }
+        y[idx] = acc;
+    }
+}
+
+/* block (t, h): q/k of value head h are key head h / rep's slices of conv row t, l2-normed; q times qmul */
+static __global__ void gdn_qk_kernel(float *q, float *k, const float *conv, int64_t C, int64_t Kd, int Hv, int rep,
+                                     int dk, float qmul, float eps)
+{
+    __shared__ float red[NORM_BLOCK];
+    const int64_t t = blockIdx.x;
+    const int h = blockIdx.y;
+    for (int which = 0; which < 2; which++) {
+        const float *src = conv + t * C + (which ? Kd : 0) + (int64_t)(h / rep) * dk;
+        float *dst = (which ? k : q) + (t * Hv + h) * dk;
+        float ss = 0.0f;
+        for (int i = threadIdx.x; i < dk; i += blockDim.x)
+            ss += src[i] * src[i];
+        ss = block_sum(ss, red);
+        const float inv = 1.0f / sqrtf(ss + eps);
+        for (int i = threadIdx.x; i < dk; i += blockDim.x)
+            dst[i] = which ? src[i] * inv : (src[i] * inv) * qmul;
+    }
+}
+
+static __global__ void gdn_gates_kernel(float *beta, float *g, const float *b, const float *a, const float *A_log,
+                                        const float *dt_bias, int64_t T, int Hv)
+{
+    GRID_STRIDE(i, T * Hv) {
+        const int h = (int)(i % Hv);
+        beta[i] = sigmoid_dev(b[i]);
+        g[i] = -(float)exp((double)A_log[h]) * softplus_dev(a[i] + dt_bias[h]);
+    }
+}
+
+/* One block per value head h, chunk after chunk, in ref_delta_rule_chunked's order (HF's chunked form); the
+ * block's threads share each step's independent elements; scratch holds that function's buffers per head. */
+static __global__ void delta_rule_chunked_kernel(float *out, float *S_all, const float *q, const float *k,
+                                                 const float *v, const float *g, const float *beta, int64_t T, int Hv,
+                                                 int dk, int dv, int L, float *scratch_all, int64_t scratch_n)
+{
+    const int h = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
+    float *S = S_all + (int64_t)h * dk * dv;
+    float *qc = scratch_all + h * scratch_n, *kc = qc + L * dk, *kb = kc + L * dk, *kcd = kb + L * dk,
+          *q2 = kcd + L * dk, *k2 = q2 + L * dk;                  /* [L, dk] each */
+    float *vb = k2 + L * dk, *nv = vb + L * dv, *vn = nv + L * dv; /* [L, dv] each */
+    float *pd = vn + L * dv, *ut = pd + L * L, *at = ut + L * L;   /* [L, L] each */
+    float *cum = at + L * L, *ecum = cum + L, *gc = ecum + L, *bc = gc + L;
+    for (int i = tid; i < dk * dv; i += nt)
+        S[i] = 0.0f;
+    for (int64_t c0 = 0; c0 < T; c0 += L) {
+        const int n = T - c0 < L ? (int)(T - c0) : L; /* real rows; the rest is zero padding */
+        __syncthreads();
+        for (int r = tid; r < L; r += nt) {
+            gc[r] = r < n ? g[(c0 + r) * Hv + h] : 0.0f;
+            bc[r] = r < n ? beta[(c0 + r) * Hv + h] : 0.0f;
+        }
+        __syncthreads();
+        for (int i = tid; i < L * dk; i += nt) {
+            const int r = i / dk, d = i % dk;
+            qc[i] = r < n ? q[((c0 + r) * Hv + h) * dk + d] : 0.0f;
+            kc[i] = r < n ? k[((c0 + r) * Hv + h) * dk + d] : 0.0f;
+            kb[i] = kc[i] * bc[r];
+        }
+        for (int i = tid; i < L * dv; i += nt) {
+            const int r = i / dv, e = i % dv;
+            vb[i] = (r < n ? v[((c0 + r) * Hv + h) * dv + e] : 0.0f) * bc[r];
+        }
+        if (tid == 0) {
+            double run = 0.0; /* cumsum in double, as torch does on the CPU */
+            for (int r = 0; r < L; r++) {
+                run += gc[r];
+                cum[r] = (float)run;
+                ecum[r] = (float)exp((double)cum[r]);
+            }
+        }
+        __syncthreads();
+        for (int i = tid; i < L * L; i += nt) {
+            const int r = i / L, s = i % L;
+            const float p = s <= r ? (float)exp((double)(cum[r] - cum[s])) : 0.0f;
+            float du = 0.0f, da = 0.0f;
+            for (int d = 0; d < dk; d++) {
+                du += kb[r * dk + d] * kc[s * dk + d];
+                da += qc[r * dk + d] * kc[s * dk + d];
+            }
+            pd[i] = p;
+            ut[i] = du * p;
+            at[i] = da * p;
+        }
+        __syncthreads();
+        /* unit lower-triangular solves, row after row: nv = M^-1 vb, kcd = M^-1 (kb * exp(cum)) */
+        for (int r = 0; r < L; r++) {
+            for (int i = tid; i < dv + dk; i += nt) {
+                if (i < dv) {
+                    float acc = vb[r * dv + i];
+                    for (int s = 0; s < r; s++)
+                        acc -= ut[r * L + s] * nv[s * dv + i];
+                    nv[r * dv + i] = acc;
+                } else {
+                    const int d = i - dv;
+                    float acc = kb[r * dk + d] * ecum[r];
+                    for (int s = 0; s < r; s++)
+                        acc -= ut[r * L + s] * kcd[s * dk + d];
+                    kcd[r * dk + d] = acc;
+                }
+            }
+            __syncthreads();
+        }
+        const float last = cum[L - 1], cdecay = (float)exp((double)last);
+        for (int i = tid; i < L * dk; i += nt) {
+            const int r = i / dk;
+            q2[i] = qc[i] * ecum[r];
+            k2[i] = kc[i] * (float)exp((double)(last - cum[r]));
+        }
+        for (int i = tid; i < L * dv; i += nt) {
+            const int r = i / dv, e = i % dv;
+            float acc = 0.0f;
+            for (int d = 0; d < dk; d++)
+                acc += kcd[r * dk + d] * S[d * dv + e];
+            vn[i] = nv[i] - acc;
+        }
+        __syncthreads();
+        for (int i = tid; i < n * dv; i += nt) {
+            const int r = i / dv, e = i % dv;
+            float inter = 0.0f, intra = 0.0f;
+            for (int d = 0; d < dk; d++)
+                inter += q2[r * dk + d] * S[d * dv + e];
+            for (int s = 0; s < L; s++)
+                intra += at[r * L + s] * vn[s * dv + e];
+            out[((c0 + r) * Hv + h) * dv + e] = inter + intra;
+        }
+        __syncthreads();
+        for (int i = tid; i < dk * dv; i += nt) {
+            const int d = i / dv, e = i % dv;
+            float acc = 0.0f;
+            for (int r = 0; r < L; r++)
+                acc += k2[r * dk + d] * vn[r * dv + e];
+            S[i] = S[i] * cdecay + acc;
+        }
+    }
+}
+
+/* block per row: y = N_w(x; w) * silu(z), norm first */
+static __global__ void rmsnorm_gated_kernel(float *y, const float *x, const float *z, const float *w, int64_t n,
+                                            float eps)
+{
+    __shared__ float red[NORM_BLOCK];
+    const int64_t off = (int64_t)blockIdx.x * n;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        ss += x[off + i] * x[off + i];
+    ss = block_sum(ss, red);
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        y[off + i] = (x[off + i] * inv * w[i]) * act(z[off + i], RC_ACT_SILU);
+}
+
 /* ---- host wrappers ---- */
 extern "C" {
 
@@ -349,6 +566,109 @@ cudaError_t cuda_k_softcap(float *x, int64_t n, float c)
     if (n == 0)
         return cudaSuccess;
     softcap_kernel<<<blocks_for(n), EW_BLOCK>>>(x, n, c);
+    return cudaGetLastError();
+}
+
+/* An elementwise launch over n items: invalid for n < 0, nothing for n == 0. */
+#define EW_LAUNCH(kernel, n, ...) \
+    do { \
+        if ((n) < 0) \
+            return cudaErrorInvalidValue; \
+        if ((n) == 0) \
+            return cudaSuccess; \
+        kernel<<<blocks_for(n), EW_BLOCK>>>(__VA_ARGS__); \
+        return cudaGetLastError(); \
+    } while (0)
+
+cudaError_t cuda_k_split_halves(float *a, float *b, const float *src, int64_t rows, int D)
+{
+    if (rows < 0 || D < 0)
+        return cudaErrorInvalidValue;
+    EW_LAUNCH(split_halves_kernel, rows * D, a, b, src, rows, D);
+}
+
+cudaError_t cuda_k_sigmoid_mul(float *x, const float *g, int64_t n)
+{
+    EW_LAUNCH(sigmoid_mul_kernel, n, x, g, n);
+}
+
+cudaError_t cuda_k_act(float *x, int64_t n, rc_act a)
+{
+    EW_LAUNCH(act_kernel, n, x, n, a);
+}
+
+cudaError_t cuda_k_glu_rows(float *g, const float *up, int64_t T, int n, int64_t ld, rc_act a)
+{
+    if (T < 0 || n < 0 || ld < n)
+        return cudaErrorInvalidValue;
+    EW_LAUNCH(glu_rows_kernel, T * n, g, up, T, n, ld, a);
+}
+
+cudaError_t cuda_k_scale(float *y, const float *x, int64_t n, float s)
+{
+    EW_LAUNCH(scale_kernel, n, y, x, n, s);
+}
+
+cudaError_t cuda_k_add_scale(float *x, const float *y, int64_t n, float s)
+{
+    EW_LAUNCH(add_scale_kernel, n, x, y, n, s);
+}
+
+cudaError_t cuda_k_conv1d_causal(float *y, const float *x, const float *w, const float *state, int64_t T, int64_t C,
+                                 int K)
+{
+    if (T < 0 || C < 0 || K < 1)
+        return cudaErrorInvalidValue;
+    EW_LAUNCH(conv1d_causal_kernel, T * C, y, x, w, state, T, C, K);
+}
+
+cudaError_t cuda_k_gdn_qk(float *q, float *k, const float *conv, int64_t T, int64_t C, int Hk, int Hv, int dk,
+                          float qmul, float eps)
+{
+    if (T < 0 || T > INT32_MAX || Hk < 1 || Hv < 1 || Hv % Hk || Hv > MAX_GRID_Y || dk < 1 ||
+        C < 2 * (int64_t)Hk * dk)
+        return cudaErrorInvalidValue;
+    if (T == 0)
+        return cudaSuccess;
+    const dim3 grid((unsigned)T, (unsigned)Hv);
+    gdn_qk_kernel<<<grid, NORM_BLOCK>>>(q, k, conv, C, (int64_t)Hk * dk, Hv, Hv / Hk, dk, qmul, eps);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_k_gdn_gates(float *beta, float *g, const float *b, const float *a, const float *A_log,
+                             const float *dt_bias, int64_t T, int Hv)
+{
+    if (T < 0 || Hv < 1)
+        return cudaErrorInvalidValue;
+    EW_LAUNCH(gdn_gates_kernel, T * Hv, beta, g, b, a, A_log, dt_bias, T, Hv);
+}
+
+int64_t cuda_k_delta_rule_scratch(int dk, int dv, int chunk)
+{
+    return (int64_t)chunk * (6 * (int64_t)dk + 3 * (int64_t)dv + 3 * (int64_t)chunk + 4);
+}
+
+cudaError_t cuda_k_delta_rule_chunked(float *out, float *S, const float *q, const float *k, const float *v,
+                                      const float *g, const float *beta, int64_t T, int Hv, int dk, int dv, int chunk,
+                                      float *scratch)
+{
+    if (T < 0 || Hv < 1 || Hv > INT32_MAX || dk < 1 || dv < 1 || chunk < 1 ||
+        (int64_t)chunk * (dk > dv ? dk : dv) > INT32_MAX || (int64_t)chunk * chunk > INT32_MAX ||
+        (int64_t)dk * dv > INT32_MAX)
+        return cudaErrorInvalidValue;
+    delta_rule_chunked_kernel<<<(unsigned)Hv, DR_BLOCK>>>(out, S, q, k, v, g, beta, T, Hv, dk, dv, chunk, scratch,
+                                                          cuda_k_delta_rule_scratch(dk, dv, chunk));
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_k_rmsnorm_gated(float *y, const float *x, const float *z, const float *w, int64_t rows, int64_t n,
+                                 float eps)
+{
+    if (rows < 0 || rows > INT32_MAX || n < 1 || !w)
+        return cudaErrorInvalidValue;
+    if (rows == 0)
+        return cudaSuccess;
+    rmsnorm_gated_kernel<<<(unsigned)rows, NORM_BLOCK>>>(y, x, z, w, n, eps);
     return cudaGetLastError();
 }
 

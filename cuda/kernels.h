@@ -50,6 +50,41 @@ cudaError_t cuda_k_add(float *x, const float *y, int64_t n);
 /* x = c * tanh(x / c) */
 cudaError_t cuda_k_softcap(float *x, int64_t n, float c);
 
+/* a[rows, D] = src[r, 0:D], b[rows, D] = src[r, D:2D] of src [rows, 2D] (q_proj's per-head [query | gate]) */
+cudaError_t cuda_k_split_halves(float *a, float *b, const float *src, int64_t rows, int D);
+/* x[i] *= sigmoid(g[i]) */
+cudaError_t cuda_k_sigmoid_mul(float *x, const float *g, int64_t n);
+/* x[i] = act(x[i]) */
+cudaError_t cuda_k_act(float *x, int64_t n, rc_act a);
+/* g[t, i] = act(g[t, i]) * up[t * ld + i] for g [T, n] (a column slice of a wider up) */
+cudaError_t cuda_k_glu_rows(float *g, const float *up, int64_t T, int n, int64_t ld, rc_act a);
+/* y[i] = x[i] * s; y may equal x */
+cudaError_t cuda_k_scale(float *y, const float *x, int64_t n, float s);
+/* x[i] = (x[i] + y[i]) * s */
+cudaError_t cuda_k_add_scale(float *x, const float *y, int64_t n, float s);
+
+/* ---- gated delta net ---- */
+/* ref_conv1d_causal: y[T,C] = causal depthwise conv of x with w[C,K]; state [K-1,C] or NULL (zeros); y != x */
+cudaError_t cuda_k_conv1d_causal(float *y, const float *x, const float *w, const float *state, int64_t T, int64_t C,
+                                 int K);
+/* From conv [T, C] (q [Hk*dk] | k [Hk*dk] | ...): q, k [T, Hv, dk] = l2norm (ref_l2norm, eps) of key head
+ * h / (Hv / Hk)'s slices, q then multiplied by qmul; one block per (t, h) */
+cudaError_t cuda_k_gdn_qk(float *q, float *k, const float *conv, int64_t T, int64_t C, int Hk, int Hv, int dk,
+                          float qmul, float eps);
+/* beta = sigmoid(b), g = -exp(A_log[h]) * softplus(a + dt_bias[h]) over [T, Hv] */
+cudaError_t cuda_k_gdn_gates(float *beta, float *g, const float *b, const float *a, const float *A_log,
+                             const float *dt_bias, int64_t T, int Hv);
+/* ref_delta_rule_chunked for every value head from a zero state: q, k [T, Hv, dk], v and out [T, Hv, dv],
+ * g, beta [T, Hv]; S [Hv, dk, dv] gets the final state; scratch holds Hv * cuda_k_delta_rule_scratch() floats.
+ * One block per head. */
+cudaError_t cuda_k_delta_rule_chunked(float *out, float *S, const float *q, const float *k, const float *v,
+                                      const float *g, const float *beta, int64_t T, int Hv, int dk, int dv, int chunk,
+                                      float *scratch);
+int64_t cuda_k_delta_rule_scratch(int dk, int dv, int chunk);
+/* ref_rmsnorm_gated: y = N_w(x; w) * silu(z) row-wise over n, one block per row; y may equal x */
+cudaError_t cuda_k_rmsnorm_gated(float *y, const float *x, const float *z, const float *w, int64_t rows, int64_t n,
+                                 float eps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -359,6 +359,258 @@ static void test_elementwise(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* ---- gated attention and per-layer-embedding pieces: split, sigmoid gate, act, strided GLU, scalings ---- */
+static void test_gate_pieces(void **state)
+{
+    (void)state;
+    static const int64_t ns[] = {1, 255, 256, 257, 10000};
+    int64_t fails = 0;
+    char what[96];
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+        const int64_t n = ns[c];
+        const int D = (int)(c % 2 ? 37 : 16), rows = (int)(n / D + 1);
+        float *src = rand_floats(2 * (int64_t)rows * D, -3, 3), *wa = hmalloc((int64_t)rows * D, sizeof *wa),
+              *wb = hmalloc((int64_t)rows * D, sizeof *wb);
+        for (int64_t r = 0; r < rows; r++)
+            for (int i = 0; i < D; i++) {
+                wa[r * D + i] = src[r * 2 * D + i];
+                wb[r * D + i] = src[r * 2 * D + D + i];
+            }
+        float *dsrc = to_dev(src, 2 * (int64_t)rows * D), *da = dev_nan((int64_t)rows * D),
+              *db = dev_nan((int64_t)rows * D);
+        CU(cuda_k_split_halves(da, db, dsrc, rows, D));
+        float *ga = from_dev(da, (int64_t)rows * D), *gb = from_dev(db, (int64_t)rows * D);
+        snprintf(what, sizeof what, "split_halves rows=%d D=%d (query)", rows, D);
+        fails += mismatches(what, ga, wa, (int64_t)rows * D, 0, 0);
+        snprintf(what, sizeof what, "split_halves rows=%d D=%d (gate)", rows, D);
+        fails += mismatches(what, gb, wb, (int64_t)rows * D, 0, 0);
+        free(src); free(wa); free(wb); free(ga); free(gb);
+        dfree(dsrc); dfree(da); dfree(db);
+
+        float *x = rand_floats(n, -4, 4), *g = rand_floats(n, -30, 30), *dx = to_dev(x, n), *dg = to_dev(g, n);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = x[i] * ref_sigmoid(g[i]);
+        CU(cuda_k_sigmoid_mul(dx, dg, n));
+        float *got = from_dev(dx, n);
+        snprintf(what, sizeof what, "sigmoid_mul n=%lld", (long long)n);
+        fails += mismatches(what, got, x, n, 1e-6, 1e-6);
+        free(got);
+        for (int a = RC_ACT_SILU; a <= RC_ACT_GELU_TANH; a++) {
+            CU(cudaMemcpy(dx, g, (size_t)n * sizeof *g, cudaMemcpyHostToDevice));
+            for (int64_t i = 0; i < n; i++)
+                x[i] = ref_act(g[i], (rc_act)a);
+            CU(cuda_k_act(dx, n, (rc_act)a));
+            got = from_dev(dx, n);
+            snprintf(what, sizeof what, "act %s n=%lld", a == RC_ACT_SILU ? "silu" : "gelu_tanh", (long long)n);
+            fails += mismatches(what, got, x, n, 5e-6, 5e-6);
+            free(got);
+        }
+        const float s = 0.125f * (float)(c + 1);
+        CU(cuda_k_scale(dx, dg, n, s));
+        for (int64_t i = 0; i < n; i++)
+            x[i] = g[i] * s;
+        got = from_dev(dx, n);
+        snprintf(what, sizeof what, "scale n=%lld", (long long)n);
+        fails += mismatches(what, got, x, n, 0, 0);
+        free(got);
+        CU(cuda_k_add_scale(dx, dg, n, 0.70710678f));
+        for (int64_t i = 0; i < n; i++)
+            x[i] = (x[i] + g[i]) * 0.70710678f;
+        got = from_dev(dx, n);
+        snprintf(what, sizeof what, "add_scale n=%lld", (long long)n);
+        fails += mismatches(what, got, x, n, 0, 0);
+        free(x); free(g); free(got);
+        dfree(dx); dfree(dg);
+
+        /* glu over a column slice: g [T, P] against up [T, L*P] at layer l */
+        const int P = (int)(c % 2 ? 33 : 16), L = 3, l = (int)(c % 3);
+        const int64_t T = n / P + 1, LP = (int64_t)L * P;
+        float *gg = rand_floats(T * P, -6, 6), *up = rand_floats(T * LP, -2, 2), *want = hmalloc(T * P, sizeof *want);
+        for (int64_t t = 0; t < T; t++)
+            ref_glu(want + t * P, gg + t * P, up + t * LP + (int64_t)l * P, P, RC_ACT_GELU_TANH);
+        float *dgg = to_dev(gg, T * P), *dup = to_dev(up, T * LP);
+        CU(cuda_k_glu_rows(dgg, dup + (int64_t)l * P, T, P, LP, RC_ACT_GELU_TANH));
+        got = from_dev(dgg, T * P);
+        snprintf(what, sizeof what, "glu_rows gelu_tanh T=%lld P=%d ld=%lld l=%d", (long long)T, P, (long long)LP, l);
+        fails += mismatches(what, got, want, T * P, 5e-6, 5e-6);
+        free(gg); free(up); free(want); free(got);
+        dfree(dgg); dfree(dup);
+    }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- gated delta net: conv, q/k l2norm and grouping, gates, the chunked delta rule, the gated norm ---- */
+static void test_gdn_conv(void **state)
+{
+    (void)state;
+    static const struct { int64_t T, C; int K; } cs[] = {{1, 1, 1}, {2, 160, 4}, {37, 257, 4}, {5, 300, 3}, {70, 64, 4}};
+    int64_t fails = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+        for (int st = 0; st < 2; st++) {
+            const int64_t T = cs[c].T, C = cs[c].C;
+            const int K = cs[c].K;
+            float *x = rand_floats(T * C, -2, 2), *w = rand_floats(C * K, -1, 1);
+            float *s = st && K > 1 ? rand_floats((K - 1) * C, -2, 2) : NULL, *want = hmalloc(T * C, sizeof *want);
+            ref_conv1d_causal(want, x, w, s, T, C, K);
+            float *dx = to_dev(x, T * C), *dw = to_dev(w, C * K), *ds = s ? to_dev(s, (K - 1) * C) : NULL;
+            float *dy = dev_nan(T * C);
+            CU(cuda_k_conv1d_causal(dy, dx, dw, ds, T, C, K));
+            float *got = from_dev(dy, T * C);
+            char what[96];
+            snprintf(what, sizeof what, "conv1d_causal T=%lld C=%lld K=%d%s", (long long)T, (long long)C, K,
+                     s ? " +state" : "");
+            fails += mismatches(what, got, want, T * C, 2e-6, 1e-5);
+            free(x); free(w); free(s); free(want); free(got);
+            dfree(dx); dfree(dw); dfree(dy);
+            if (ds)
+                dfree(ds);
+        }
+    assert_int_equal(fails, 0);
+}
+
+static void test_gdn_qk_gates(void **state)
+{
+    (void)state;
+    static const struct { int64_t T; int Hk, Hv, dk, dv; } cs[] = {
+        {1, 1, 1, 1, 1}, {37, 2, 4, 16, 24}, {5, 3, 6, 257, 8}, {3, 16, 32, 128, 128},
+    };
+    int64_t fails = 0;
+    char what[128];
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const int64_t T = cs[c].T;
+        const int Hk = cs[c].Hk, Hv = cs[c].Hv, dk = cs[c].dk, rep = Hv / Hk;
+        const int64_t Kd = (int64_t)Hk * dk, C = 2 * Kd + (int64_t)Hv * cs[c].dv, n = T * Hv * dk;
+        const float qmul = (float)pow((double)dk, -0.5);
+        float *conv = rand_floats(T * C, -2, 2), *wq = hmalloc(n, sizeof *wq), *wk = hmalloc(n, sizeof *wk);
+        for (int64_t t = 0; t < T; t++)
+            for (int h = 0; h < Hv; h++) {
+                float *qo = wq + (t * Hv + h) * dk, *ko = wk + (t * Hv + h) * dk;
+                ref_l2norm(qo, conv + t * C + (int64_t)(h / rep) * dk, 1, dk, 1e-6f);
+                ref_l2norm(ko, conv + t * C + Kd + (int64_t)(h / rep) * dk, 1, dk, 1e-6f);
+                for (int i = 0; i < dk; i++)
+                    qo[i] *= qmul;
+            }
+        float *dconv = to_dev(conv, T * C), *dq = dev_nan(n), *dk_ = dev_nan(n);
+        CU(cuda_k_gdn_qk(dq, dk_, dconv, T, C, Hk, Hv, dk, qmul, 1e-6f));
+        float *gq = from_dev(dq, n), *gk = from_dev(dk_, n);
+        snprintf(what, sizeof what, "gdn_qk q T=%lld Hk=%d Hv=%d dk=%d", (long long)T, Hk, Hv, dk);
+        fails += mismatches(what, gq, wq, n, 1e-6, 1e-5);
+        snprintf(what, sizeof what, "gdn_qk k T=%lld Hk=%d Hv=%d dk=%d", (long long)T, Hk, Hv, dk);
+        fails += mismatches(what, gk, wk, n, 1e-6, 1e-5);
+        free(conv); free(wq); free(wk); free(gq); free(gk);
+        dfree(dconv); dfree(dq); dfree(dk_);
+
+        const int64_t m = T * Hv;
+        float *b = rand_floats(m, -8, 8), *a = rand_floats(m, -25, 25), *Al = rand_floats(Hv, -3, 1.5);
+        float *dt = rand_floats(Hv, -2, 2), *wb = hmalloc(m, sizeof *wb), *wg = hmalloc(m, sizeof *wg);
+        for (int64_t i = 0; i < m; i++) {
+            const int h = (int)(i % Hv);
+            wb[i] = ref_sigmoid(b[i]);
+            wg[i] = -(float)exp((double)Al[h]) * ref_softplus(a[i] + dt[h]);
+        }
+        float *db_ = to_dev(b, m), *da = to_dev(a, m), *dAl = to_dev(Al, Hv), *ddt = to_dev(dt, Hv);
+        float *dbeta = dev_nan(m), *dg = dev_nan(m);
+        CU(cuda_k_gdn_gates(dbeta, dg, db_, da, dAl, ddt, T, Hv));
+        float *gb = from_dev(dbeta, m), *gg = from_dev(dg, m);
+        snprintf(what, sizeof what, "gdn_gates beta T=%lld Hv=%d", (long long)T, Hv);
+        fails += mismatches(what, gb, wb, m, 1e-7, 1e-6);
+        snprintf(what, sizeof what, "gdn_gates g T=%lld Hv=%d", (long long)T, Hv);
+        fails += mismatches(what, gg, wg, m, 1e-7, 1e-6);
+        free(b); free(a); free(Al); free(dt); free(wb); free(wg); free(gb); free(gg);
+        dfree(db_); dfree(da); dfree(dAl); dfree(ddt); dfree(dbeta); dfree(dg);
+    }
+    assert_int_equal(fails, 0);
+}
+
+static void test_delta_rule(void **state)
+{
+    (void)state;
+    static const struct { int64_t T; int Hv, dk, dv, chunk; } cs[] = {
+        {1, 1, 1, 1, 64},  {5, 4, 16, 24, 64}, {64, 2, 16, 24, 64}, {65, 4, 16, 24, 64},
+        {130, 3, 33, 17, 64}, {70, 1, 128, 128, 64}, {29, 2, 8, 300, 8},
+    };
+    int64_t fails = 0;
+    char what[128];
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const int64_t T = cs[c].T;
+        const int Hv = cs[c].Hv, dk = cs[c].dk, dv = cs[c].dv, L = cs[c].chunk;
+        const int64_t nq = T * Hv * dk, nv = T * Hv * dv, nS = (int64_t)Hv * dk * dv;
+        float *q = hmalloc(nq, sizeof *q), *k = hmalloc(nq, sizeof *k), *v = rand_floats(nv, -2, 2);
+        float *raw = rand_floats(2 * nq, -2, 2), *gr = rand_floats(T * Hv, -8, 3), *braw = rand_floats(T * Hv, -4, 4);
+        float *g = hmalloc(T * Hv, sizeof *g), *beta = hmalloc(T * Hv, sizeof *beta);
+        const float qmul = (float)pow((double)dk, -0.5);
+        /* inputs as the block makes them: unit q/k rows (q times dk^-1/2), g < 0, beta in (0, 1) */
+        for (int64_t r = 0; r < T * Hv; r++) {
+            ref_l2norm(q + r * dk, raw + r * dk, 1, dk, 1e-6f);
+            ref_l2norm(k + r * dk, raw + nq + r * dk, 1, dk, 1e-6f);
+            for (int i = 0; i < dk; i++)
+                q[r * dk + i] *= qmul;
+            g[r] = -ref_softplus(gr[r]);
+            beta[r] = ref_sigmoid(braw[r]);
+        }
+        float *wout = hmalloc(nv, sizeof *wout), *wS = hmalloc(nS, sizeof *wS);
+        const int64_t sn = ref_delta_rule_chunked_scratch(dk, dv, L);
+        float *hq = hmalloc(T * dk, sizeof *hq), *hk = hmalloc(T * dk, sizeof *hk), *hv = hmalloc(T * dv, sizeof *hv);
+        float *hg = hmalloc(T, sizeof *hg), *hb = hmalloc(T, sizeof *hb), *ho = hmalloc(T * dv, sizeof *ho);
+        float *scr = hmalloc(sn, sizeof *scr);
+        for (int h = 0; h < Hv; h++) {
+            for (int64_t t = 0; t < T; t++) {
+                memcpy(hq + t * dk, q + (t * Hv + h) * dk, (size_t)dk * sizeof *q);
+                memcpy(hk + t * dk, k + (t * Hv + h) * dk, (size_t)dk * sizeof *k);
+                memcpy(hv + t * dv, v + (t * Hv + h) * dv, (size_t)dv * sizeof *v);
+                hg[t] = g[t * Hv + h];
+                hb[t] = beta[t * Hv + h];
+            }
+            float *S = wS + (int64_t)h * dk * dv;
+            memset(S, 0, (size_t)dk * dv * sizeof *S);
+            ref_delta_rule_chunked(ho, S, hq, hk, hv, hg, hb, T, dk, dv, L, scr);
+            for (int64_t t = 0; t < T; t++)
+                memcpy(wout + (t * Hv + h) * dv, ho + t * dv, (size_t)dv * sizeof *ho);
+        }
+        float *dq = to_dev(q, nq), *dk_ = to_dev(k, nq), *dv_ = to_dev(v, nv), *dg = to_dev(g, T * Hv);
+        float *dbeta = to_dev(beta, T * Hv), *dout = dev_nan(nv), *dS = dev_nan(nS);
+        float *dscr = dev_nan(Hv * cuda_k_delta_rule_scratch(dk, dv, L));
+        assert_int_equal(cuda_k_delta_rule_scratch(dk, dv, L), sn);
+        CU(cuda_k_delta_rule_chunked(dout, dS, dq, dk_, dv_, dg, dbeta, T, Hv, dk, dv, L, dscr));
+        float *gout = from_dev(dout, nv), *gS = from_dev(dS, nS);
+        snprintf(what, sizeof what, "delta_rule out T=%lld Hv=%d dk=%d dv=%d chunk=%d", (long long)T, Hv, dk, dv, L);
+        fails += mismatches(what, gout, wout, nv, 2e-5, 1e-4);
+        snprintf(what, sizeof what, "delta_rule state T=%lld Hv=%d dk=%d dv=%d chunk=%d", (long long)T, Hv, dk, dv, L);
+        fails += mismatches(what, gS, wS, nS, 2e-5, 1e-4);
+        free(q); free(k); free(v); free(raw); free(gr); free(braw); free(g); free(beta); free(wout); free(wS);
+        free(hq); free(hk); free(hv); free(hg); free(hb); free(ho); free(scr); free(gout); free(gS);
+        dfree(dq); dfree(dk_); dfree(dv_); dfree(dg); dfree(dbeta); dfree(dout); dfree(dS); dfree(dscr);
+    }
+    assert_int_equal(fails, 0);
+}
+
+static void test_rmsnorm_gated(void **state)
+{
+    (void)state;
+    static const struct { int64_t rows, n; } cs[] = {{1, 1}, {3, 7}, {96, 24}, {7, 255}, {3, 257}, {4, 1000}};
+    int64_t fails = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const int64_t rows = cs[c].rows, n = cs[c].n;
+        const int inplace = (int)(c % 2);
+        float *x = rand_floats(rows * n, -2, 2), *z = rand_floats(rows * n, -6, 6), *w = rand_floats(n, 0.5, 1.5);
+        float *want = hmalloc(rows * n, sizeof *want);
+        ref_rmsnorm_gated(want, x, z, w, rows, n, 1e-6f);
+        float *dx = to_dev(x, rows * n), *dz = to_dev(z, rows * n), *dw = to_dev(w, n);
+        float *dy = inplace ? dx : dev_nan(rows * n);
+        CU(cuda_k_rmsnorm_gated(dy, dx, dz, dw, rows, n, 1e-6f));
+        float *got = from_dev(dy, rows * n);
+        char what[96];
+        snprintf(what, sizeof what, "rmsnorm_gated rows=%lld n=%lld%s", (long long)rows, (long long)n,
+                 inplace ? " in place" : "");
+        fails += mismatches(what, got, want, rows * n, 1e-5, 1e-5);
+        free(x); free(z); free(w); free(want); free(got);
+        dfree(dx); dfree(dz); dfree(dw);
+        if (!inplace)
+            dfree(dy);
+    }
+    assert_int_equal(fails, 0);
+}
+
 /* ---- error paths: each becomes an error code with a message, and the device stays usable ---- */
 static void test_errors(void **state)
 {
@@ -380,6 +632,11 @@ static void test_errors(void **state)
     assert_int_equal(cuda_k_matmul(d, d, d, NULL, -1, 1, 1), cudaErrorInvalidValue);
     assert_int_equal(cuda_k_attention(d, d, d, d, 1, 1, 0, 3, 2, 2, 1.0f, 0), cudaErrorInvalidValue);
     assert_int_equal(cuda_k_rmsnorm(d, d, NULL, 1, 8, 1e-6f, RC_NORM_W), cudaErrorInvalidValue);
+    assert_int_equal(cuda_k_gdn_qk(d, d, d, 1, 8, 2, 3, 2, 1.0f, 1e-6f), cudaErrorInvalidValue); /* Hv % Hk */
+    assert_int_equal(cuda_k_conv1d_causal(d, d, d, NULL, 1, 8, 0), cudaErrorInvalidValue);
+    assert_int_equal(cuda_k_delta_rule_chunked(d, d, d, d, d, d, d, 1, 1, 2, 2, 0, d), cudaErrorInvalidValue);
+    assert_int_equal(cuda_k_glu_rows(d, d, 1, 4, 3, RC_ACT_SILU), cudaErrorInvalidValue);
+    assert_int_equal(cuda_k_rmsnorm_gated(d, d, d, NULL, 1, 8, 1e-6f), cudaErrorInvalidValue);
 
     /* more keys than one block's shared memory can hold: refused, never computed */
     int optin = 0, dev = 0;
@@ -502,7 +759,9 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checker_fails), cmocka_unit_test(test_embed),     cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_rmsnorm),       cmocka_unit_test(test_rope),      cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_elementwise),   cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_elementwise),   cmocka_unit_test(test_gate_pieces), cmocka_unit_test(test_gdn_conv),
+        cmocka_unit_test(test_gdn_qk_gates),  cmocka_unit_test(test_delta_rule), cmocka_unit_test(test_rmsnorm_gated),
+        cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests_name("cuda.kernels", tests, setup, teardown);
 }
