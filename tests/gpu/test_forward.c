@@ -153,13 +153,13 @@ static void test_filter_and_logits_only(void **state)
 {
     fixture *fx = *state;
     const int64_t T = fx->g.n_ids, V = fx->m.cfg.vocab;
-    recorder r = {.only = {"L0.attn.ctx", "logits"}};
+    recorder r = {.only = {"L0.mlp.act", "logits"}};
     rc_probe_sink s = {rec_emit, rec_want, &r};
     rc_err e = {0};
     if (cuda_fwd_forward(fx->f, fx->g.ids, T, NULL, &s, &e))
         fail_msg("%s", e.msg);
     assert_int_equal(r.got.n, 2);
-    assert_string_equal(r.got.t[0].name, "L0.attn.ctx");
+    assert_string_equal(r.got.t[0].name, "L0.mlp.act");
     assert_string_equal(r.got.t[1].name, "logits");
     float *lg = calloc((size_t)(T * V), sizeof *lg);
     assert_non_null(lg);
@@ -196,13 +196,13 @@ static void test_errors(void **state)
 {
     fixture *fx = *state;
     const int64_t T = fx->g.n_ids;
-    recorder r = {.stop_at = "L0.attn.q"};
+    recorder r = {.stop_at = "L0.mlp_norm"};
     rc_probe_sink s = {rec_emit, NULL, &r};
     rc_err e = {0};
     assert_int_equal(cuda_fwd_forward(fx->f, fx->g.ids, T, NULL, &s, &e), RC_E_RANGE);
     printf("  stopping sink: %s\n", e.msg);
     assert_non_null(strstr(e.msg, "probe consumer stopped"));
-    assert_string_equal(r.got.t[r.got.n - 1].name, "L0.attn_norm");
+    assert_string_equal(r.got.t[r.got.n - 1].name, "L0.mid");
     rc_tensors_free(&r.got);
 
     int32_t *ids = malloc((size_t)T * sizeof *ids);

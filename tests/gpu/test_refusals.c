@@ -47,30 +47,55 @@ static void expect_refused(const char *what)
     assert_non_null(strstr(e.msg, "stage cuda"));
 }
 
+/* What the gate once refused and now admits: open gets past it (no GPU: RC_E_DEVICE; a GPU: a handle). */
+static void expect_admitted(const char *what)
+{
+    static rc_layer_weights lw; /* every weight NULL: nothing to upload */
+    cuda_fwd *f = NULL;
+    rc_err e = {0};
+    memset(&lw, 0, sizeof lw);
+    model.w.layers = &lw;
+    int rc = cuda_fwd_open(&f, &model, 0, &e);
+    printf("  %-28s -> %s%s%s\n", what, rc_code_name(rc), rc ? ": " : "", rc ? e.msg : "");
+    assert_true(rc == RC_OK || rc == RC_E_DEVICE);
+    cuda_fwd_close(f);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
     base_model();
     layer.mixer = RC_MIXER_GDN;
-    expect_refused("gated delta net layer");
-    base_model();
-    layer.out_gate = 1;
-    expect_refused("attention output gate");
-    base_model();
-    layer.v_norm = 1;
-    expect_refused("v_norm");
-    base_model();
-    model.cfg.post_norms = 1;
-    expect_refused("post-block norms");
-    base_model();
-    model.cfg.ple_dim = 8;
-    expect_refused("per-layer embeddings");
+    layer.state = RC_STATE_RECURRENT;
+    layer.gdn_k_heads = 2;
+    layer.gdn_v_heads = 3;
+    layer.gdn_k_dim = layer.gdn_v_dim = 8;
+    layer.gdn_conv_kernel = 4;
+    expect_refused("gdn v heads % k heads != 0");
     base_model();
     model.cfg.ropes[0].rot_dim = 18;
     expect_refused("rot_dim > head_dim");
     base_model();
     layer.head_dim = 15;
     expect_refused("odd head_dim");
+}
+
+static void test_admitted(void **state)
+{
+    (void)state;
+    base_model();
+    layer.out_gate = 1;
+    expect_admitted("attention output gate");
+    base_model();
+    layer.v_norm = 1;
+    model.cfg.v_norm = RC_NORM_POW;
+    expect_admitted("v_norm");
+    base_model();
+    model.cfg.post_norms = 1;
+    expect_admitted("post-block norms");
+    base_model();
+    model.cfg.layer_scalar = 1;
+    expect_admitted("layer scalar");
 }
 
 static void test_available(void **state)
@@ -99,6 +124,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_admitted),
         cmocka_unit_test(test_available),
     };
     return cmocka_run_group_tests_name("cuda.refusals", tests, NULL, NULL);
