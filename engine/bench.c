@@ -8,37 +8,6 @@
 #include "eng_cli.h"
 #include "eng_sample.h"
 
-typedef struct shape {
-    const char *name;
-    int hidden, layers, heads, kv_heads, head_dim, inter, vocab, tied;
-    double theta;
-} shape;
-
-static const shape shapes[] = {
-    {"llama3-8b", 4096, 32, 32, 8, 128, 14336, 128256, 0, 500000.0},
-    {"llama3-1b", 2048, 16, 32, 8, 64, 8192, 128256, 1, 500000.0},
-    {"tiny", 256, 4, 8, 2, 32, 512, 1000, 0, 10000.0},
-};
-
-int eng_shape_config(const char *name, rc_config *cfg, rc_err *e)
-{
-    const shape *sh = NULL;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        if (!strcmp(shapes[i].name, name))
-            sh = &shapes[i];
-    if (!sh)
-        return rc_fail(e, RC_E_USAGE, "unknown --shape '%s' (llama3-8b, llama3-1b, tiny)", name);
-    char json[1024];
-    snprintf(json, sizeof json,
-             "{\"model_type\": \"llama\", \"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
-             "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
-             "\"rms_norm_eps\": 1e-5, \"hidden_act\": \"silu\", \"tie_word_embeddings\": %s, "
-             "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": %.1f}}",
-             sh->vocab, sh->hidden, sh->inter, sh->layers, sh->heads, sh->kv_heads, sh->head_dim,
-             sh->tied ? "true" : "false", sh->theta);
-    return rc_config_parse(json, cfg, e);
-}
-
 typedef struct result {
     char mode[96];
     double ms_tok, floor_ms, ttft_ms;

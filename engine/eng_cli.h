@@ -1,4 +1,4 @@
-/* Shared command-line pieces of the engine command (main.c) and its benchmark (bench.c). */
+/* Shared command-line pieces of the engine command (main.c) and its benchmark (bench.c), in eng_cli.c. */
 #ifndef ENG_CLI_H
 #define ENG_CLI_H
 

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "eng_cli.h"
@@ -47,111 +46,12 @@ static const char usage_text[] =
     "exit: 0 ok; 2 bad usage or input (missing file, bad token id, prompt longer than the cache, budget too\n"
     "small, unsupported model, CUDA error); errors are one line on stderr.\n";
 
-double eng_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int fail(const char *msg)
 {
     if (!strncmp(msg, "engine: ", 8))
         msg += 8;
     fprintf(stderr, "engine: error: %s\n", msg);
     return ENG_EXIT_ERROR;
-}
-
-int eng_cli_int(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "engine: error: %s needs an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-static int parse_bytes(const char *s, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v > 0))
-        return 0;
-    double mul = 1;
-    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
-    else if (*end == 'M' || *end == 'm') mul = 1048576.0, end++;
-    else if (*end == 'G' || *end == 'g') mul = 1073741824.0, end++;
-    else if (*end == 'T' || *end == 't') mul = 1099511627776.0, end++;
-    if (*end == 'i' && mul > 1) end++;
-    if (*end == 'B') end++;
-    if (*end || v * mul > 9.0e18)
-        return 0;
-    *out = (int64_t)(v * mul);
-    return 1;
-}
-
-int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *mem_flag)
-{
-    const char *a = argv[*i];
-    const int has = *i + 1 < argc;
-    long v;
-    if (!strcmp(a, "--f32")) {
-        *f32 = 1;
-        return 1;
-    }
-    if (!strcmp(a, "--kv-offload")) {
-        o->kv_offload = 1;
-        *mem_flag = 1;
-        return 1;
-    }
-    if (!strcmp(a, "--vocab-on-cpu")) {
-        o->vocab_on_cpu = 1;
-        *mem_flag = 1;
-        return 1;
-    }
-    if (!has)
-        return 0;
-    const char *val = argv[*i + 1];
-    if (!strcmp(a, "--resident-layers")) {
-        if (!eng_cli_int(a, val, 0, 1 << 20, &v))
-            return -1;
-        o->resident_layers = (int)v;
-        *mem_flag = 1;
-    } else if (!strcmp(a, "--kv-tile")) {
-        if (!eng_cli_int(a, val, 1, 1 << 16, &v))
-            return -1;
-        o->kv_tile = (int)v;
-    } else if (!strcmp(a, "--vram-budget")) {
-        if (!parse_bytes(val, &o->vram_budget)) {
-            fprintf(stderr, "engine: error: --vram-budget needs a byte count (suffix K, M, G), got '%s'\n", val);
-            return -1;
-        }
-        *mem_flag = 1;
-    } else if (!strcmp(a, "--max-ctx")) {
-        if (!eng_cli_int(a, val, 1, 1L << 30, &v))
-            return -1;
-        o->max_ctx = (int)v;
-    } else if (!strcmp(a, "--prefill-chunk")) {
-        if (!eng_cli_int(a, val, 1, 1 << 20, &v))
-            return -1;
-        o->prefill_chunk = (int)v;
-    } else if (!strcmp(a, "--threads")) {
-        if (!eng_cli_int(a, val, 0, 1024, &v))
-            return -1;
-        o->threads = (int)v;
-    } else if (!strcmp(a, "--device")) {
-        if (!eng_cli_int(a, val, 0, 1024, &v))
-            return -1;
-        o->device = (int)v;
-    } else
-        return 0;
-    (*i)++;
-    return 1;
 }
 
 static int parse_ids(const char *s, int32_t **ids, int64_t *n)

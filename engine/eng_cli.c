@@ -1,0 +1,139 @@
+/* The engine command's shared command-line pieces (see eng_cli.h): option parsing, the clock and the
+ * benchmark shapes, used by both main.c and bench.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "eng_cli.h"
+
+double eng_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int eng_cli_int(const char *flag, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "engine: error: %s needs an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static int parse_bytes(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v > 0))
+        return 0;
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1048576.0, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1073741824.0, end++;
+    else if (*end == 'T' || *end == 't') mul = 1099511627776.0, end++;
+    if (*end == 'i' && mul > 1) end++;
+    if (*end == 'B') end++;
+    if (*end || v * mul > 9.0e18)
+        return 0;
+    *out = (int64_t)(v * mul);
+    return 1;
+}
+
+int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *mem_flag)
+{
+    const char *a = argv[*i];
+    const int has = *i + 1 < argc;
+    long v;
+    if (!strcmp(a, "--f32")) {
+        *f32 = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--kv-offload")) {
+        o->kv_offload = 1;
+        *mem_flag = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--vocab-on-cpu")) {
+        o->vocab_on_cpu = 1;
+        *mem_flag = 1;
+        return 1;
+    }
+    if (!has)
+        return 0;
+    const char *val = argv[*i + 1];
+    if (!strcmp(a, "--resident-layers")) {
+        if (!eng_cli_int(a, val, 0, 1 << 20, &v))
+            return -1;
+        o->resident_layers = (int)v;
+        *mem_flag = 1;
+    } else if (!strcmp(a, "--kv-tile")) {
+        if (!eng_cli_int(a, val, 1, 1 << 16, &v))
+            return -1;
+        o->kv_tile = (int)v;
+    } else if (!strcmp(a, "--vram-budget")) {
+        if (!parse_bytes(val, &o->vram_budget)) {
+            fprintf(stderr, "engine: error: --vram-budget needs a byte count (suffix K, M, G), got '%s'\n", val);
+            return -1;
+        }
+        *mem_flag = 1;
+    } else if (!strcmp(a, "--max-ctx")) {
+        if (!eng_cli_int(a, val, 1, 1L << 30, &v))
+            return -1;
+        o->max_ctx = (int)v;
+    } else if (!strcmp(a, "--prefill-chunk")) {
+        if (!eng_cli_int(a, val, 1, 1 << 20, &v))
+            return -1;
+        o->prefill_chunk = (int)v;
+    } else if (!strcmp(a, "--threads")) {
+        if (!eng_cli_int(a, val, 0, 1024, &v))
+            return -1;
+        o->threads = (int)v;
+    } else if (!strcmp(a, "--device")) {
+        if (!eng_cli_int(a, val, 0, 1024, &v))
+            return -1;
+        o->device = (int)v;
+    } else
+        return 0;
+    (*i)++;
+    return 1;
+}
+
+typedef struct shape {
+    const char *name;
+    int hidden, layers, heads, kv_heads, head_dim, inter, vocab, tied;
+    double theta;
+} shape;
+
+static const shape shapes[] = {
+    {"llama3-8b", 4096, 32, 32, 8, 128, 14336, 128256, 0, 500000.0},
+    {"llama3-1b", 2048, 16, 32, 8, 64, 8192, 128256, 1, 500000.0},
+    {"tiny", 256, 4, 8, 2, 32, 512, 1000, 0, 10000.0},
+};
+
+int eng_shape_config(const char *name, rc_config *cfg, rc_err *e)
+{
+    const shape *sh = NULL;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (!strcmp(shapes[i].name, name))
+            sh = &shapes[i];
+    if (!sh)
+        return rc_fail(e, RC_E_USAGE, "unknown --shape '%s' (llama3-8b, llama3-1b, tiny)", name);
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"model_type\": \"llama\", \"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
+             "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
+             "\"rms_norm_eps\": 1e-5, \"hidden_act\": \"silu\", \"tie_word_embeddings\": %s, "
+             "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": %.1f}}",
+             sh->vocab, sh->hidden, sh->inter, sh->layers, sh->heads, sh->kv_heads, sh->head_dim,
+             sh->tied ? "true" : "false", sh->theta);
+    return rc_config_parse(json, cfg, e);
+}
