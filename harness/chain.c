@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "fault.h"
+#include "fault_catalogue.h"
 #include "util.h"
 
 void rc_chain_default_stages(rc_chain_opts *o)

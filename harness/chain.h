@@ -49,10 +49,6 @@ void rc_chain_free(rc_chain_result *r);
 int rc_chain_exit_code(const rc_chain_result *r);
 const char *rc_chain_status_name(int status);
 
-/* Validates a --fault NAME against the catalogue and this build; selects it. Returns 0 or 2 (printed). */
-int rc_fault_use(const char *name);
-/* The fault catalogue's path ($REFCHAIN_FAULTS or the source tree's harness/faults.json). */
-const char *rc_fault_catalogue_path(void);
 /* Runs every catalogued fault (or only one) through the chain; prints the table when print. Returns the
  * JSON section for the report (cJSON *), *exit_code: 0 all runnable faults detected and attributed,
  * 1 not, 77 nothing could run (e.g. --only of a GPU fault here), 2 error. */

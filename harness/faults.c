@@ -7,43 +7,14 @@
 #include <string.h>
 
 #include "chain.h"
+#include "fault_catalogue.h"
 #include "fault.h"
 #include "io.h"
 #include "util.h"
 
-#ifndef RC_FAULT_CATALOGUE
-#define RC_FAULT_CATALOGUE "harness/faults.json"
-#endif
 #ifndef RC_GOLDEN_DIR
 #define RC_GOLDEN_DIR "golden"
 #endif
-
-const char *rc_fault_catalogue_path(void)
-{
-    const char *p = getenv("REFCHAIN_FAULTS");
-    return p && *p ? p : RC_FAULT_CATALOGUE;
-}
-
-/* The catalogue's root object, or NULL with one line printed. */
-static cJSON *catalogue_load(const char *path)
-{
-    rc_err e = {0};
-    char *text = rc_read_text(path, "the fault catalogue", 0, &e);
-    if (!text) {
-        fprintf(stderr, "harness: error: %s\n", e.msg);
-        return NULL;
-    }
-    cJSON *root = cJSON_Parse(text);
-    free(text);
-    const cJSON *fmt = root ? cJSON_GetObjectItemCaseSensitive(root, "format") : NULL;
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "refchain-faults") ||
-        !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "faults"))) {
-        fprintf(stderr, "harness: error: %s: not a refchain-faults catalogue\n", path);
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return root;
-}
 
 static const char *str(const cJSON *o, const char *key)
 {
@@ -51,40 +22,10 @@ static const char *str(const cJSON *o, const char *key)
     return cJSON_IsString(it) ? it->valuestring : "";
 }
 
-int rc_fault_use(const char *name)
-{
-    if (!RC_FAULTS_BUILT) {
-        fprintf(stderr, "harness: error: --fault %s: this harness was built without fault hooks "
-                        "(meson setup -Dfaults=true)\n", name);
-        return RC_EXIT_ERROR;
-    }
-    cJSON *root = catalogue_load(rc_fault_catalogue_path());
-    if (!root)
-        return RC_EXIT_ERROR;
-    const cJSON *f;
-    int found = 0;
-    char names[2048] = "";
-    size_t n = 0;
-    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(root, "faults"))
-    {
-        found |= !strcmp(str(f, "name"), name);
-        if (n < sizeof names)
-            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", str(f, "name"));
-    }
-    cJSON_Delete(root);
-    if (!found) {
-        fprintf(stderr, "harness: error: --fault %s: not in the catalogue %s (%s)\n", name, rc_fault_catalogue_path(),
-                names);
-        return RC_EXIT_ERROR;
-    }
-    rc_fault_select(name);
-    return RC_EXIT_PASS;
-}
-
 void *rc_faults_run(const char *catalogue, const char *only, const rc_tolerances *t, int print, int *exit_code)
 {
     *exit_code = RC_EXIT_ERROR;
-    cJSON *root = catalogue_load(catalogue ? catalogue : rc_fault_catalogue_path());
+    cJSON *root = rc_fault_catalogue_load(catalogue ? catalogue : rc_fault_catalogue_path());
     if (!root)
         return NULL;
     const char *gdir = getenv("REFCHAIN_GOLDEN_DIR");

@@ -7,6 +7,7 @@
 #include "chain.h"
 #include "compare.h"
 #include "fault.h"
+#include "fault_catalogue.h"
 #include "golden.h"
 #include "model.h"
 #include "util.h"

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault_mutate.h"
 #include "forward.h"
 #include "stage.h"
 #ifdef RC_HAVE_CUDA
@@ -16,26 +17,50 @@ static int ref_available(const rc_stage_opts *o, char *why, size_t cap)
     return 1;
 }
 
+/* ref runs the bound model, or the harness's mutated copy of it when a model-mutation fault is selected */
+typedef struct ref_stage {
+    const rc_model *m;
+    rc_mutant *mutant;
+} ref_stage;
+
 static int ref_open(void **st, const rc_model *m, const rc_stage_opts *o, rc_err *e)
 {
     (void)o;
-    *st = (void *)m;
-    return rc_config_check(&m->cfg, &ref_caps, e);
+    ref_stage *s = calloc(1, sizeof *s);
+    if (!s)
+        return rc_fail(e, RC_E_NOMEM, "ref: out of host memory");
+    int rc = rc_mutant_open(m, "ref", &s->mutant, e);
+    s->m = s->mutant ? &s->mutant->m : m;
+    if (!rc)
+        rc = rc_config_check(&s->m->cfg, &ref_caps, e);
+    if (rc) {
+        rc_mutant_free(s->mutant);
+        free(s);
+        return rc;
+    }
+    *st = s;
+    return RC_OK;
 }
 
 static int ref_run(void *st, const int32_t *ids, int64_t T, float *logits, const rc_probe_sink *sink, rc_err *e)
 {
-    return ref_forward(st, ids, T, logits, sink, e);
+    return ref_forward(((ref_stage *)st)->m, ids, T, logits, sink, e);
 }
 
-static void ref_close(void *st) { (void)st; }
+static void ref_close(void *st)
+{
+    ref_stage *s = st;
+    if (s)
+        rc_mutant_free(s->mutant);
+    free(s);
+}
 
 /* ref with the gated delta net run token by token (the recurrence HF's cached decode uses) */
 static int ref_recurrent_run(void *st, const int32_t *ids, int64_t T, float *logits, const rc_probe_sink *sink,
                              rc_err *e)
 {
     const ref_opts o = {.gdn_recurrent = 1};
-    return ref_forward_ex(st, ids, T, logits, sink, &o, e);
+    return ref_forward_ex(((ref_stage *)st)->m, ids, T, logits, sink, &o, e);
 }
 
 #ifdef RC_HAVE_CUDA

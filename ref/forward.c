@@ -397,8 +397,7 @@ static int run(const rc_model *m, const int32_t *ids, int64_t T, float *logits, 
     float *lg = logits;
     if (!lg && !(lg = malloc((size_t)(T * V) * sizeof *lg)))
         return RC_E_NOMEM;
-    const float *head = rc_fault_active("lm_head_untied") ? m->w.embed : m->w.lm_head; /* fault: tied head assumed */
-    ref_matmul(lg, b->a, head, NULL, T, V, hd);
+    ref_matmul(lg, b->a, m->w.lm_head, NULL, T, V, hd);
     int rc = RC_OK;
     if (c->final_softcap != 0.0f) {
         rc = probe(&p, "logits_raw", lg, 2, T, V, 0);

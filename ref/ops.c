@@ -7,13 +7,12 @@
 
 void ref_matmul(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t N, int64_t K)
 {
-    const int f_wt = rc_fault_active("weight_transposed") && N == K; /* fault: a square W read as [K, N] */
     for (int64_t t = 0; t < T; t++)
         for (int64_t n = 0; n < N; n++) {
             const float *xr = x + t * K, *wr = W + n * K;
             double acc = 0.0;
             for (int64_t k = 0; k < K; k++)
-                acc += (double)xr[k] * (double)(f_wt ? W[k * N + n] : wr[k]);
+                acc += (double)xr[k] * (double)wr[k];
             float v = (float)acc;
             y[t * N + n] = b ? v + b[n] : v;
         }
@@ -21,8 +20,7 @@ void ref_matmul(float *y, const float *x, const float *W, const float *b, int64_
 
 void ref_rmsnorm(float *y, const float *x, const float *w, int64_t rows, int64_t n, float eps, rc_norm_kind kind)
 {
-    const int f_eps = rc_fault_active("rmsnorm_eps_outside"), f_no1 = rc_fault_active("norm_no_offset"),
-              f_1 = rc_fault_active("norm_spurious_offset");
+    const int f_eps = rc_fault_active("rmsnorm_eps_outside");
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
@@ -36,8 +34,8 @@ void ref_rmsnorm(float *y, const float *x, const float *w, int64_t rows, int64_t
         for (int64_t i = 0; i < n; i++) {
             float h = xr[i] * inv;
             switch (kind) {
-            case RC_NORM_W: yr[i] = h * (f_1 ? 1.0f + w[i] : w[i]); break; /* fault: (1 + w) where w is meant */
-            case RC_NORM_1PW: yr[i] = h * (f_no1 ? w[i] : 1.0f + w[i]); break; /* fault: the offset dropped */
+            case RC_NORM_W: yr[i] = h * w[i]; break;
+            case RC_NORM_1PW: yr[i] = h * (1.0f + w[i]); break;
             case RC_NORM_POW_W: yr[i] = h * w[i]; break;
             case RC_NORM_POW: yr[i] = h; break;
             }
