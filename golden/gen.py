@@ -5,9 +5,9 @@
     python3 golden/gen.py llama [-o golden/llama.h5]
     python3 golden/gen.py --all
 
-A preset names a tiny config (../shared/ARCHITECTURES.md); the model is built from it with random
+A preset names a tiny config (docs/architectures.md); the model is built from it with random
 weights, run once over the prompt in fp32 on the CPU with eager attention, and every probe of
-ARCHITECTURES.md §1.9 is captured with forward hooks (or by wrapping a module-level function of the
+docs/architectures.md §9 is captured with forward hooks (or by wrapping a module-level function of the
 HF modeling module where no module boundary exists). Then HF `generate` runs greedily with its own
 cache. The file is written to a temporary name, re-read and checked, then renamed into place.
 """
@@ -88,7 +88,7 @@ PRESETS = {
 }
 
 # --------------------------------------------------------------------------------------------
-# Architectures: how HF modules map to probe names (ARCHITECTURES.md §1.9, §2.6, §3.5, §4.7, §5.8).
+# Architectures: how HF modules map to probe names (docs/architectures.md §9).
 #
 # hooks[layer_type]: (probe, module path under model.layers.<i>, "out" | "in0", view)
 #   "out" = module output, "in0" = first positional input; view(t, d) turns the raw HF tensor

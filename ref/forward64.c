@@ -1,7 +1,7 @@
 /* The double-precision forward (see forward64.h): ref/forward.c and ref/ops.c with every value in
  * double, the same loops, the same probe names. Weights stay fp32 in memory and widen on read, and so
  * do the model's own fp32 constants: embedding and attention scales, and the RoPE inverse frequencies
- * and angles, which HF forms in fp32 (ARCHITECTURES.md 1.4, 1.10); cos/sin and all after are double. */
+ * and angles, which HF forms in fp32 (docs/architectures.md §3, §10); cos/sin and all after are double. */
 #include "forward64.h"
 
 #include <math.h>

@@ -400,7 +400,7 @@ static void test_delta_rule_step(void **state)
 /* Chunked and recurrent forms against the double recurrence and each other. Bound: scaled max-abs
  * max|a - b| / max(1, max|want|) <= 2e-6 on the outputs and the final state, about 10x the largest error
  * measured on the seeded cases below (1.8e-7, chunked state after one full chunk); HF's own fp32 forms
- * differ by ~3e-7 at this scale (ARCHITECTURES.md 4.3 G9). */
+ * differ by ~3e-7 at this scale (docs/architectures.md §5). */
 #define DR_BOUND 2e-6
 
 static double scaled_err(const float *a, const double *b, int64_t n)
