@@ -13,7 +13,6 @@ const rc_caps engine_caps = {
     .max_head_dim = 512,
     .head_dim_multiple = 8,
     .mixers = 1u << RC_MIXER_ATTN,
-    .sliding_window = 1,
 };
 
 uint16_t eng_f32_to_bf16(float f)

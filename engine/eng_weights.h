@@ -36,8 +36,9 @@ typedef struct eng_weights {
     int64_t vocab_bytes;    /* one [V, Hd] matrix */
 } eng_weights;
 
-/* What the engine runs: attention layers (GQA, biases, q/k norm, sliding-window masks, default RoPE).
- * Per-layer state kinds other than RC_STATE_KV are refused by eng_config_check. */
+/* What the engine runs: attention layers (GQA, biases, q/k norm, default RoPE), full causal masks only:
+ * windowed layers keep a ring KV cache (RC_STATE_KV_RING), which eng_config_check refuses like every state
+ * kind other than RC_STATE_KV, so the caps do not claim sliding windows. */
 extern const rc_caps engine_caps;
 
 /* Checks the description against what the engine implements (engine_caps, per-layer state kinds,

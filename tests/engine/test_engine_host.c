@@ -467,6 +467,10 @@ static void test_refusals(void **state)
     assert_non_null(strstr(e.msg, "RC_STATE_RECURRENT"));
     m.cfg.layers[1].state = RC_STATE_KV;
     assert_int_equal(eng_config_check(&m.cfg, &e), RC_OK);
+    m.cfg.layers[1].window = 8; /* the caps claim no sliding window, whatever the state kind says */
+    assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "sliding_window"));
+    m.cfg.layers[1].window = 0;
     m.cfg.layers[0].mixer = RC_MIXER_GDN;
     assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
     rc_model_free(&m);
