@@ -8,7 +8,9 @@
 #        RC_SANITIZERS ("memcheck racecheck"; initcheck and synccheck also work), RC_BENCH=1 (meson test --benchmark),
 #        RC_TEST_ARGS (extra meson test arguments), RC_ENGINE_EXTRA=1 (scripts/gpu-engine.sh's sanitizer runs and llama3-8b bench, log in engine.log).
 # Every step runs even after one fails; the last line is "N passed, N failed, N skipped" over the meson tests, the
-# sanitizer runs and any setup step that failed. Files in $OUT: lane.log, testlog.txt, sanitizers.log, summary.json.
+# sanitizer runs and any setup step that failed; before it, one "skipped N: REASON (tests)" line per reason a test
+# gave for skipping (the fault tests skip without -Dfaults=true: RC_MESON_OPTS=-Dfaults=true, or
+# scripts/gpu-harness.sh, runs them). Files in $OUT: lane.log, testlog.txt, sanitizers.log, summary.json.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
@@ -139,7 +141,13 @@ if os.path.exists(testlog):
         name = t.get("name", "?")  # "project:suite+suite / test"
         names = t.get("suite") or name.split(" / ")[0].split(":")[-1].split("+")
         names = [n.split(":")[-1] for n in names]
-        tests.append({"name": name, "suites": names, "result": res, "seconds": round(t.get("duration", 0.0), 2)})
+        row = {"name": name, "suites": names, "result": res, "seconds": round(t.get("duration", 0.0), 2)}
+        if kind == "skip":  # the test's own words: its last line naming a skip, else its last line
+            lines = [ln.strip() for ln in (t.get("stdout") or "").splitlines() if ln.strip()]
+            said = [ln for ln in lines if re.search(r"skip", ln, re.I)]
+            row["skip_reason"] = re.sub(r"^(SKIP|skipped)\s*:?\s*", "", (said or lines or ["(no reason printed)"])[-1],
+                                        flags=re.I)
+        tests.append(row)
         for n in names:
             suites.setdefault(n, {"pass": 0, "fail": 0, "skip": 0})[kind] += 1
 steps = []
@@ -170,7 +178,12 @@ setup_failed = [s["name"] for s in steps if s["name"] in ("prefix", "setup", "bu
 if not tests and not any(s["name"] == "build" and s["rc"] for s in steps):
     setup_failed.append("test (no testlog.json)")
 n_fail += len(setup_failed)
+skip_reasons = {}
+for t in tests:
+    if "skip_reason" in t:
+        skip_reasons.setdefault(t["skip_reason"], []).append(t["name"].split(" / ")[-1])
 summary = {"tool": "scripts/gpu-lane.sh", "passed": n_pass, "failed": n_fail, "skipped": n_skip,
+           "skip_reasons": skip_reasons,
            "suites": suites, "steps": steps, "failed_steps": setup_failed, "sanitizers": sanitizers,
            "verdicts": verdicts, "tests": tests}
 with open(out + ".tmp", "w") as f:
@@ -182,6 +195,8 @@ for tool, s in sanitizers.items():
     print(f"sanitizer {tool}: {s['errors'] if s['errors'] is not None else 'no'} errors, exit {s['rc']}")
 for v in verdicts:
     print(v)
+for why, names in sorted(skip_reasons.items(), key=lambda kv: -len(kv[1])):
+    print(f"skipped {len(names)}: {why} ({', '.join(names[:6])}{', ...' if len(names) > 6 else ''})")
 with open(os.path.join(os.path.dirname(steps_path), "nfail"), "w") as f:
     f.write(str(n_fail))
 print(f"{n_pass} passed, {n_fail} failed, {n_skip} skipped")
