@@ -1,6 +1,7 @@
 /* harness compare: a stage checked against a reference (HF's golden, or another stage's output) probe by
  * probe in data-flow order. One evaluation (rc_eval_stage) returns structured results that compare,
- * chain, report and faults all print or record. */
+ * chain, report and faults all print or record. Cases: case.c; evaluation: eval.c; output: eval_print.c
+ * (text) and eval_json.c (JSON); the compare command: compare.c. */
 #ifndef HARNESS_COMPARE_H
 #define HARNESS_COMPARE_H
 
@@ -46,6 +47,21 @@ typedef struct rc_case {
     rc_metrics *floor_steps;   /* [n_steps] */
     unsigned char *floor_steps_has;
 } rc_case;
+
+/* 1 if the shell pattern (NULL = all) selects the probe name. */
+int rc_probe_selected(const char *pattern, const char *name);
+/* The first index of the largest value. */
+int rc_argmax(const float *x, int64_t n);
+
+/* A probe sink that copies what a stage reports into got: every probe when ref is NULL (the stage is the
+ * reference), else only the probes of ref that pattern selects. The first report of a name counts. */
+typedef struct rc_collect {
+    const rc_tensors *ref;
+    const char *pattern;
+    rc_tensors got;
+    rc_err *e;
+} rc_collect;
+rc_probe_sink rc_collect_sink(rc_collect *cc);
 
 /* A golden: HF is the reference. */
 int rc_case_from_golden(rc_case *c, const char *path, rc_err *e);
@@ -115,6 +131,8 @@ void rc_eval_print(const rc_eval *ev, const rc_case *c, const rc_tolerances *t, 
 const char *rc_row_describe(const rc_row *r, char *buf, int cap);
 const char *rc_where_str(const rc_where *w, char *buf, int cap);
 const char *rc_row_status_name(rc_row_status s);
+/* 1 if the row was measured (its metrics are meaningful). */
+int rc_row_has_metrics(const rc_row *r);
 /* The evaluation as a JSON object (cJSON *). */
 void *rc_eval_json(const rc_eval *ev, const rc_case *c);
 

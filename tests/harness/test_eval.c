@@ -47,7 +47,7 @@ static int fake_available(const rc_stage_opts *o, char *why, size_t cap)
     return 1;
 }
 
-static const rc_stage fake = {"fake", "kernel", 1, fake_available, fake_open, fake_forward, NULL, fake_close, 0};
+static const rc_stage fake = {"fake", "kernel", 1, fake_available, fake_open, fake_forward, NULL, fake_close, 0, "fp32"};
 
 /* ---- a case: prompt [0, 1], probe L0.attn.ctx = [[1, 1], [1, 1]], two greedy steps over 4 tokens ---- */
 static void make_case(rc_case *c, const float hf_steps[2][4], const int32_t tokens[2])
