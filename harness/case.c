@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "forward.h"
 #include "forward64.h"
 #include "golden.h"
 
@@ -73,6 +74,48 @@ rc_probe_sink rc_collect_sink(rc_collect *cc)
 }
 
 /* ---- cases ---- */
+typedef struct names_ctx {
+    const rc_tensors *probes;
+    unsigned char *seen; /* [probes->n] */
+} names_ctx;
+
+static int names_want(void *user, const char *name)
+{
+    names_ctx *nc = user;
+    for (int i = 0; i < nc->probes->n; i++)
+        if (!strcmp(nc->probes->t[i].name, name))
+            nc->seen[i] = 1;
+    return 0;
+}
+
+static int names_emit(void *user, const char *name, const float *data, int ndim, const int64_t *shape)
+{
+    (void)user; (void)name; (void)data; (void)ndim; (void)shape;
+    return RC_OK;
+}
+
+/* Every probe the golden names must be one ref asks for (ref reports every probe any stage can): run ref with
+ * a sink that records the names and takes nothing. A model ref cannot run is left to the stage to refuse. */
+static int check_probe_names(const rc_case *c, rc_err *e)
+{
+    rc_err ignored = {0};
+    if (!c->probes.n || rc_config_check(&c->m.cfg, &ref_caps, &ignored))
+        return RC_OK;
+    int rc = rc_model_check_ids(&c->m, c->ids, c->n_ids, e);
+    unsigned char *seen = rc ? NULL : rc_calloc(c->probes.n, 1, e, "probe names");
+    if (!seen)
+        return rc ? rc : e->code;
+    names_ctx nc = {.probes = &c->probes, .seen = seen};
+    const rc_probe_sink sink = {.emit = names_emit, .want = names_want, .user = &nc};
+    if (ref_forward(&c->m, c->ids, c->n_ids, NULL, &sink, &ignored) == RC_OK)
+        for (int i = 0; i < c->probes.n && !rc; i++)
+            if (!seen[i])
+                rc = rc_fail(e, RC_E_FORMAT, "%s: probe_order names '%s', which no stage produces for this %s model",
+                             c->label, c->probes.t[i].name, c->model_type);
+    free(seen);
+    return rc;
+}
+
 int rc_case_from_golden(rc_case *c, const char *path, rc_err *e)
 {
     memset(c, 0, sizeof *c);
@@ -106,6 +149,7 @@ int rc_case_from_golden(rc_case *c, const char *path, rc_err *e)
     g.greedy_tokens = NULL;
     g.greedy_logits = NULL;
     memset(&g.probes, 0, sizeof g.probes);
+    rc = check_probe_names(c, e);
 out:
     rc_golden_free(&g);
     if (rc)
@@ -210,6 +254,8 @@ static int floor_emit(void *user, const char *name, const double *data, int ndim
             if (rc_numel(ndim, shape, &n) && n == p->t[i].numel) {
                 rc_metrics_compute64(p->t[i].data, data, n, &f->c->floor[i]);
                 f->c->floor_has[i] = 1;
+                if ((f->c->exact[i] = malloc((size_t)(n ? n : 1) * sizeof *data)))
+                    memcpy(f->c->exact[i], data, (size_t)n * sizeof *data);
             }
             break;
         }
@@ -218,6 +264,12 @@ static int floor_emit(void *user, const char *name, const double *data, int ndim
 
 static void floor_free(rc_case *c)
 {
+    for (int i = 0; c->exact && i < c->probes.n; i++)
+        free(c->exact[i]);
+    free(c->exact);
+    free(c->exact_steps);
+    c->exact = NULL;
+    c->exact_steps = NULL;
     free(c->floor);
     free(c->floor_has);
     free(c->floor_steps);
@@ -248,8 +300,10 @@ void rc_case_floor(rc_case *c, const char *probe_pattern, int gdn_recurrent)
     c->floor_has = calloc((size_t)np, 1);
     c->floor_steps = calloc((size_t)ns, sizeof *c->floor_steps);
     c->floor_steps_has = calloc((size_t)ns, 1);
+    c->exact = calloc((size_t)np, sizeof *c->exact);
+    c->exact_steps = calloc((size_t)(ns * V), sizeof *c->exact_steps);
     ids = calloc((size_t)(T0 + c->n_steps), sizeof *ids);
-    if (!c->floor || !c->floor_has || !c->floor_steps || !c->floor_steps_has || !ids) {
+    if (!c->floor || !c->floor_has || !c->floor_steps || !c->floor_steps_has || !c->exact || !c->exact_steps || !ids) {
         snprintf(c->floor_why, sizeof c->floor_why, "out of host memory");
         goto out;
     }
@@ -273,6 +327,7 @@ void rc_case_floor(rc_case *c, const char *probe_pattern, int gdn_recurrent)
                 goto out;
             }
             rc_metrics_compute64(c->step_logits + s * V, logits + (T - 1) * V, V, &c->floor_steps[s]);
+            memcpy(c->exact_steps + s * V, logits + (T - 1) * V, (size_t)V * sizeof *logits);
             c->floor_steps_has[s] = 1;
         }
     }
@@ -287,10 +342,10 @@ void rc_case_free(rc_case *c)
 {
     if (c->has_model)
         rc_model_free(&c->m);
+    floor_free(c); /* before the probes: their count sizes c->exact */
     free(c->ids);
     rc_tensors_free(&c->probes);
     free(c->tokens);
     free(c->step_logits);
-    floor_free(c);
     memset(c, 0, sizeof *c);
 }

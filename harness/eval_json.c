@@ -46,10 +46,11 @@ static cJSON *where_json(const rc_where *w)
     return o;
 }
 
-static cJSON *row_json(const rc_row *r)
+static cJSON *row_json(const rc_row *r, const char *ref_name)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "probe", r->name);
+    cJSON_AddStringToObject(o, "reference", r->vs_exact ? "exact" : ref_name);
     cJSON_AddStringToObject(o, "shape", r->shape);
     cJSON_AddStringToObject(o, "result", rc_row_status_name(r->status));
     cJSON_AddBoolToObject(o, "fail", r->fail);
@@ -91,7 +92,16 @@ static cJSON *row_json(const rc_row *r)
         cJSON_AddNumberToObject(o, "ref_token", r->want_tok);
         num(o, "ref_margin", r->margin);
         cJSON_AddBoolToObject(o, "near_tie", r->status == RC_ROW_NEAR_TIE);
+        num(o, "near_tie_margin", r->tie_margin);
+        if (r->tok != r->want_tok) {
+            num(o, "stage_logit_of_token", r->logit_tok[0]);
+            num(o, "ref_logit_of_token", r->logit_tok[1]);
+            num(o, "stage_logit_of_ref_token", r->logit_want[0]);
+            num(o, "ref_logit_of_ref_token", r->logit_want[1]);
+        }
     }
+    if (r->precision)
+        cJSON_AddBoolToObject(o, "over_tol_within_precision", 1);
     return o;
 }
 
@@ -116,10 +126,26 @@ void *rc_eval_json(const rc_eval *ev, const rc_case *c)
     cJSON_AddStringToObject(j, "floor", c->floor_state > 0 ? "available" : "unavailable");
     if (c->floor_state <= 0)
         cJSON_AddStringToObject(j, "floor_why", c->floor_why[0] ? c->floor_why : "not computed");
+    static const char *const cause[] = {"none", "link", "precision", "near-tie"};
+    char text[768];
+    cJSON_AddStringToObject(j, "cause", cause[ev->cause]);
+    cJSON_AddStringToObject(j, "against", ev->against_exact ? "exact" : c->ref_name);
+    cJSON_AddNumberToObject(j, "judged_against_exact", ev->nexact);
+    if (ev->tightest_row >= 0 && ev->cause != RC_CAUSE_LINK) {
+        num(j, "tightest_tol", ev->tightest);
+        cJSON_AddStringToObject(j, "tightest_probe", ev->rows[ev->tightest_row].name);
+    }
+    if (ev->ref_floor_row >= 0) {
+        num(j, "reference_floor", ev->ref_floor);
+        cJSON_AddStringToObject(j, "reference_floor_probe", ev->rows[ev->ref_floor_row].name);
+    }
+    cJSON_AddStringToObject(j, "tightest_text", rc_eval_tightest_str(ev, c, text, sizeof text));
     if (ev->status == RC_EVAL_FAIL) {
         char buf[768];
         const rc_row *f = &ev->rows[ev->first];
-        cJSON_AddStringToObject(j, "link", ev->link);
+        cJSON_AddStringToObject(j, "cause_text", rc_eval_cause_str(ev, c, text, sizeof text));
+        if (ev->cause == RC_CAUSE_LINK)
+            cJSON_AddStringToObject(j, "link", ev->link);
         cJSON_AddStringToObject(j, "first_divergence", f->name);
         cJSON_AddStringToObject(j, "first_divergence_text", rc_row_describe(f, buf, sizeof buf));
         cJSON_AddItemToObject(j, "first_where", where_json(&f->where));
@@ -132,10 +158,10 @@ void *rc_eval_json(const rc_eval *ev, const rc_case *c)
     cJSON *arr = cJSON_AddArrayToObject(j, "probes");
     for (int i = 0; i < ev->nprobes; i++)
         if (ev->rows[i].status != RC_ROW_UNSELECTED)
-            cJSON_AddItemToArray(arr, row_json(&ev->rows[i]));
+            cJSON_AddItemToArray(arr, row_json(&ev->rows[i], c->ref_name));
     cJSON *ga = cJSON_AddArrayToObject(j, "greedy");
     for (int s = ev->nprobes; s < ev->nrows; s++)
-        cJSON_AddItemToArray(ga, row_json(&ev->rows[s]));
+        cJSON_AddItemToArray(ga, row_json(&ev->rows[s], c->ref_name));
     cJSON_AddNumberToObject(j, "greedy_tokens_equal", ev->equal);
     cJSON_AddNumberToObject(j, "greedy_steps", ev->steps);
     cJSON_AddNumberToObject(j, "greedy_near_ties", ev->near_ties);
