@@ -40,10 +40,13 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The first link whose stage disagrees with the reference beyond its precision is the broken one; a link that
+ * fails only by precision (over --tol) or near-ties is no break: the chain goes on past it, and fails without
+ * blaming a link if nothing else breaks. */
 static void make_verdict(rc_chain_result *r)
 {
-    char pre[512] = "", buf[768];
-    int npre = 0, any_ran = 0;
+    char pre[512] = "", buf[768], soft[768] = "";
+    int npre = 0, any_ran = 0, nsoft = 0;
     r->failed = -1;
     r->status = RC_CHAIN_PASS;
     for (int i = 0; i < r->n; i++) {
@@ -58,9 +61,15 @@ static void make_verdict(rc_chain_result *r)
             continue;
         }
         any_ran = 1;
-        if (l->ev.status == RC_EVAL_PASS) {
-            npre += snprintf(pre + npre, sizeof pre - (size_t)npre, "%s%s = %s", npre ? ", " : "", l->stage,
-                             r->c.ref_name);
+        if (l->ev.status == RC_EVAL_PASS || l->ev.cause != RC_CAUSE_LINK) {
+            const int soft_fail = l->ev.status == RC_EVAL_FAIL;
+            npre += snprintf(pre + npre, sizeof pre - (size_t)npre, "%s%s %s %s%s", npre ? ", " : "", l->stage,
+                             soft_fail ? "~" : "=", r->c.ref_name,
+                             !soft_fail                               ? ""
+                             : l->ev.cause == RC_CAUSE_NEAR_TIE ? " but for near-ties"
+                                                                : " within its precision, over --tol");
+            if (soft_fail && !nsoft++)
+                snprintf(soft, sizeof soft, "%s: %s", l->stage, rc_eval_cause_str(&l->ev, &r->c, buf, sizeof buf));
             continue;
         }
         r->failed = i;
@@ -76,6 +85,11 @@ static void make_verdict(rc_chain_result *r)
     if (!any_ran) {
         r->status = RC_CHAIN_NOT_CHECKED;
         snprintf(r->verdict, sizeof r->verdict, "NOT CHECKED: no stage could run (%s)", pre);
+        return;
+    }
+    if (nsoft) {
+        r->status = RC_CHAIN_FAIL;
+        snprintf(r->verdict, sizeof r->verdict, "FAIL, no broken link (%s); first: %s", pre, soft);
         return;
     }
     snprintf(r->verdict, sizeof r->verdict, "PASS (%s)", pre);
@@ -167,7 +181,11 @@ void rc_chain_print(const rc_chain_result *r, const rc_chain_opts *o)
             const rc_chain_link *l = &r->links[i];
             if (l->state == RC_LINK_RAN)
                 printf("  link %-8s %-12s %s (%.2fs)\n", l->stage, l->link,
-                       l->ev.status == RC_EVAL_PASS ? "pass" : "FAIL", l->ev.seconds);
+                       l->ev.status == RC_EVAL_PASS            ? "pass"
+                       : l->ev.cause == RC_CAUSE_PRECISION ? "fail (over --tol within its precision; no break)"
+                       : l->ev.cause == RC_CAUSE_NEAR_TIE  ? "fail (near-ties only; no break)"
+                                                           : "FAIL",
+                       l->ev.seconds);
             else
                 printf("  link %-8s %-12s skipped: %s\n", l->stage, l->link[0] ? l->link : "-", l->why);
         }
@@ -309,6 +327,8 @@ int rc_cmd_chain(int argc, char **argv)
             o.base.allow_near_ties = 1;
         else if (!strcmp(a, "--no-floor"))
             o.base.no_floor = 1;
+        else if (!strcmp(a, "--against-exact") || !strcmp(a, "--against-hf"))
+            o.base.against = !strcmp(a, "--against-exact") ? RC_AGAINST_EXACT : RC_AGAINST_REF;
         else {
             int k = rc_stage_opt_parse(argc, argv, &i, &o.base.stage_opts); /* engine pass-through flags */
             if (k == 1)

@@ -96,7 +96,7 @@ void *rc_faults_run(const char *catalogue, const char *only, const rc_tolerances
             else if (!fault_link_ran && !skip[0])
                 snprintf(skip, sizeof skip, "stage %s is not in the chain", stage);
             if (!skip[0]) {
-                det = r.status == RC_CHAIN_FAIL;
+                det = r.status == RC_CHAIN_FAIL && r.failed >= 0; /* a failure without a broken link is no catch */
                 if (det) {
                     const rc_chain_link *l = &r.links[r.failed];
                     snprintf(got_link, sizeof got_link, "%s", l->link);

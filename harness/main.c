@@ -22,7 +22,7 @@
 static const char usage_text[] =
     "usage: harness compare [--stage S] [--golden FILE]... [--tol SPEC]... [--tolerances FILE] [--probe PATTERN]\n"
     "                       [--json OUT] [--device N] [--no-greedy] [--quiet] [--allow-near-ties] [--no-floor]\n"
-    "                       [--fault NAME]\n"
+    "                       [--fault NAME] [--against-exact | --against-hf]\n"
     "       harness compare --stage A --against B --model DIR|FILE [--prompt \"ids\"] [--steps N] [...]\n"
     "       harness chain [--golden FILE]... [--stages ref,cuda,engine] [compare's options]\n"
     "       harness report [--out DIR] [--force] [--golden FILE]... [--stages LIST] [--no-faults] [--commit ID]\n"
@@ -47,9 +47,16 @@ static const char usage_text[] =
     "         from it (max-abs), 'xfloor' the stage's error as a multiple of that. A probe within the\n"
     "         file's floor multiple passes whatever its absolute error (strict bounds excepted).\n"
     "         Greedy: a token mismatch reports the reference's top-1/top-2 logit margin; below the\n"
-    "         file's near-tie margin it is a NEAR-TIE, which still fails unless --allow-near-ties.\n"
+    "         near-tie margin of the stage's precision (twice the logit error the file allows it, at least\n"
+    "         the file's margin) it is a NEAR-TIE, not a broken link, and fails unless --allow-near-ties.\n"
+    "         A probe over a --tol bound but within the stage's precision (fp32: the floor rule; bf16/fp16:\n"
+    "         the file's bounds) fails as PRECISION, not a broken link; 'tightest bound' gives the smallest\n"
+    "         --tol the stage passes and the reference's own distance from the exact answer.\n"
     "  --tol SPEC      overrides the file: 'TOL' bounds the scaled max-abs of every probe, 'METRIC=V'\n"
     "                  another metric, 'METRIC:PATTERN=V' only the probes matching PATTERN.\n"
+    "  --against-exact judge each probe against the exact (double) forward instead of HF's fp32 tensors,\n"
+    "                  wherever the two agree within the floor cap (else against HF; the 'vs' column says\n"
+    "                  which); --against-hf: against HF (the tolerance file's 'reference' sets the default).\n"
     "  --against B     compare stage A with stage B (B's probes and greedy tokens are the reference)\n"
     "                  on --model DIR (HF folder) or FILE (golden .h5), with --prompt \"1 2 3\" (default:\n"
     "                  the golden's prompt, or 16 fixed ids) and --steps N greedy steps (default 8).\n"
@@ -180,6 +187,8 @@ static int cmd_compare(int argc, char **argv)
             o.allow_near_ties = 1;
         else if (!strcmp(a, "--no-floor"))
             o.no_floor = 1;
+        else if (!strcmp(a, "--against-exact") || !strcmp(a, "--against-hf"))
+            o.against = !strcmp(a, "--against-exact") ? RC_AGAINST_EXACT : RC_AGAINST_REF;
         else if (!strcmp(a, "--probe") && has)
             o.probe = argv[++i];
         else if (!strcmp(a, "--json") && has)

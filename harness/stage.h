@@ -30,7 +30,14 @@ typedef struct rc_stage {
                   rc_err *e);
     void (*close)(void *st);
     int gdn_recurrent;       /* runs the gated delta net token by token; its noise floor's double forward does too */
+    const char *storage;     /* what it stores weights and KV in by default: "fp32" or "bf16" (--f32 makes it fp32) */
 } rc_stage;
+
+/* The precision stage s stores weights and KV in under o: its table's storage, fp32 with --f32. */
+static inline const char *rc_stage_storage(const rc_stage *s, const rc_stage_opts *o)
+{
+    return o->f32 || !s->storage ? "fp32" : s->storage;
+}
 
 const rc_stage *rc_stage_find(const char *name);
 /* Parses one stage option at argv[*i] (--resident-layers N, --kv-offload, --kv-tile P, --vocab-on-cpu, --f32),

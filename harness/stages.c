@@ -104,11 +104,11 @@ static int engine_open(void **st, const rc_model *m, const rc_stage_opts *o, rc_
 #endif
 
 static const rc_stage stages[] = {
-    {"ref", "architecture", 1, ref_available, ref_open, ref_run, NULL, ref_close, 0},
-    {"ref-recurrent", "architecture", 1, ref_available, ref_open, ref_recurrent_run, NULL, ref_close, 1},
+    {"ref", "architecture", 1, ref_available, ref_open, ref_run, NULL, ref_close, 0, "fp32"},
+    {"ref-recurrent", "architecture", 1, ref_available, ref_open, ref_recurrent_run, NULL, ref_close, 1, "fp32"},
 #ifdef RC_HAVE_CUDA
-    {"cuda", "kernel", 1, cuda_available, cuda_open, cuda_run, NULL, cuda_close, 0},
-    {"engine", "pipeline", 0, engine_available, engine_open, eng_stage_forward, eng_stage_greedy, eng_stage_close, 0},
+    {"cuda", "kernel", 1, cuda_available, cuda_open, cuda_run, NULL, cuda_close, 0, "fp32"},
+    {"engine", "pipeline", 0, engine_available, engine_open, eng_stage_forward, eng_stage_greedy, eng_stage_close, 0, "bf16"},
 #endif
 };
 

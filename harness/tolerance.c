@@ -82,6 +82,18 @@ static int parse(rc_tolerances *t, const cJSON *root, const char *path, rc_err *
         (rc = get_num(rg, "min", &t->reg_min, path, "regression", e)) ||
         (rc = get_str(rg, "reason", t->reg_reason, sizeof t->reg_reason, NULL, path, "regression", e)))
         return rc;
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(root, "reference"); /* optional: HF unless it says exact */
+    if (ref) {
+        char def[16];
+        if (!cJSON_IsObject(ref))
+            return rc_fail(e, RC_E_FORMAT, "%s: 'reference' must be an object", path);
+        if ((rc = get_str(ref, "default", def, sizeof def, NULL, path, "reference", e)) ||
+            (rc = get_str(ref, "reason", t->exact_reason, sizeof t->exact_reason, NULL, path, "reference", e)))
+            return rc;
+        if (strcmp(def, "HF") && strcmp(def, "exact"))
+            return rc_fail(e, RC_E_FORMAT, "%s: reference: 'default' must be \"HF\" or \"exact\"", path);
+        t->exact_default = !strcmp(def, "exact");
+    }
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "bounds");
     if (!cJSON_IsArray(arr) || !cJSON_GetArraySize(arr))
         return rc_fail(e, RC_E_FORMAT, "%s: 'bounds' must be a non-empty array", path);
@@ -159,6 +171,7 @@ int rc_tol_override(rc_tolerances *t, const char *spec, rc_err *e)
     if (errno || end == num || *end || !(en.bound >= 0) || !isfinite(en.bound))
         return rc_fail(e, RC_E_USAGE, "--tol %s: needs a non-negative number", spec);
     en.strict = 1; /* a bound the user asks for is not relaxed by the floor */
+    en.user = 1;
     snprintf(en.reason, sizeof en.reason, "--tol %s on the command line", spec);
     return add_entry(t, &en, e);
 }

@@ -13,6 +13,7 @@ typedef struct rc_tol_entry {
     int metric;                               /* rc_metric_id */
     double bound;                             /* upper bound (lower bound for cosine) */
     int strict;                               /* the noise-floor rule cannot pass a probe over this bound */
+    int user;                                 /* from --tol: a probe over it only is judged against the file */
     char reason[512];
 } rc_tol_entry;
 
@@ -27,6 +28,8 @@ typedef struct rc_tolerances {
     double near_tie_margin;  /* reference top-1 minus top-2 logit below this: a token mismatch is a near-tie */
     char near_tie_reason[1024];
     double reg_factor, reg_min; /* report --diff: worst scaled error grew by > factor and is above min */
+    int exact_default;       /* compare judges against the double forward without --against-exact */
+    char exact_reason[1024];
     char reg_reason[1024];
 } rc_tolerances;
 

@@ -34,6 +34,12 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/
 "$H" chain --json "$OUT/chain.json" >"$OUT/chain.txt" 2>&1
 echo "gpu-harness: chain exit $?"; grep '^CHAIN' "$OUT/chain.txt"
 "$H" faults --json "$OUT/faults.json" >"$OUT/faults.txt" 2>&1 || status=1
+# issue 14: cuda held to 1e-6 against HF (precision verdicts, no link blamed) and against the exact answer
+for ref in --against-hf --against-exact; do
+    "$H" compare --stage cuda --tol 1e-6 "$ref" >"$OUT/cuda_tol1e-6$ref.txt" 2>&1
+    echo "gpu-harness: compare --stage cuda --tol 1e-6 $ref exit $?"
+    grep -E '^(VERDICT|tightest)' "$OUT/cuda_tol1e-6$ref.txt"
+done
 cat "$OUT/faults.txt"
 commit=()
 [ -n "${COMMIT:-}" ] && commit=(--commit "$COMMIT")
