@@ -21,7 +21,7 @@ check 2 vocab.h5 'greedy/logits'
 check 2 bad_ids.h5 '1000000'
 check 2 bad_tokens.h5 '1000000'
 check 1 weight_changed.h5 'first divergence: L1\.mlp\.up '
-check 1 nan_probe.h5 'first divergence: L0\.attn\.q '
+check 2 nan_probe.h5 "probes/L0\.attn\.q holds NaN at flat index 0 \(a golden must be finite\)"
 # with the tolerance file's bounds (no --tol) the noise floor applies: a changed weight moves the
 # double-precision forward too, and the floor cap must keep that from excusing the stage
 sh "$here/expect_exit.sh" -o 'first divergence: L1\.mlp\.up ' 1 "$harness" compare --stage ref \
