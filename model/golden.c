@@ -494,6 +494,8 @@ int rc_golden_load(const char *path, int what, rc_golden *g, rc_err *e)
     if (!buf)
         return e->code;
     int listed = 0, rc = got == size ? RC_OK : rc_fail(e, RC_E_IO, "%s: read failed", path);
+    if (!rc && !has_hdf5_signature(buf, size))
+        rc = rc_fail(e, RC_E_FORMAT, "%s: not an HDF5 file", path);
     /* verified before the HDF5 library parses a byte: a flipped byte can reach bugs inside libhdf5 */
     if (!rc && !(rc = rc_checksum_verify(path, buf, size, &listed, e)) && !listed) {
         static char warned[4096];
