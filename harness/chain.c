@@ -301,7 +301,10 @@ int rc_cmd_chain(int argc, char **argv)
                 free(goldens);
                 return chain_usage("--stages needs a comma-separated list of at most 8 stages, got '%s'", argv[i]);
             }
-        } else if (!strcmp(a, "--tol") && has && ntol < 16)
+        } else if (!strcmp(a, "--tol") && has && ntol == 16) {
+            free(goldens);
+            return chain_usage("at most 16 --tol options; the 17th is '%s'", argv[i + 1]);
+        } else if (!strcmp(a, "--tol") && has)
             tol_specs[ntol++] = argv[++i];
         else if (!strcmp(a, "--tolerances") && has)
             tolfile = argv[++i];
@@ -312,13 +315,10 @@ int rc_cmd_chain(int argc, char **argv)
         else if (!strcmp(a, "--fault") && has)
             fault = argv[++i];
         else if (!strcmp(a, "--device") && has) {
-            char *end;
-            long d = strtol(argv[++i], &end, 10);
-            if (*end || d < 0 || d > 1024) {
+            if (!rc_parse_device(argv[++i], &o.base.stage_opts.device)) {
                 free(goldens);
-                return chain_usage("--device needs a GPU ordinal, got '%s'", argv[i]);
+                return chain_usage("--device needs a GPU ordinal in [0, 1024], got '%s'", argv[i]);
             }
-            o.base.stage_opts.device = (int)d;
         } else if (!strcmp(a, "--no-greedy"))
             o.base.greedy = 0;
         else if (!strcmp(a, "--quiet"))
@@ -336,7 +336,10 @@ int rc_cmd_chain(int argc, char **argv)
             free(goldens);
             if (k < 0)
                 return RC_EXIT_ERROR;
-            return chain_usage(has || a[0] != '-' ? "chain: unknown argument '%s'" : "'%s' needs a value", a);
+            static const char *const value_opts[] = {"--golden", "--stages", "--tol", "--tolerances", "--probe",
+                                                     "--json", "--fault", "--device", "--resident-layers",
+                                                     "--kv-tile", NULL};
+            return chain_usage(rc_arg_error_fmt(a, value_opts), a);
         }
     }
     if (fault && rc_fault_use(fault)) {
@@ -363,6 +366,8 @@ int rc_cmd_chain(int argc, char **argv)
         rc_chain_result r;
         rc_chain_golden(ng ? goldens[i] : bundled[i], &o, &r);
         rc_chain_print(&r, &o);
+        if (r.status == RC_CHAIN_ERROR) /* bad input: its one line goes to stderr too */
+            fprintf(stderr, "harness: %s\n", r.verdict);
         if (arr)
             cJSON_AddItemToArray(arr, rc_chain_json(&r));
         int x = rc_chain_exit_code(&r);

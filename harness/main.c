@@ -164,7 +164,10 @@ static int cmd_compare(int argc, char **argv)
             stage = argv[++i];
         else if (!strcmp(a, "--golden") && has)
             goldens[ng++] = argv[++i];
-        else if (!strcmp(a, "--tol") && has && ntol < 16)
+        else if (!strcmp(a, "--tol") && has && ntol == 16) {
+            free(goldens);
+            return bad_usage("at most 16 --tol options; the 17th is '%s'", argv[i + 1]);
+        } else if (!strcmp(a, "--tol") && has)
             tol_specs[ntol++] = argv[++i];
         else if (!strcmp(a, "--tolerances") && has)
             tolfile = argv[++i];
@@ -194,13 +197,10 @@ static int cmd_compare(int argc, char **argv)
         else if (!strcmp(a, "--json") && has)
             json = argv[++i];
         else if (!strcmp(a, "--device") && has) {
-            char *end;
-            long d = strtol(argv[++i], &end, 10);
-            if (*end || d < 0 || d > 1024) {
+            if (!rc_parse_device(argv[++i], &o.stage_opts.device)) {
                 free(goldens);
-                return bad_usage("--device needs a GPU ordinal, got '%s'", argv[i]);
+                return bad_usage("--device needs a GPU ordinal in [0, 1024], got '%s'", argv[i]);
             }
-            o.stage_opts.device = (int)d;
         } else if (!strcmp(a, "--no-greedy"))
             o.greedy = 0;
         else if (!strcmp(a, "--quiet"))
@@ -211,8 +211,11 @@ static int cmd_compare(int argc, char **argv)
                 return RC_EXIT_ERROR;
             }
         } else {
+            static const char *const value_opts[] = {"--stage", "--golden", "--tol", "--tolerances", "--fault",
+                                                     "--against", "--model", "--prompt", "--steps", "--probe",
+                                                     "--json", "--device", "--resident-layers", "--kv-tile", NULL};
             free(goldens);
-            return bad_usage(has || a[0] != '-' ? "unknown argument '%s'" : "'%s' needs a value", a);
+            return bad_usage(rc_arg_error_fmt(a, value_opts), a);
         }
     }
     o.stage = rc_stage_find(stage);
@@ -243,8 +246,10 @@ static int cmd_compare(int argc, char **argv)
     if (!ng) {
         free(goldens);
         int rc = rc_golden_list(&goldens, &ng);
-        if (rc)
+        if (rc) {
+            rc_tol_free(&tols);
             return rc;
+        }
         bundled = 1;
     }
     cJSON *arr = json ? cJSON_CreateArray() : NULL;

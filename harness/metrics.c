@@ -26,14 +26,15 @@ static void compute(const float *a, const float *bf, const double *bd, int64_t n
         inf += isinf(ai);
         if (isfinite(bi) && fabs(bi) > max_ref)
             max_ref = fabs(bi);
-        if (isfinite(ai) != isfinite(bi) || (isnan(ai) != isnan(bi)) || (isinf(ai) && ai != bi)) { /* +inf != -inf */
+        /* NaN equals nothing, itself included; an infinity only the same infinity */
+        if (isfinite(ai) != isfinite(bi) || isnan(ai) || isnan(bi) || (isinf(ai) && ai != bi)) {
             nonfinite++;
             if (nonfinite == 1)
                 worst = i;
             continue;
         }
         if (!isfinite(ai))
-            continue; /* both the same non-finite value class */
+            continue; /* the same infinity on both sides */
         double d = fabs(ai - bi);
         ss += d * d;
         sb += bi * bi;

@@ -14,7 +14,7 @@ typedef struct rc_metrics {
     double cosine;      /* a.b / (|a| |b|) (1 if both are all-zero) */
     double max_ulp;     /* max distance in fp32 units in the last place, over finite pairs (b rounded to fp32) */
     int64_t worst;      /* flat index of max_abs (of the first non-finite mismatch if any) */
-    int64_t nonfinite;  /* elements where a is NaN/Inf but b is finite (or vice versa) */
+    int64_t nonfinite;  /* elements where either side is NaN, or one side is infinite and the other is not the same */
     int64_t nan, inf;   /* NaN / Inf elements of a */
 } rc_metrics;
 

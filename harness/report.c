@@ -105,8 +105,13 @@ int rc_cmd_report(int argc, char **argv)
                 fprintf(stderr, "harness: --stages needs a comma-separated list (see harness --help)\n");
                 return RC_EXIT_ERROR;
             }
-        } else if (!strcmp(x, "--device") && has)
-            device = atoi(argv[++i]);
+        } else if (!strcmp(x, "--device") && has) {
+            if (!rc_parse_device(argv[++i], &device)) {
+                free(goldens);
+                fprintf(stderr, "harness: --device needs a GPU ordinal in [0, 1024], got '%s'\n", argv[i]);
+                return RC_EXIT_ERROR;
+            }
+        }
         else if (!strcmp(x, "--tolerances") && has)
             tolfile = argv[++i];
         else if (!strcmp(x, "--repo") && has)

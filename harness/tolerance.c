@@ -134,7 +134,7 @@ int rc_tol_load(rc_tolerances *t, const char *path, rc_err *e)
     if (!path)
         path = rc_tol_default_path();
     snprintf(t->path, sizeof t->path, "%s", path);
-    char *text = rc_read_text(path, "the tolerance file", 0, e);
+    char *text = rc_read_text(path, "the tolerance file", 1 << 20, e);
     if (!text)
         return e->code;
     cJSON *root = cJSON_Parse(text);
@@ -152,6 +152,8 @@ int rc_tol_override(rc_tolerances *t, const char *spec, rc_err *e)
 {
     rc_tol_entry en = {.stage = "*", .precision = "*", .probe = "*", .model = "*", .metric = RC_MET_SCALED};
     char buf[128];
+    if (strlen(spec) >= sizeof buf) /* refused, never cut: a cut pattern or bound would change what is checked */
+        return rc_fail(e, RC_E_USAGE, "--tol %.32s...: longer than %zu characters", spec, sizeof buf - 1);
     snprintf(buf, sizeof buf, "%s", spec);
     char *eq = strchr(buf, '='), *num = buf;
     if (eq) {
@@ -160,6 +162,9 @@ int rc_tol_override(rc_tolerances *t, const char *spec, rc_err *e)
         char *colon = strchr(buf, ':');
         if (colon) {
             *colon = 0;
+            if (strlen(colon + 1) >= sizeof en.probe)
+                return rc_fail(e, RC_E_USAGE, "--tol %s: the probe pattern is longer than %zu characters", spec,
+                               sizeof en.probe - 1);
             snprintf(en.probe, sizeof en.probe, "%s", colon + 1);
         }
         if ((en.metric = rc_metric_parse(buf)) < 0)

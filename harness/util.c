@@ -118,6 +118,25 @@ int rc_load_tolerances(rc_tolerances *t, const char *file, const char *const *sp
     return 0;
 }
 
+int rc_parse_device(const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long d = strtol(s, &end, 10);
+    if (errno || end == s || *end || d < 0 || d > 1024)
+        return 0;
+    *out = (int)d;
+    return 1;
+}
+
+const char *rc_arg_error_fmt(const char *arg, const char *const *value_opts)
+{
+    for (int i = 0; value_opts[i]; i++)
+        if (!strcmp(arg, value_opts[i]))
+            return "'%s' needs a value";
+    return "unknown argument '%s'";
+}
+
 int rc_run(char *const argv[], const char *dir, char **out)
 {
     int fd[2] = {-1, -1};

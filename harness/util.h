@@ -16,6 +16,11 @@ void rc_free_list(char **list, int n);
 /* The tolerance file (NULL = the default one), then each --tol spec of specs[0..n) appended in order.
  * Prints one error line and returns 2 (t left empty) when either fails. */
 int rc_load_tolerances(rc_tolerances *t, const char *file, const char *const *specs, int n);
+/* --device N: a GPU ordinal in [0, 1024]; 0 when s is anything else (empty, "abc", "1x", "-1"). */
+int rc_parse_device(const char *s, int *out);
+/* The message for a command-line argument no option took ("%s" is the argument): a known option missing its
+ * value at the end of the line says so; anything else is unknown. value_opts: NULL-terminated. */
+const char *rc_arg_error_fmt(const char *arg, const char *const *value_opts);
 /* Runs argv (argv[0] looked up in PATH) in dir (NULL = here); stdout+stderr go to out (malloc'd, may be
  * NULL) unless out is NULL, then they pass through. Returns the exit status, 128+signal, or -1. */
 int rc_run(char *const argv[], const char *dir, char **out);

@@ -1,15 +1,55 @@
-/* Whole-file text input (see io.h). */
+/* Whole-file text input and regular-file opening (see io.h). */
 #include "io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int rc_open_regular(const char *path, const char *what, int64_t *size, rc_err *e)
+{
+    /* O_NONBLOCK: opening a FIFO without a writer would otherwise wait forever */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        rc_fail(e, RC_E_IO, "%s: cannot open %s (%s)", path, what, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        rc_fail(e, RC_E_IO, "%s: %s is not a regular file", path, what);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        close(fd);
+        rc_fail(e, RC_E_IO, "%s: cannot open %s (%s)", path, what, strerror(errno));
+        return -1;
+    }
+    if (size)
+        *size = (int64_t)st.st_size;
+    return fd;
+}
 
 char *rc_read_text(const char *path, const char *what, int64_t limit, rc_err *e)
 {
-    FILE *f = fopen(path, "rb");
+    if (limit <= 0)
+        limit = RC_READ_TEXT_MAX;
+    int64_t size;
+    int fd = rc_open_regular(path, what, &size, e);
+    if (fd < 0)
+        return NULL;
+    if (size >= limit) {
+        close(fd);
+        rc_fail(e, RC_E_IO, "%s: cannot read %s: %lld bytes or more", path, what, (long long)limit);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
+        close(fd);
         rc_fail(e, RC_E_IO, "%s: cannot open %s (%s)", path, what, strerror(errno));
         return NULL;
     }
@@ -29,7 +69,7 @@ char *rc_read_text(const char *path, const char *what, int64_t limit, rc_err *e)
         }
         size_t want = cap - len - 1, got = fread(buf + len, 1, want, f);
         len += got;
-        if (limit > 0 && len >= (uint64_t)limit) {
+        if (len >= (uint64_t)limit) {
             rc = rc_fail(e, RC_E_IO, "%s: cannot read %s: %lld bytes or more", path, what, (long long)limit);
             break;
         }

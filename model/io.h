@@ -1,4 +1,4 @@
-/* Whole-file text input, shared by the model loaders and the harness. */
+/* Whole-file text input and regular-file opening, shared by the model loaders and the harness. */
 #ifndef RC_IO_H
 #define RC_IO_H
 
@@ -6,10 +6,18 @@
 
 #include "err.h"
 
-/* The whole of the text file at path, NUL-terminated (malloc'd; free it), or NULL with e set: RC_E_IO when
- * it cannot be opened or read, or holds limit bytes or more (limit <= 0: no limit); RC_E_NOMEM when host
- * memory runs out. what names the file in messages ("config", "the tolerance file"). Reads to the end of the
- * file, so files whose size is not known ahead (/proc, pipes) work too. */
+/* The cap rc_read_text applies when its caller gives none. */
+#define RC_READ_TEXT_MAX ((int64_t)64 << 20)
+
+/* Opens path read-only if it is a regular file (a FIFO, a device such as /dev/zero, a folder are refused
+ * without blocking); *size gets its size. Returns the descriptor, or -1 with e set (RC_E_IO). what names
+ * the file in messages ("config", "the tolerance file"). */
+int rc_open_regular(const char *path, const char *what, int64_t *size, rc_err *e);
+
+/* The whole of the regular text file at path, NUL-terminated (malloc'd; free it), or NULL with e set: RC_E_IO
+ * when it is not a regular file, cannot be opened or read, or holds limit bytes or more (limit <= 0:
+ * RC_READ_TEXT_MAX); RC_E_NOMEM when host memory runs out. Reads to the end of the file, so files whose
+ * size the kernel reports as 0 (/proc) work too. */
 char *rc_read_text(const char *path, const char *what, int64_t limit, rc_err *e);
 
 #endif

@@ -37,8 +37,29 @@ float rc_f16_to_f32(uint16_t h)
     return f;
 }
 
+/* The byte range [begin, end) of one tensor within the data section. */
+typedef struct st_span {
+    uint64_t begin, end;
+    const char *name;
+} st_span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const st_span *x = a, *y = b;
+    return x->begin != y->begin ? (x->begin < y->begin ? -1 : 1) : (x->end < y->end ? -1 : x->end > y->end);
+}
+
+/* An integral JSON number in [0, 2^53], else -1. */
+static double offset_value(const cJSON *v)
+{
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 9007199254740992.0 ||
+        v->valuedouble != floor(v->valuedouble))
+        return -1;
+    return v->valuedouble;
+}
+
 static int add_tensor(const char *path, const cJSON *it, const unsigned char *data, uint64_t data_len,
-                      rc_tensors *store, rc_err *e)
+                      rc_tensors *store, st_span *span, rc_err *e)
 {
     const char *name = it->string;
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype");
@@ -66,14 +87,20 @@ static int add_tensor(const char *path, const cJSON *it, const unsigned char *da
         shape[i] = (int64_t)d->valuedouble;
     }
     int64_t numel, bytes;
-    double b0 = cJSON_GetArrayItem(off, 0)->valuedouble, b1 = cJSON_GetArrayItem(off, 1)->valuedouble;
+    const double b0 = offset_value(cJSON_GetArrayItem(off, 0)), b1 = offset_value(cJSON_GetArrayItem(off, 1));
     if (!rc_numel(ndim, shape, &numel) || !rc_mul_i64(numel, esz, &bytes))
         return rc_fail(e, RC_E_RANGE, "%s: tensor '%s' is too large", path, name);
-    if (!(b0 >= 0 && b1 >= b0 && b1 <= (double)data_len))
+    if (b0 < 0 || b1 < 0)
+        return rc_fail(e, RC_E_FORMAT, "%s: tensor '%s' has data_offsets that are not two whole byte counts", path,
+                       name);
+    if (b1 < b0)
+        return rc_fail(e, RC_E_FORMAT, "%s: tensor '%s' has reversed data_offsets [%.0f, %.0f]", path, name, b0, b1);
+    if (b1 > (double)data_len)
         return rc_fail(e, RC_E_IO, "%s: tensor '%s' lies past the end of the file (truncated?)", path, name);
     if ((int64_t)(b1 - b0) != bytes)
         return rc_fail(e, RC_E_SHAPE, "%s: tensor '%s' holds %.0f bytes, its shape needs %lld", path, name, b1 - b0,
                        (long long)bytes);
+    *span = (st_span){(uint64_t)b0, (uint64_t)b1, name};
     float *out = rc_calloc(numel ? numel : 1, sizeof(float), e, name);
     if (!out)
         return e->code;
@@ -90,17 +117,37 @@ static int add_tensor(const char *path, const cJSON *it, const unsigned char *da
     return rc_tensors_add(store, name, ndim, shape, out, e);
 }
 
+/* As safetensors itself requires: the tensors tile the data section exactly, no overlap, no hole, nothing after. */
+static int check_spans(const char *path, st_span *sp, int n, uint64_t data_len, rc_err *e)
+{
+    qsort(sp, (size_t)n, sizeof *sp, span_cmp);
+    uint64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (sp[i].begin < at)
+            return rc_fail(e, RC_E_FORMAT, "%s: tensors '%s' and '%s' overlap (data_offsets)", path, sp[i - 1].name,
+                           sp[i].name);
+        if (sp[i].begin > at)
+            return rc_fail(e, RC_E_FORMAT, "%s: data bytes [%llu, %llu) belong to no tensor", path,
+                           (unsigned long long)at, (unsigned long long)sp[i].begin);
+        at = sp[i].end;
+    }
+    if (at != data_len)
+        return rc_fail(e, RC_E_FORMAT, "%s: %llu bytes after the last tensor's data", path,
+                       (unsigned long long)(data_len - at));
+    return RC_OK;
+}
+
 int rc_safetensors_load(const char *path, rc_tensors *store, rc_err *e)
 {
-    int fd = open(path, O_RDONLY);
+    int64_t size;
+    int fd = rc_open_regular(path, "safetensors file", &size, e);
     if (fd < 0)
-        return rc_fail(e, RC_E_IO, "%s: no such file or not readable", path);
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < 8) {
+        return e->code;
+    if (size < 8) {
         close(fd);
         return rc_fail(e, RC_E_IO, "%s: too short for a safetensors file (truncated?)", path);
     }
-    unsigned char *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    unsigned char *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED)
         return rc_fail(e, RC_E_IO, "%s: mmap failed", path);
@@ -109,29 +156,53 @@ int rc_safetensors_load(const char *path, rc_tensors *store, rc_err *e)
         hlen = (hlen << 8) | map[i];
     int rc = RC_OK;
     cJSON *hdr = NULL;
-    if (hlen > (uint64_t)st.st_size - 8 || hlen > (100u << 20)) {
+    st_span *spans = NULL;
+    if (hlen > (uint64_t)size - 8 || hlen > (100u << 20)) {
         rc = rc_fail(e, RC_E_IO, "%s: header length %llu exceeds the file (truncated or not safetensors)", path,
                      (unsigned long long)hlen);
         goto done;
     }
-    hdr = cJSON_ParseWithLength((const char *)map + 8, (size_t)hlen);
+    const char *js = (const char *)map + 8, *end = NULL;
+    hdr = cJSON_ParseWithLengthOpts(js, (size_t)hlen, &end, 0);
     if (!hdr || !cJSON_IsObject(hdr)) {
         rc = rc_fail(e, RC_E_FORMAT, "%s: header is not a JSON object", path);
         goto done;
     }
+    for (; end < js + hlen; end++) /* the header may be padded with spaces (to 8 bytes), nothing else */
+        if (!strchr(" \t\r\n", *end) || !*end) {
+            rc = rc_fail(e, RC_E_FORMAT, "%s: header has trailing bytes after its JSON object", path);
+            goto done;
+        }
     const unsigned char *data = map + 8 + hlen;
-    uint64_t data_len = (uint64_t)st.st_size - 8 - hlen;
+    uint64_t data_len = (uint64_t)size - 8 - hlen;
+    int n = 0;
+    if (!(spans = rc_calloc(cJSON_GetArraySize(hdr) + 1, sizeof *spans, e, path))) {
+        rc = e->code;
+        goto done;
+    }
     const cJSON *it;
     cJSON_ArrayForEach(it, hdr) {
         if (strcmp(it->string, "__metadata__") == 0)
             continue;
-        if ((rc = add_tensor(path, it, data, data_len, store, e)))
+        if (!cJSON_IsObject(it)) {
+            rc = rc_fail(e, RC_E_FORMAT, "%s: tensor '%s' has a malformed header entry", path, it->string);
+            break;
+        }
+        if ((rc = add_tensor(path, it, data, data_len, store, &spans[n++], e)))
             break;
     }
+    if (!rc)
+        rc = check_spans(path, spans, n, data_len, e);
 done:
+    free(spans);
     cJSON_Delete(hdr);
-    munmap(map, (size_t)st.st_size);
+    munmap(map, (size_t)size);
     return rc;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 int rc_safetensors_load_dir(const char *dir, rc_tensors *store, rc_err *e)
@@ -152,8 +223,14 @@ int rc_safetensors_load_dir(const char *dir, rc_tensors *store, rc_err *e)
         cJSON_Delete(idx);
         return rc_fail(e, RC_E_FORMAT, "%s: no 'weight_map' object", path);
     }
-    /* load each distinct shard once, then check every mapped name arrived */
-    int rc = RC_OK;
+    /* load each distinct shard once (names sorted, so repeats are neighbours), then check every mapped name
+     * arrived */
+    int rc = RC_OK, n = 0;
+    const char **names = rc_calloc(cJSON_GetArraySize(map) + 1, sizeof *names, e, path);
+    if (!names) {
+        cJSON_Delete(idx);
+        return e->code;
+    }
     const cJSON *it;
     cJSON_ArrayForEach(it, map) {
         if (!cJSON_IsString(it)) {
@@ -164,16 +241,18 @@ int rc_safetensors_load_dir(const char *dir, rc_tensors *store, rc_err *e)
             rc = rc_fail(e, RC_E_FORMAT, "%s: shard name '%s' must be a plain file name", path, it->valuestring);
             break;
         }
-        int seen = 0;
-        for (const cJSON *p = map->child; p != it; p = p->next)
-            seen |= strcmp(p->valuestring, it->valuestring) == 0;
-        if (seen)
+        names[n++] = it->valuestring;
+    }
+    if (!rc)
+        qsort(names, (size_t)n, sizeof *names, str_cmp);
+    for (int i = 0; !rc && i < n; i++) {
+        if (i && !strcmp(names[i], names[i - 1]))
             continue;
         char shard[4096];
-        snprintf(shard, sizeof shard, "%s/%s", dir, it->valuestring);
-        if ((rc = rc_safetensors_load(shard, store, e)))
-            break;
+        snprintf(shard, sizeof shard, "%s/%s", dir, names[i]);
+        rc = rc_safetensors_load(shard, store, e);
     }
+    free(names);
     cJSON_ArrayForEach(it, map) {
         if (rc)
             break;

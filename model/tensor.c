@@ -5,6 +5,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* The index slot holding name, or the empty slot where it would go. */
+static int *slot_of(const rc_tensors *s, const char *name)
+{
+    const uint32_t mask = (uint32_t)s->nslot - 1;
+    for (uint32_t i = name_hash(name) & mask;; i = (i + 1) & mask)
+        if (!s->slot[i] || !strcmp(s->t[s->slot[i] - 1].name, name))
+            return &s->slot[i];
+}
+
+/* Rebuilds the index from t with room for n + extra names, at most half full. */
+static int build_index(rc_tensors *s, int extra, rc_err *e)
+{
+    int ns = 128;
+    while (ns < 2 * (s->n + extra))
+        ns *= 2;
+    int *slot = calloc((size_t)ns, sizeof *slot);
+    if (!slot)
+        return rc_fail(e, RC_E_NOMEM, "out of host memory growing tensor store");
+    free(s->slot);
+    s->slot = slot;
+    s->nslot = ns;
+    for (int i = 0; i < s->n; i++)
+        *slot_of(s, s->t[i].name) = i + 1;
+    return RC_OK;
+}
+
+int rc_tensors_reindex(rc_tensors *s, rc_err *e)
+{
+    return build_index(s, 0, e);
+}
+
 int rc_tensors_add(rc_tensors *s, const char *name, int ndim, const int64_t *shape, float *data, rc_err *e)
 {
     int64_t numel;
@@ -15,6 +54,10 @@ int rc_tensors_add(rc_tensors *s, const char *name, int ndim, const int64_t *sha
     if (rc_tensors_find(s, name)) {
         free(data);
         return rc_fail(e, RC_E_MISSING, "tensor '%s' appears twice", name);
+    }
+    if (s->n == INT32_MAX / 4 || (2 * (s->n + 1) > s->nslot && build_index(s, s->n + 1, e))) {
+        free(data);
+        return s->n == INT32_MAX / 4 ? rc_fail(e, RC_E_RANGE, "tensor '%s': too many tensors", name) : e->code;
     }
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 64;
@@ -39,15 +82,16 @@ int rc_tensors_add(rc_tensors *s, const char *name, int ndim, const int64_t *sha
     t->numel = numel;
     t->data = data;
     s->n++;
+    *slot_of(s, name) = s->n;
     return RC_OK;
 }
 
 const rc_tensor *rc_tensors_find(const rc_tensors *s, const char *name)
 {
-    for (int i = 0; i < s->n; i++)
-        if (strcmp(s->t[i].name, name) == 0)
-            return &s->t[i];
-    return NULL;
+    if (!s->nslot)
+        return NULL;
+    const int k = *slot_of(s, name);
+    return k && k <= s->n ? &s->t[k - 1] : NULL;
 }
 
 void rc_tensors_free(rc_tensors *s)
@@ -57,6 +101,7 @@ void rc_tensors_free(rc_tensors *s)
         free(s->t[i].data);
     }
     free(s->t);
+    free(s->slot);
     memset(s, 0, sizeof *s);
 }
 

@@ -19,11 +19,16 @@ typedef struct rc_tensor {
 typedef struct rc_tensors {
     rc_tensor *t;
     int n, cap;
+    int *slot;  /* open-addressing name index: 1 + position in t, 0 = empty; nslot a power of two */
+    int nslot;
 } rc_tensors;
 
-/* Adds a tensor taking ownership of data (freed on error too). Refuses duplicate names. */
+/* Adds a tensor taking ownership of data (freed on error too). Refuses duplicate names. Adding and finding
+ * are O(1) on average (a hashed name index), so a hostile file with 300k names costs no quadratic time. */
 int rc_tensors_add(rc_tensors *s, const char *name, int ndim, const int64_t *shape, float *data, rc_err *e);
 const rc_tensor *rc_tensors_find(const rc_tensors *s, const char *name);
+/* Rebuilds the name index after names were changed in place. */
+int rc_tensors_reindex(rc_tensors *s, rc_err *e);
 void rc_tensors_free(rc_tensors *s);
 
 /* "[2, 3, 4]" into buf. */

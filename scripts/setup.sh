@@ -2,6 +2,7 @@
 # Installs what refchain needs on a fresh Debian machine; does nothing for what is already there.
 set -euo pipefail
 pkgs=(gcc pkg-config meson ninja-build libhdf5-dev libcjson-dev libcmocka-dev libgsl-dev)
+pkgs+=(libssl-dev clang libclang-rt-dev) # golden SHA-256 (libcrypto); the libFuzzer targets (tests/fuzz)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

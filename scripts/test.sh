@@ -22,8 +22,17 @@ run_build() { # dir, meson options...
 run_build build-test -Dcuda=$cuda -Dfaults=true
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     run_build build-asan -Dcuda=disabled -Dfaults=true -Db_sanitize=address,undefined -Db_lundef=false
+# the fuzz targets (tests/fuzz), a bounded run each: clang's libFuzzer with ASan+UBSan, only the fuzz suite
+rm -rf build-fuzz
+if CC=clang meson setup build-fuzz -Dcuda=disabled -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+        >build-fuzz.setup.log 2>&1 && ninja -C build-fuzz tests/fuzz/fuzz_config tests/fuzz/fuzz_safetensors \
+        tests/fuzz/fuzz_golden >build-fuzz.build.log 2>&1; then
+    meson test -C build-fuzz --suite fuzz --print-errorlogs --num-processes 2 -v 2>&1 | grep -E '^fuzz |^ *[0-9]+/[0-9]+ ' || true
+else
+    tail -50 build-fuzz.setup.log build-fuzz.build.log; echo "test.sh: fuzz build failed"; fail_setup=$((fail_setup + 1))
+fi
 pass=0 failn=$fail_setup skip=0
-for log in build-test/meson-logs/testlog.json build-asan/meson-logs/testlog.json; do
+for log in build-test/meson-logs/testlog.json build-asan/meson-logs/testlog.json build-fuzz/meson-logs/testlog.json; do
     [ -f "$log" ] || continue
     pass=$((pass + $(grep -c '"result": "OK"' "$log" || true) + $(grep -c '"result": "EXPECTEDFAIL"' "$log" || true)))
     failn=$((failn + $(grep -cE '"result": "(FAIL|TIMEOUT|UNEXPECTEDPASS|ERROR)"' "$log" || true)))

@@ -97,6 +97,105 @@ static void keep_100_columns(double *v, hsize_t *dims, int *nd)
     dims[1] = 100;
 }
 
+static void inf_first(double *v, hsize_t *dims, int *nd) { (void)dims; (void)nd; v[0] = INFINITY; }
+static void token_300(double *v, hsize_t *dims, int *nd) { (void)dims; (void)nd; v[0] = 300; }
+
+/* Replaces root attribute name with n values of type t (data: n elements of t's memory type). */
+static void set_attr(const char *path, const char *name, hid_t t, hsize_t n, const void *data)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f);
+    CHECK(H5Adelete(f, name));
+    hid_t s = H5Screate_simple(1, &n, NULL);
+    CHECK(s);
+    hid_t a = H5Acreate2(f, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(a);
+    CHECK(H5Awrite(a, t, data));
+    CHECK(H5Aclose(a));
+    CHECK(H5Sclose(s));
+    CHECK(H5Fclose(f));
+}
+
+/* Replaces dataset name by one of rank 1 and n elements declared with dcpl (no data written unless zeros). */
+static void declare(const char *path, const char *name, hid_t type, hsize_t n, hid_t dcpl, int write_zeros)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f);
+    CHECK(H5Ldelete(f, name, H5P_DEFAULT));
+    hid_t s = H5Screate_simple(1, &n, NULL);
+    CHECK(s);
+    hid_t d = H5Dcreate2(f, name, type, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    CHECK(d);
+    if (write_zeros) {
+        float *z = calloc(n, sizeof *z);
+        CHECK(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, z));
+        free(z);
+    }
+    CHECK(H5Dclose(d));
+    CHECK(H5Sclose(s));
+    CHECK(H5Fclose(f));
+}
+
+static void p_null(const char *name)
+{
+    hid_t f = H5Fopen(copy(name, 0), H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f);
+    CHECK(H5Ldelete(f, "probes/L0.attn.q", H5P_DEFAULT));
+    hid_t s = H5Screate(H5S_NULL);
+    CHECK(s);
+    hid_t d = H5Dcreate2(f, "probes/L0.attn.q", H5T_IEEE_F32LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(d);
+    CHECK(H5Dclose(d));
+    CHECK(H5Sclose(s));
+    CHECK(H5Fclose(f));
+}
+
+/* hostile files: each must be refused with one line naming what is wrong (exit 2), never crash or pass */
+static void hostile(void)
+{
+    int64_t seeds[256];
+    for (int i = 0; i < 256; i++)
+        seeds[i] = i;
+    set_attr(copy("seed_list.h5", 0), "seed", H5T_NATIVE_INT64, 256, seeds);
+    const int64_t v2[2] = {1, 77};
+    set_attr(copy("format_version_pair.h5", 0), "format_version", H5T_NATIVE_INT64, 2, v2);
+    hid_t vs = H5Tcopy(H5T_C_S1);
+    CHECK(vs);
+    CHECK(H5Tset_size(vs, H5T_VARIABLE));
+    const char *xs[1000];
+    for (int i = 0; i < 1000; i++)
+        xs[i] = "x";
+    set_attr(copy("created_list.h5", 0), "created", vs, 1000, xs);
+    hid_t fs = H5Tcopy(H5T_C_S1);
+    CHECK(fs);
+    CHECK(H5Tset_size(fs, 8));
+    char tv[500][8];
+    memset(tv, 'a', sizeof tv);
+    set_attr(copy("torch_version_list.h5", 0), "torch_version", fs, 500, tv);
+    CHECK(H5Tclose(vs));
+    CHECK(H5Tclose(fs));
+
+    /* a chunked input_ids of 2^31 elements, no chunk written: a 1 MB file declaring 16 GB */
+    hid_t pl = H5Pcreate(H5P_DATASET_CREATE);
+    const hsize_t chunk = 1 << 16;
+    CHECK(pl);
+    CHECK(H5Pset_chunk(pl, 1, &chunk));
+    declare(copy("huge_ids.h5", 0), "input_ids", H5T_STD_I64LE, (hsize_t)1 << 31, pl, 0);
+    /* a gzip probe of 4M zeros: small on disk, far beyond what the config implies */
+    CHECK(H5Pset_deflate(pl, 9));
+    declare(copy("gzip_probe.h5", 0), "probes/emb", H5T_IEEE_F32LE, 4u << 20, pl, 1);
+    CHECK(H5Pclose(pl));
+
+    /* a probe with a null dataspace */
+    p_null("null_probe.h5");
+
+    rewrite(copy("nan_weight.h5", 0), "weights/model.layers.0.mlp.up_proj.weight", H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE,
+            nan_first);
+    rewrite(copy("nan_logits.h5", 0), "greedy/logits", H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE, nan_first);
+    rewrite(copy("inf_probe.h5", 0), "probes/logits", H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE, inf_first);
+    rewrite(copy("token_300.h5", 0), "greedy/tokens", H5T_STD_I64LE, H5T_NATIVE_DOUBLE, token_300);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -151,5 +250,6 @@ int main(int argc, char **argv)
     rewrite(copy("weight_changed.h5", 0), "weights/model.layers.1.mlp.up_proj.weight", H5T_IEEE_F32LE,
             H5T_NATIVE_DOUBLE, nudge_first);
     rewrite(copy("nan_probe.h5", 0), "probes/L0.attn.q", H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE, nan_first);
+    hostile();
     return 0;
 }

@@ -368,6 +368,7 @@ static void test_weights(void **state)
             free(old);
         }
     }
+    assert_int_equal(rc_tensors_reindex(&g.weights, &e), RC_OK);
     assert_int_equal(rc_tensors_add(&g.weights, "model.visual.patch_embed.proj.weight", 1, one, fzeros(4), &e),
                      RC_OK);
     assert_int_equal(rc_tensors_add(&g.weights, "mtp.fc.weight", 1, one, fzeros(4), &e), RC_OK);

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "golden.h"
 #include "model.h"
@@ -550,6 +552,31 @@ static void expect_st_error(const char *path, int code, const char *needle)
     rc_tensors_free(&s);
 }
 
+/* The length field, hdr, then ndata zero bytes of data. */
+static void st_raw(const char *path, const char *hdr, size_t ndata)
+{
+    const size_t hl = strlen(hdr);
+    unsigned char *buf = calloc(8 + hl + ndata, 1);
+    assert_non_null(buf);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(buf + 8, hdr, hl);
+    assert_int_equal(tu_write(path, buf, 8 + hl + ndata), 0);
+    free(buf);
+}
+
+static void expect_st_ok(const char *path, int n)
+{
+    rc_tensors s;
+    rc_err e = {0};
+    int rc = load_st(path, &s, &e);
+    if (rc)
+        fprintf(stderr, "  %s\n", e.msg);
+    assert_int_equal(rc, RC_OK);
+    assert_int_equal(s.n, n);
+    rc_tensors_free(&s);
+}
+
 static void test_safetensors_errors(void **state)
 {
     (void)state;
@@ -591,6 +618,49 @@ static void test_safetensors_errors(void **state)
     memcpy(raw + 8, hdr, sizeof hdr - 1);
     assert_int_equal(tu_write(p, raw, sizeof raw), 0);
     expect_st_error(p, RC_E_FORMAT, "'x'");
+
+    /* hostile headers (issue 13): refused as safetensors itself refuses them, with a message that says why */
+    st_raw(p, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 0]}}", 8);
+    expect_st_error(p, RC_E_FORMAT, "reversed data_offsets [4, 0]");
+    st_raw(p, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0.5, 4.5]}}", 8);
+    expect_st_error(p, RC_E_FORMAT, "not two whole byte counts");
+    st_raw(p, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [\"0\", 4]}}", 4);
+    expect_st_error(p, RC_E_FORMAT, "not two whole byte counts");
+    st_raw(p, "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
+              "\"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", 8);
+    expect_st_error(p, RC_E_FORMAT, "overlap");
+    st_raw(p, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", 8);
+    expect_st_error(p, RC_E_FORMAT, "bytes [0, 4) belong to no tensor");
+    st_raw(p, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 8);
+    expect_st_error(p, RC_E_FORMAT, "4 bytes after the last tensor");
+    st_raw(p, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}garbage", 4);
+    expect_st_error(p, RC_E_FORMAT, "trailing bytes");
+    st_raw(p, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
+              "\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", 8);
+    expect_st_error(p, RC_E_MISSING, "'a' appears twice");
+    st_raw(p, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}  \n ", 4);
+    expect_st_ok(p, 1); /* trailing whitespace (the 8-byte padding) is allowed */
+    if (mkfifo(tu_path(dir, "fifo.safetensors"), 0600) == 0) /* refused at once, not waited on */
+        expect_st_error(tu_path(dir, "fifo.safetensors"), RC_E_IO, "not a regular file");
+
+    /* 300k tensors of one element: linear in the count (it took minutes with a linear duplicate search) */
+    const int many = 300000;
+    size_t cap = (size_t)many * 80 + 16, len = 0;
+    char *big = malloc(cap);
+    assert_non_null(big);
+    len += (size_t)snprintf(big + len, cap - len, "{");
+    for (int i = 0; i < many; i++)
+        len += (size_t)snprintf(big + len, cap - len, "%s\"t%d\": {\"dtype\": \"F16\", \"shape\": [1], "
+                                "\"data_offsets\": [%d, %d]}", i ? ", " : "", i, 2 * i, 2 * i + 2);
+    snprintf(big + len, cap - len, "}");
+    st_raw(p, big, (size_t)many * 2);
+    free(big);
+    const double t0 = (double)clock() / CLOCKS_PER_SEC;
+    expect_st_ok(p, many);
+    const double secs = (double)clock() / CLOCKS_PER_SEC - t0;
+    if (secs > 20)
+        fprintf(stderr, "  300k tensors took %.1f s\n", secs);
+    assert_true(secs < 60); /* a generous bound: the quadratic search it guards against takes minutes */
     tu_rmdir(dir);
 }
 
