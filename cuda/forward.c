@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "rope.h"
 
 const rc_caps cuda_fwd_caps = {
     .stage = "cuda",
@@ -497,8 +498,10 @@ static int run(cuda_fwd *f, const int32_t *ids, int64_t T, float *logits, cuda_b
     for (int r = 0; r < c->n_ropes; r++) {
         const rc_rope_desc *rd = &c->ropes[r];
         char n[48];
-        CK(cuda_k_rope_inv_freq(b->inv[r], rd));
-        CK(cuda_k_rope_table(b->cos[r], b->sin[r], b->inv[r], 0, T, rd->rot_dim));
+        float inv[RC_ROPE_MAX_HALF];
+        rc_rope_inv_freq(inv, rd);
+        CK(cudaMemcpy(b->inv[r], inv, (size_t)(rd->rot_dim / 2) * sizeof *inv, cudaMemcpyHostToDevice));
+        CK(cuda_k_rope_table(b->cos[r], b->sin[r], b->inv[r], rc_rope_attn_factor(rd), 0, T, rd->rot_dim));
         snprintf(n, sizeof n, "rope.%s.inv_freq", rd->kind);
         PROBE(&p, n, b->inv[r], 1, rd->rot_dim / 2, 0, 0);
         snprintf(n, sizeof n, "rope.%s.cos", rd->kind);

@@ -203,15 +203,9 @@ static void test_refuse_model_type(void **state)
 static void test_refuse_rope(void **state)
 {
     (void)state;
-    REFUSED(EDIT(llama_json, "rope_parameters", "{\"rope_type\": \"llama3\"}"), RC_E_UNSUPPORTED,
-            "rope_parameters.rope_type", "llama3");
-    /* a real llama 3.1 block: the type is named, not whichever parameter comes first */
-    REFUSED(EDIT(llama_json, "rope_parameters",
-                 "{\"factor\": 8.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0,"
-                 " \"original_max_position_embeddings\": 8192, \"rope_theta\": 500000.0, \"rope_type\": \"llama3\"}"),
-            RC_E_UNSUPPORTED, "rope_parameters.rope_type", "llama3");
-    REFUSED(EDIT(llama_json, "rope_parameters", NULL, "rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}"),
-            RC_E_UNSUPPORTED, "rope_scaling.type", "linear");
+    /* llama3 / linear / yarn load (test_config_fields.c); their required parameters are required */
+    REFUSED(EDIT(llama_json, "rope_parameters", "{\"rope_type\": \"llama3\"}"), RC_E_FORMAT,
+            "rope_parameters.factor", "required");
     REFUSED(EDIT(llama_json, "rope_parameters", NULL, "rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 2.0}"),
             RC_E_UNSUPPORTED, "rope_scaling.rope_type", "dynamic");
     REFUSED(EDIT(llama_json, "rope_scaling", "{\"rope_type\": \"yarn\"}"), RC_E_UNSUPPORTED, "rope_scaling",
