@@ -18,7 +18,7 @@ const rc_caps cuda_fwd_caps = {
     .sliding_window = 1,
     .features = RC_FEAT_NORM_1PW | RC_FEAT_NORM_POW | RC_FEAT_PARTIAL_ROPE | RC_FEAT_OUT_GATE | RC_FEAT_V_NORM |
                 RC_FEAT_POST_NORMS | RC_FEAT_EMB_SCALE | RC_FEAT_SOFTCAP | RC_FEAT_PLE | RC_FEAT_LAYER_SCALAR |
-                RC_FEAT_GELU_TANH | RC_FEAT_MIXED_LAYERS,
+                RC_FEAT_GELU_TANH | RC_FEAT_MIXED_LAYERS | RC_FEAT_ROPE_SCALING,
 };
 
 #define GDN_CHUNK 64 /* HF torch_chunk_gated_delta_rule's chunk_size, as ref uses for a prompt */

@@ -14,6 +14,7 @@ const rc_caps engine_caps = {
     .head_dim_multiple = 8,
     .mixers = 1u << RC_MIXER_ATTN,
     .sliding_window = 1,
+    .features = RC_FEAT_ROPE_SCALING, /* the RoPE rows come from model/rope.c */
 };
 
 uint16_t eng_f32_to_bf16(float f)

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config_fields.h"
 #include "io.h"
+#include "json_strict.h"
 
 typedef struct parse_ctx {
     const cJSON *root;
@@ -1009,8 +1011,10 @@ static void derive_maxima(rc_config *c)
 int rc_config_parse(const char *json, rc_config *cfg, rc_err *e)
 {
     memset(cfg, 0, sizeof *cfg);
-    cJSON *root = cJSON_Parse(json);
-    if (!root || !cJSON_IsObject(root)) {
+    cJSON *root = rc_json_parse_strict(json, strlen(json), "config", e);
+    if (!root)
+        return e->code;
+    if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return rc_fail(e, RC_E_FORMAT, "config: not a JSON object");
     }
@@ -1051,10 +1055,14 @@ int rc_config_parse(const char *json, rc_config *cfg, rc_err *e)
 
 int rc_config_load_file(const char *path, rc_config *cfg, rc_err *e)
 {
+    memset(cfg, 0, sizeof *cfg);
     char *text = rc_read_text(path, "config", 64 << 20, e);
     if (!text)
         return e->code;
-    int rc = rc_config_parse(text, cfg, e);
+    struct stat st; /* a NUL byte would end the text early: the file is longer than its string */
+    int rc = stat(path, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size != strlen(text)
+                 ? rc_fail(e, RC_E_FORMAT, "config: a NUL byte at offset %zu: not JSON text", strlen(text))
+                 : rc_config_parse(text, cfg, e);
     free(text);
     if (rc) {
         char tmp[sizeof e->msg];
