@@ -92,6 +92,10 @@ PRESETS = {
     "llama_bias": dict(model_type="llama", config={**LLAMA_CFG, "attention_bias": True, "mlp_bias": True},
                        seed=1235, prompt_len=24, steps=16),
     "qwen3": dict(model_type="qwen3", config=QWEN3_CFG, seed=1236, prompt_len=24, steps=16),
+    # Mistral-7B-v0.3's shape of model: llama without bias options, sliding_window null (full attention).
+    "mistral": dict(model_type="mistral", config={k: v for k, v in LLAMA_CFG.items()
+                                                  if k not in ("attention_bias", "mlp_bias")} | {"sliding_window": None},
+                    seed=1243, prompt_len=24, steps=16),
     # T = 66 > 64: the prefill uses two chunks of the chunked delta rule (T = 80 would make the
     # file 3.4 MB; 66 keeps it under 3 MB).
     "qwen3_5": dict(model_type="qwen3_5_text", config=QWEN3_5_CFG, seed=1237, prompt_len=66, steps=16),
@@ -337,6 +341,8 @@ ARCHS = {
                "rope.sliding.sin rope.full.inv_freq rope.full.cos rope.full.sin"),
         post=_o("final_norm logits_raw logits")),
 }
+# Mistral's modeling is llama's (sliding_window null): the same hooks on its own module.
+ARCHS["mistral"] = {**ARCHS["llama"], "module": "transformers.models.mistral.modeling_mistral"}
 
 
 # --------------------------------------------------------------------------------------------

@@ -375,9 +375,12 @@ static int require_all_full(parse_ctx *p, int64_t n)
     return read_layer_types(p, n, full_only, NULL, &given);
 }
 
-/* Llama and Qwen3: a stack of identical full-attention SwiGLU layers. */
-static int parse_llama_like(parse_ctx *p, rc_config *c, int is_qwen3)
+/* Llama, Qwen3 and Mistral: a stack of identical full-attention SwiGLU layers. Mistral is llama without the bias
+ * options; its sliding window must be off (null). */
+enum { LIKE_LLAMA, LIKE_QWEN3, LIKE_MISTRAL };
+static int parse_llama_like(parse_ctx *p, rc_config *c, int kind)
 {
+    const int is_qwen3 = kind == LIKE_QWEN3;
     int64_t vocab, hidden, inter, nl, nh, nkv, hd;
     double eps;
     int rc;
@@ -385,10 +388,18 @@ static int parse_llama_like(parse_ctx *p, rc_config *c, int is_qwen3)
         (rc = get_int(p, "num_key_value_heads", nh, 1, 4096, &nkv)) ||
         (rc = get_num(p, "rms_norm_eps", 1e-6, &eps)) ||
         (rc = get_act(p, "hidden_act", "silu", &c->act)) ||
-        (rc = get_bool(p, "attention_bias", 0, &c->attn_bias)) ||
         (rc = get_bool(p, "tie_word_embeddings", 0, &c->tie_embeddings)))
         return rc;
-    if (is_qwen3) {
+    if (kind != LIKE_MISTRAL && (rc = get_bool(p, "attention_bias", 0, &c->attn_bias)))
+        return rc;
+    if (kind == LIKE_MISTRAL) {
+        const cJSON *sw = field(p, "sliding_window");
+        if (sw)
+            return bad(p, "sliding_window", sw, "not implemented for mistral (only null: full causal attention)");
+        if ((rc = get_int(p, "head_dim", hidden / nh, 1, 4096, &hd)) ||
+            (rc = require_multiple(p, "hidden_size", hidden, "num_attention_heads", nh)))
+            return rc;
+    } else if (is_qwen3) {
         if ((rc = get_int(p, "head_dim", 128, 1, 4096, &hd)) || (rc = require_off(p, "use_sliding_window")))
             return rc;
         mark(p, "sliding_window");    /* inert while use_sliding_window is off */
@@ -438,12 +449,14 @@ static int parse_llama_like(parse_ctx *p, rc_config *c, int is_qwen3)
     return RC_OK;
 }
 
-static int parse_llama(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, 0); }
-static int parse_qwen3(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, 1); }
+static int parse_llama(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, LIKE_LLAMA); }
+static int parse_qwen3(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, LIKE_QWEN3); }
+static int parse_mistral(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, LIKE_MISTRAL); }
 
 /* ---- hybrid and sandwich-norm models: qwen3_5_text (and its qwen3_5 wrapper), gemma4_text ---- */
 
 static int check_unknown_fields(parse_ctx *p);
+static int parse_gemma4_text(parse_ctx *p, rc_config *c);
 
 static int bad_num(parse_ctx *p, const char *key, double v, const char *why)
 {
@@ -510,6 +523,7 @@ static int read_rope_dict(parse_ctx *p, const char *name, const cJSON *obj, cons
 static int parse_qwen3_5_text(parse_ctx *p, rc_config *c)
 {
     static const char *const rope_inert[] = {"mrope_section", "mrope_interleaved", NULL}; /* text rows are equal */
+    static const char *const mtp_inert[] = {"mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", NULL};
     static const name_val types[] = {{"linear_attention", 0}, {"mamba", 0}, {"conv", 0},
                                      {"full_attention", 1}, {"attention", 1}, {NULL, 0}};
     int64_t vocab, hidden, inter, nl, nh, nkv, hd, hk, hv, dk, dv, K, interval;
@@ -536,6 +550,11 @@ static int parse_qwen3_5_text(parse_ctx *p, rc_config *c)
         return rc;
     if (!(eps > 0))
         return bad_num(p, "rms_norm_eps", eps, "must be positive");
+    for (int i = 0; mtp_inert[i]; i++) /* the multi-token-prediction head (mtp.*, skipped on load) */
+        mark(p, mtp_inert[i]);
+    const cJSON *gate = field(p, "attn_output_gate"); /* qwen3_5 always gates; false would be other math */
+    if (gate && !cJSON_IsTrue(gate))
+        return bad(p, "attn_output_gate", gate, "not implemented (qwen3_5's attention is gated: true)");
 
     /* RoPE: rope_scaling (legacy) replaces rope_parameters; top-level rope_theta / partial_rotary_factor fill
      * what the dictionary lacks; partial_rotary_factor defaults to 0.25 even with a dictionary. */
@@ -622,30 +641,45 @@ static int parse_qwen3_5_text(parse_ctx *p, rc_config *c)
     return RC_OK;
 }
 
-/* qwen3_5 (Qwen3_5ForConditionalGeneration): the text model is text_config; the vision tower and the
- * image/video token ids only act on pixel inputs, so a text-only forward ignores them. */
-static int parse_qwen3_5(parse_ctx *p, rc_config *c)
+/* A multimodal wrapper (qwen3_5, gemma4): the text model is text_config (model_type text_type), read by parse, and
+ * lives under model.language_model.; the wrapper owns lm_head, so its tie_word_embeddings decides (text_config's
+ * is inert). Vision / audio configs and their token ids are metadata for a text-only forward (config_fields.c). */
+static int parse_wrapper(parse_ctx *p, rc_config *c, const char *text_type, int (*parse)(parse_ctx *, rc_config *),
+                         int tie_default)
 {
-    static const char *const inert[] = {"vision_config", "image_token_id", "video_token_id",
-                                        "vision_start_token_id", "vision_end_token_id", NULL};
-    for (int i = 0; inert[i]; i++)
-        mark(p, inert[i]);
     const cJSON *tc = field(p, "text_config");
     if (!tc)
         return missing(p, "text_config");
     if (!cJSON_IsObject(tc))
         return bad(p, "text_config", tc, "expected an object");
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(tc, "model_type");
-    if (mt && !(cJSON_IsString(mt) && strcmp(mt->valuestring, "qwen3_5_text") == 0))
-        return bad(p, "text_config.model_type", mt, "expected \"qwen3_5_text\"");
+    if (mt && !(cJSON_IsString(mt) && strcmp(mt->valuestring, text_type) == 0))
+        return bad_str(p, "text_config.model_type", cJSON_IsString(mt) ? mt->valuestring : "?", "unexpected here");
     int tie, rc;
-    if ((rc = get_bool(p, "tie_word_embeddings", 0, &tie)))
+    if ((rc = get_bool(p, "tie_word_embeddings", tie_default, &tie)))
         return rc;
     parse_ctx sub = {.root = tc, .model_type = p->model_type, .scope = "text_config.", .e = p->e};
-    if ((rc = parse_qwen3_5_text(&sub, c)) || (rc = check_unknown_fields(&sub)))
+    if ((rc = parse(&sub, c)) || (rc = check_unknown_fields(&sub)))
         return rc;
-    c->tie_embeddings = tie; /* the wrapper owns lm_head: its flag decides, text_config's is inert */
+    c->tie_embeddings = tie;
     snprintf(c->weight_prefix, sizeof c->weight_prefix, "model.language_model.");
+    return RC_OK;
+}
+
+static int parse_qwen3_5(parse_ctx *p, rc_config *c)
+{
+    return parse_wrapper(p, c, "qwen3_5_text", parse_qwen3_5_text, 0);
+}
+
+static int parse_gemma4(parse_ctx *p, rc_config *c)
+{
+    int rc = parse_wrapper(p, c, "gemma4_text", parse_gemma4_text, 1);
+    if (rc)
+        return rc;
+    c->weight_skip[0] = "model.vision_tower.";
+    c->weight_skip[1] = "model.embed_vision.";
+    c->weight_skip[2] = "model.audio_tower.";
+    c->weight_skip[3] = "model.embed_audio.";
     return RC_OK;
 }
 
@@ -884,8 +918,8 @@ out:
 
 /* The model_types rc_config_parse implements: X("model_type", parser). */
 #define RC_MODEL_TYPES(X)                                                                                   \
-    X("llama", parse_llama) X("qwen3", parse_qwen3) X("qwen3_5_text", parse_qwen3_5_text)                  \
-    X("qwen3_5", parse_qwen3_5) X("gemma4_text", parse_gemma4_text)
+    X("llama", parse_llama) X("qwen3", parse_qwen3) X("mistral", parse_mistral) X("qwen3_5_text", parse_qwen3_5_text)                  \
+    X("qwen3_5", parse_qwen3_5) X("gemma4_text", parse_gemma4_text) X("gemma4", parse_gemma4)
 
 typedef struct arch_entry {
     const char *model_type;
@@ -956,6 +990,8 @@ static int check_meta(parse_ctx *p, const rc_config_field *f, const cJSON *it)
         snprintf(why, sizeof why, "expected %s (metadata: %.40s)", f->types, f->reason);
         return bad(p, f->name, it, why);
     }
+    if (strcmp(f->name, "rope_interleaved") == 0 && cJSON_IsTrue(it))
+        return bad(p, f->name, it, "not implemented (HF ignores it, so an interleaved checkpoint would run wrong)");
     if (strcmp(f->name, "pretraining_tp") == 0 && cJSON_IsNumber(it) && it->valuedouble != 1)
         return bad(p, f->name, it, "not implemented (only 1: the sliced pretraining matmuls differ in rounding)");
     if (strcmp(f->name, "quantization_config") == 0 && cJSON_IsObject(it)) {
@@ -987,7 +1023,7 @@ static int check_unknown_fields(parse_ctx *p)
                 return rc;
             continue;
         }
-        if (cJSON_IsNull(it))
+        if (cJSON_IsNull(it) || cJSON_IsFalse(it)) /* off */
             continue;
         char why[128];
         snprintf(why, sizeof why, f->cls == RC_FIELD_MATH ? "not implemented for this model_type (%s)"

@@ -60,6 +60,8 @@ typedef struct rc_layer_desc {
     int intermediate;
 } rc_layer_desc;
 
+#define RC_N_WEIGHT_SKIP 6
+
 typedef struct rc_config {
     char model_type[32];
     int64_t vocab, hidden;
@@ -79,7 +81,7 @@ typedef struct rc_config {
     int ple_dim;
     int64_t ple_vocab;
     char weight_prefix[32];   /* HF name prefix of the decoder: "model." or "model.language_model." */
-    const char *weight_skip[3]; /* name prefixes HF ignores on load (NULL-terminated) */
+    const char *weight_skip[RC_N_WEIGHT_SKIP]; /* name prefixes HF ignores on load (NULL-terminated) */
     int n_ropes;
     rc_rope_desc ropes[RC_MAX_ROPES];
     rc_layer_desc *layers;    /* [n_layers] */

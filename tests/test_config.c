@@ -186,7 +186,7 @@ static void test_rope_theta(void **state)
 static void test_refuse_model_type(void **state)
 {
     (void)state;
-    REFUSED(EDIT(llama_json, "model_type", "\"mistral\""), RC_E_UNSUPPORTED, "model_type", "mistral");
+    REFUSED(EDIT(llama_json, "model_type", "\"falcon\""), RC_E_UNSUPPORTED, "model_type", "falcon");
     REFUSED(EDIT(llama_json, "model_type", NULL), RC_E_FORMAT, "model_type", NULL);
     REFUSED(EDIT(llama_json, "model_type", "7"), RC_E_FORMAT, "model_type", NULL);
 }

@@ -147,6 +147,11 @@ static void test_metadata(void **state)
     /* math of another family, or refused math: by name, with the reason */
     REFUSED(EDIT(llama_json, "sliding_window", "4096"), U, "sliding_window", "for this model_type");
     REFUSED(EDIT(llama_json, "query_pre_attn_scalar", "256"), U, "query_pre_attn_scalar", "gemma");
+    REFUSED(EDIT(llama_json, "rope_interleaved", "true"), U, "rope_interleaved", NULL);
+    /* mistral: llama without bias options; a sliding window is refused */
+    REFUSED(EDIT(llama_json, "model_type", "\"mistral\"", "sliding_window", "4096"), U, "sliding_window", "mistral");
+    REFUSED(EDIT(llama_json, "model_type", "\"mistral\"", "attention_bias", "true"), U, "attention_bias",
+            "for this model_type");
 }
 
 /* Hostile JSON text: each one line, RC_E_FORMAT (exit 2 at the command line). */

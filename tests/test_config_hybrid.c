@@ -268,7 +268,7 @@ static void test_qwen3_5_refusals(void **state)
     UNSUP(EDIT(qwen_json, "layer_types.1", "\"sliding_attention\""), "layer_types", "sliding_attention");
     UNSUP(EDIT(qwen_json, "hidden_act", "\"relu\""), "hidden_act", "relu");
     UNSUP(EDIT(qwen_json, "linear_conv_kernel_dim", "1"), "linear_conv_kernel_dim", "range");
-    UNSUP(EDIT(qwen_json, "mlp_bias", "false"), "mlp_bias", "for this model_type");
+    UNSUP(EDIT(qwen_json, "mlp_bias", "true"), "mlp_bias", "for this model_type");
     UNSUP(EDIT(qwen_json, "use_sliding_window", "true"), "use_sliding_window", "for this model_type");
     UNSUP(EDIT(qwen_json, "model_type", "\"qwen3_next\""), "model_type", "qwen3_next");
 }

@@ -187,6 +187,7 @@ static void test_gemma4(void **state) { (void)state; check_golden(GOLDEN("gemma4
 static void test_rope_llama3(void **state) { (void)state; check_golden(GOLDEN("llama_rope_llama3.h5"), 0); }
 static void test_rope_linear(void **state) { (void)state; check_golden(GOLDEN("llama_rope_linear.h5"), 0); }
 static void test_rope_yarn(void **state) { (void)state; check_golden(GOLDEN("qwen3_rope_yarn.h5"), 0); }
+static void test_mistral(void **state) { (void)state; check_golden(GOLDEN("mistral.h5"), 0); }
 
 /* a sink that stops the forward: the error names the consumer */
 static int stop64(void *user, const char *name, const double *data, int ndim, const int64_t *shape)
@@ -224,6 +225,7 @@ int main(void)
         cmocka_unit_test(test_rope_llama3),
         cmocka_unit_test(test_rope_linear),
         cmocka_unit_test(test_rope_yarn),
+        cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_gemma4),
         cmocka_unit_test(test_stopped_and_bad_input),
     };
