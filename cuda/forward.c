@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "rope.h"
 
 const rc_caps cuda_fwd_caps = {
     .stage = "cuda",
@@ -17,7 +18,7 @@ const rc_caps cuda_fwd_caps = {
     .sliding_window = 1,
     .features = RC_FEAT_NORM_1PW | RC_FEAT_NORM_POW | RC_FEAT_PARTIAL_ROPE | RC_FEAT_OUT_GATE | RC_FEAT_V_NORM |
                 RC_FEAT_POST_NORMS | RC_FEAT_EMB_SCALE | RC_FEAT_SOFTCAP | RC_FEAT_PLE | RC_FEAT_LAYER_SCALAR |
-                RC_FEAT_GELU_TANH | RC_FEAT_MIXED_LAYERS,
+                RC_FEAT_GELU_TANH | RC_FEAT_MIXED_LAYERS | RC_FEAT_ROPE_SCALING,
 };
 
 #define GDN_CHUNK 64 /* HF torch_chunk_gated_delta_rule's chunk_size, as ref uses for a prompt */
@@ -497,8 +498,10 @@ static int run(cuda_fwd *f, const int32_t *ids, int64_t T, float *logits, cuda_b
     for (int r = 0; r < c->n_ropes; r++) {
         const rc_rope_desc *rd = &c->ropes[r];
         char n[48];
-        CK(cuda_k_rope_inv_freq(b->inv[r], rd));
-        CK(cuda_k_rope_table(b->cos[r], b->sin[r], b->inv[r], 0, T, rd->rot_dim));
+        float inv[RC_ROPE_MAX_HALF];
+        rc_rope_inv_freq(inv, rd);
+        CK(cudaMemcpy(b->inv[r], inv, (size_t)(rd->rot_dim / 2) * sizeof *inv, cudaMemcpyHostToDevice));
+        CK(cuda_k_rope_table(b->cos[r], b->sin[r], b->inv[r], rc_rope_attn_factor(rd), 0, T, rd->rot_dim));
         snprintf(n, sizeof n, "rope.%s.inv_freq", rd->kind);
         PROBE(&p, n, b->inv[r], 1, rd->rot_dim / 2, 0, 0);
         snprintf(n, sizeof n, "rope.%s.cos", rd->kind);

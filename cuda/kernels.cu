@@ -108,31 +108,17 @@ static __global__ void rmsnorm_kernel(float *y, const float *x, const float *w, 
     }
 }
 
-/* ---- RoPE: the tables are computed in double and rounded once, as ref does; apply is fp32 ---- */
-static __global__ void rope_inv_freq_kernel(float *inv, int half, int n_freq, int exp_den, float theta, double factor)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= half)
-        return;
-    if (i >= n_freq) {
-        inv[i] = 0.0f;
-        return;
-    }
-    const float ex = (float)(2 * i) / (float)exp_den;
-    const float p = (float)pow((double)theta, (double)ex);
-    const float f = 1.0f / p;
-    inv[i] = factor != 1.0 ? f / (float)factor : f;
-}
-
-static __global__ void rope_table_kernel(float *cos_t, float *sin_t, const float *inv, int64_t pos0, int64_t T,
-                                         int rot_dim)
+/* ---- RoPE: inv_freq comes from the model (model/rope.c); cos/sin in double rounded once, times the fp32
+ * attention factor, as ref does; apply is fp32 ---- */
+static __global__ void rope_table_kernel(float *cos_t, float *sin_t, const float *inv, float m, int64_t pos0,
+                                         int64_t T, int rot_dim)
 {
     const int half = rot_dim / 2;
     GRID_STRIDE(idx, T * half) {
         const int64_t t = idx / half;
         const int i = (int)(idx % half);
         const float a = (float)(pos0 + t) * inv[i];
-        const float c = (float)cos((double)a), s = (float)sin((double)a);
+        const float c = __fmul_rn((float)cos((double)a), m), s = __fmul_rn((float)sin((double)a), m);
         cos_t[t * rot_dim + i] = cos_t[t * rot_dim + i + half] = c;
         sin_t[t * rot_dim + i] = sin_t[t * rot_dim + i + half] = s;
     }
@@ -477,25 +463,14 @@ cudaError_t cuda_k_rmsnorm(float *y, const float *x, const float *w, int64_t row
     return cudaGetLastError();
 }
 
-cudaError_t cuda_k_rope_inv_freq(float *inv, const rc_rope_desc *r)
-{
-    const int half = r->rot_dim / 2;
-    if (r->rot_dim < 0 || r->exp_den <= 0)
-        return cudaErrorInvalidValue;
-    if (half == 0)
-        return cudaSuccess;
-    rope_inv_freq_kernel<<<(half + EW_BLOCK - 1) / EW_BLOCK, EW_BLOCK>>>(inv, half, r->n_freq, r->exp_den,
-                                                                       (float)r->theta, r->factor);
-    return cudaGetLastError();
-}
-
-cudaError_t cuda_k_rope_table(float *cos_t, float *sin_t, const float *inv, int64_t pos0, int64_t T, int rot_dim)
+cudaError_t cuda_k_rope_table(float *cos_t, float *sin_t, const float *inv, float attn_factor, int64_t pos0, int64_t T,
+                              int rot_dim)
 {
     if (T < 0 || pos0 < 0 || rot_dim < 0 || rot_dim % 2)
         return cudaErrorInvalidValue;
     if (T == 0 || rot_dim == 0)
         return cudaSuccess;
-    rope_table_kernel<<<blocks_for(T * (rot_dim / 2)), EW_BLOCK>>>(cos_t, sin_t, inv, pos0, T, rot_dim);
+    rope_table_kernel<<<blocks_for(T * (rot_dim / 2)), EW_BLOCK>>>(cos_t, sin_t, inv, attn_factor, pos0, T, rot_dim);
     return cudaGetLastError();
 }
 

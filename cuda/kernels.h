@@ -31,10 +31,10 @@ cudaError_t cuda_k_matmul(float *y, const float *x, const float *W, const float 
 /* Row-wise RMSNorm over n, one block per row (fp32 block reduction); y may equal x; w NULL only for RC_NORM_POW */
 cudaError_t cuda_k_rmsnorm(float *y, const float *x, const float *w, int64_t rows, int64_t n, float eps,
                            rc_norm_kind kind);
-/* inv[rot_dim/2] from the host description r (zeros past n_freq) */
-cudaError_t cuda_k_rope_inv_freq(float *inv, const rc_rope_desc *r);
-/* cos/sin [T, rot_dim] for positions pos0..pos0+T-1, emb = [a, a] */
-cudaError_t cuda_k_rope_table(float *cos_t, float *sin_t, const float *inv, int64_t pos0, int64_t T, int rot_dim);
+/* cos/sin [T, rot_dim] for positions pos0..pos0+T-1 from inv[rot_dim/2] (rc_rope_inv_freq, uploaded), emb = [a, a],
+ * each times attn_factor (rc_rope_attn_factor) */
+cudaError_t cuda_k_rope_table(float *cos_t, float *sin_t, const float *inv, float attn_factor, int64_t pos0, int64_t T,
+                              int rot_dim);
 /* In place on x[T, n_heads, head_dim]: rotate pairs (i, i + R/2), i < R/2; rot_dim even and <= head_dim */
 cudaError_t cuda_k_rope_apply(float *x, const float *cos_t, const float *sin_t, int64_t T, int n_heads, int head_dim,
                               int rot_dim);

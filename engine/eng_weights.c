@@ -13,6 +13,7 @@ const rc_caps engine_caps = {
     .max_head_dim = 512,
     .head_dim_multiple = 8,
     .mixers = 1u << RC_MIXER_ATTN,
+    .features = RC_FEAT_ROPE_SCALING, /* the RoPE rows come from model/rope.c */
 };
 
 uint16_t eng_f32_to_bf16(float f)

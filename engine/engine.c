@@ -13,7 +13,8 @@
 #include "fault.h"
 #include "eng_kernels.h"
 #include "eng_pool.h"
-#include "ops.h"
+#include "rope.h"
+#include "softcap.h"
 
 struct eng {
     const eng_weights *w;
@@ -404,7 +405,7 @@ static int open_workspace(eng *E, rc_err *e)
     for (int r = 0; r < c->n_ropes; r++) {
         if (!(E->inv[r] = rc_calloc(c->ropes[r].rot_dim / 2 + 1, sizeof(float), e, "inv_freq")))
             return e->code;
-        ref_rope_inv_freq(E->inv[r], &c->ropes[r]);
+        rc_rope_inv_freq(E->inv[r], &c->ropes[r]);
     }
     if (!(E->tmp_cos = rc_calloc(C * 2 * E->half_max + 1, sizeof(float), e, "RoPE rows")) ||
         !(E->tmp_sin = rc_calloc(C * 2 * E->half_max + 1, sizeof(float), e, "RoPE rows")))
@@ -670,7 +671,7 @@ static int probes_emit(probes *P, rc_err *e)
 
 #define PROBE(...) ATTEMPT(probe_rows(E, P, __VA_ARGS__, e))
 
-/* ---- host-side rows: ids, RoPE cos/sin (ref_rope_table: angle = fl32(fl32(p) * inv_freq)) ---- */
+/* ---- host-side rows: ids, RoPE cos/sin (rc_rope_table: angle = fl32(fl32(p) * inv_freq)) ---- */
 static int upload_rows(eng *E, const int32_t *ids, int T, rc_err *e)
 {
     const rc_config *c = E->c;
@@ -678,7 +679,7 @@ static int upload_rows(eng *E, const int32_t *ids, int T, rc_err *e)
     CK(cudaMemcpyAsync(E->d_ids, E->h_ids, (size_t)T * 4, cudaMemcpyHostToDevice, E->s_comp));
     for (int r = 0; r < c->n_ropes; r++) {
         const int rot = c->ropes[r].rot_dim, half = rot / 2;
-        ref_rope_table(E->tmp_cos, E->tmp_sin, E->inv[r], E->pos, T, rot);
+        rc_rope_table(E->tmp_cos, E->tmp_sin, E->inv[r], &c->ropes[r], E->pos, T);
         float *hc = E->h_rope + (int64_t)r * 2 * E->C * E->half_max, *hs = hc + (int64_t)T * half;
         for (int t = 0; t < T; t++)
             for (int i = 0; i < half; i++) {
@@ -816,7 +817,7 @@ static int head_rows(eng *E, const float *fin, int n, float *logits, rc_err *e)
         CK(err);
     }
     if (E->c->final_softcap != 0.0f)
-        ref_softcap(logits, n * V, E->c->final_softcap);
+        rc_softcap(logits, n * V, E->c->final_softcap);
     return RC_OK;
 }
 

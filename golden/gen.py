@@ -73,11 +73,29 @@ GEMMA4_CFG = {  # "Core": every default-on feature, both layer types, sliding wi
                                            "partial_rotary_factor": 0.25}},
 }
 
+# RoPE scaling (llama3, linear, yarn). head_dim 16 with theta 10000 gives wavelengths 2*pi*10000^(2i/16) = 6.3,
+# 19.9, 62.8, 199, ... positions. llama3 with original_max_position_embeddings 32, low_freq_factor 1 and
+# high_freq_factor 4 puts the boundaries at 32 / 1 = 32 and 32 / 4 = 8 positions: pair 0 (6.3) stays, pair 1
+# (19.9) is blended, pairs 2.. (62.8 and up) are divided by the factor, so all three bands are used. yarn
+# (qwen3, head_dim 32, the default beta_fast 32 / beta_slow 1) ramps over pairs floor(-3.2) -> 0 .. ceil(2.8) = 3:
+# pair 0 extrapolated, pairs 1-2 blended, pairs 3.. interpolated, and cos/sin scaled by 0.1 ln 4 + 1.
+# The 40-token prompt (plus 16 greedy steps) runs past the original context of 32 and past every boundary.
+LLAMA3_ROPE_CFG = {**LLAMA_CFG, "rope_parameters": {
+    "rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 32}}
+LINEAR_ROPE_CFG = {**LLAMA_CFG, "rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}}
+YARN_ROPE_CFG = {**QWEN3_CFG, "rope_parameters": {
+    "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32}}
+
 PRESETS = {
     "llama": dict(model_type="llama", config=LLAMA_CFG, seed=1234, prompt_len=24, steps=16),
     "llama_bias": dict(model_type="llama", config={**LLAMA_CFG, "attention_bias": True, "mlp_bias": True},
                        seed=1235, prompt_len=24, steps=16),
     "qwen3": dict(model_type="qwen3", config=QWEN3_CFG, seed=1236, prompt_len=24, steps=16),
+    # Mistral-7B-v0.3's shape of model: llama without bias options, sliding_window null (full attention).
+    "mistral": dict(model_type="mistral", config={k: v for k, v in LLAMA_CFG.items()
+                                                  if k not in ("attention_bias", "mlp_bias")} | {"sliding_window": None},
+                    seed=1243, prompt_len=24, steps=16),
     # T = 66 > 64: the prefill uses two chunks of the chunked delta rule (T = 80 would make the
     # file 3.4 MB; 66 keeps it under 3 MB).
     "qwen3_5": dict(model_type="qwen3_5_text", config=QWEN3_5_CFG, seed=1237, prompt_len=66, steps=16),
@@ -85,6 +103,10 @@ PRESETS = {
     "qwen3_5_short": dict(model_type="qwen3_5_text", config=QWEN3_5_CFG, seed=1239, prompt_len=2, steps=16),
     # T = 24 > W = 8; 16 decode steps run on past the window with HF's sliding cache.
     "gemma4": dict(model_type="gemma4_text", config=GEMMA4_CFG, seed=1238, prompt_len=24, steps=16),
+    # RoPE scaling: see LLAMA3_ROPE_CFG for why these sizes reach past every scaling boundary.
+    "llama_rope_llama3": dict(model_type="llama", config=LLAMA3_ROPE_CFG, seed=1240, prompt_len=40, steps=16),
+    "llama_rope_linear": dict(model_type="llama", config=LINEAR_ROPE_CFG, seed=1241, prompt_len=40, steps=16),
+    "qwen3_rope_yarn": dict(model_type="qwen3", config=YARN_ROPE_CFG, seed=1242, prompt_len=40, steps=16),
 }
 
 # --------------------------------------------------------------------------------------------
@@ -319,6 +341,8 @@ ARCHS = {
                "rope.sliding.sin rope.full.inv_freq rope.full.cos rope.full.sin"),
         post=_o("final_norm logits_raw logits")),
 }
+# Mistral's modeling is llama's (sliding_window null): the same hooks on its own module.
+ARCHS["mistral"] = {**ARCHS["llama"], "module": "transformers.models.mistral.modeling_mistral"}
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,21 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "config_fields.h"
 #include "io.h"
-
-/* Fields of PretrainedConfig and generation that have no effect on an eval forward pass. */
-static const char *const generic_ignored[] = {
-    "architectures", "dtype", "torch_dtype", "transformers_version", "_name_or_path", "model_type",
-    "use_cache", "output_hidden_states", "output_attentions", "return_dict", "id2label", "label2id",
-    "problem_type", "tokenizer_class", "prefix", "bos_token_id", "eos_token_id", "pad_token_id",
-    "sep_token_id", "decoder_start_token_id", "task_specific_params", "chunk_size_feed_forward",
-    "is_encoder_decoder", "is_decoder", "add_cross_attention", "cross_attention_hidden_size",
-    "tie_encoder_decoder", "finetuning_task", "initializer_range", "attention_dropout",
-    "max_position_embeddings", "torchscript", "pruned_heads", "tf_legacy_loss", "use_bfloat16",
-    "output_scores", "return_dict_in_generate", "_attn_implementation_autoset", "_commit_hash",
-    "pretraining_tp", NULL,
-};
+#include "json_strict.h"
 
 typedef struct parse_ctx {
     const cJSON *root;
@@ -170,7 +160,119 @@ static void set_default_rope(rc_rope_desc *r, double theta, int head_dim, int ro
     r->exp_den = rot_dim;
 }
 
-/* rope_parameters (or legacy rope_scaling / rope_theta) for a single-table model. */
+/* The rope types of a single-table model: the keys each may carry besides rope_type / type and rope_theta (HF's
+ * required and optional keys), and the one named and refused. */
+typedef struct rope_type_entry {
+    const char *name;
+    rc_rope_type type;
+    const char *keys; /* space-separated, each surrounded by spaces */
+} rope_type_entry;
+
+static const rope_type_entry rope_types[] = {
+    {"default", RC_ROPE_DEFAULT, " "},
+    {"linear", RC_ROPE_LINEAR, " factor "},
+    {"llama3", RC_ROPE_LLAMA3, " factor low_freq_factor high_freq_factor original_max_position_embeddings "},
+    {"yarn", RC_ROPE_YARN,
+     " factor original_max_position_embeddings attention_factor beta_fast beta_slow mscale mscale_all_dim truncate "},
+};
+
+static int rope_key_allowed(const rope_type_entry *t, const char *k)
+{
+    size_t n = strchr(k, ' ') ? 0 : strlen(k); /* keys start with a space, so at > t->keys below */
+    for (const char *at = t->keys; n && (at = strstr(at, k)) != NULL; at++)
+        if (at[-1] == ' ' && at[n] == ' ')
+            return 1;
+    return 0;
+}
+
+/* A number in a rope dictionary: absent/null -> def; must be finite and > lo (>= lo when incl). */
+static int rope_num(parse_ctx *p, const cJSON *params, const char *src, const char *k, double def, double lo,
+                    int incl, double *out)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(params, k);
+    char key[96];
+    snprintf(key, sizeof key, "%s.%s", src, k);
+    if (!it || cJSON_IsNull(it)) {
+        if (def < 0)
+            return missing(p, key);
+        *out = def;
+        return RC_OK;
+    }
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < lo || (!incl && it->valuedouble == lo))
+        return bad(p, key, it, incl ? "expected a number >= the supported minimum" : "expected a positive number");
+    *out = it->valuedouble;
+    return RC_OK;
+}
+
+/* The scaling parameters of rope type t (linear, llama3, yarn) into r. HF's rules: llama3/yarn take
+ * original_max_position_embeddings from a top-level field of that name when there is one (it wins), else from
+ * the dictionary, else max_position_embeddings; yarn's attention factor defaults to 0.1 ln(factor) + 1 (or the
+ * mscale / mscale_all_dim ratio when both are non-zero); beta_fast / beta_slow of 0 or null mean 32 / 1. */
+static int rope_scaling_params(parse_ctx *p, const cJSON *params, const char *src, rc_rope_desc *r)
+{
+    char key[96];
+    int rc;
+    if ((rc = rope_num(p, params, src, "factor", -1, 1.0, 1, &r->factor)))
+        return rc;
+    if (r->type == RC_ROPE_LINEAR)
+        return RC_OK;
+    const cJSON *top = field(p, "original_max_position_embeddings");
+    int64_t omp = 0;
+    if (top) {
+        if ((rc = get_int(p, "original_max_position_embeddings", -1, 1, INT32_MAX, &omp)))
+            return rc;
+        r->original_max_pos = (double)omp;
+    } else {
+        double d;
+        if ((rc = rope_num(p, params, src, "original_max_position_embeddings", 0, 1.0, 1, &d)))
+            return rc;
+        if (d == 0) {
+            if ((rc = get_int(p, "max_position_embeddings", -1, 1, INT32_MAX, &omp)))
+                return rc;
+            d = (double)omp;
+        }
+        r->original_max_pos = d;
+    }
+    if (r->type == RC_ROPE_LLAMA3) {
+        if ((rc = rope_num(p, params, src, "low_freq_factor", -1, 0.0, 0, &r->low_freq_factor)) ||
+            (rc = rope_num(p, params, src, "high_freq_factor", -1, 0.0, 0, &r->high_freq_factor)))
+            return rc;
+        snprintf(key, sizeof key, "%s.high_freq_factor", src);
+        if (!(r->high_freq_factor > r->low_freq_factor))
+            return bad(p, key, cJSON_GetObjectItemCaseSensitive(params, "high_freq_factor"),
+                       "must be greater than low_freq_factor");
+        return RC_OK;
+    }
+    double af, ms, msa;
+    if ((rc = rope_num(p, params, src, "attention_factor", 0, 0.0, 0, &af)) ||
+        (rc = rope_num(p, params, src, "beta_fast", 0, 0.0, 1, &r->beta_fast)) ||
+        (rc = rope_num(p, params, src, "beta_slow", 0, 0.0, 1, &r->beta_slow)) ||
+        (rc = rope_num(p, params, src, "mscale", 0, 0.0, 1, &ms)) ||
+        (rc = rope_num(p, params, src, "mscale_all_dim", 0, 0.0, 1, &msa)))
+        return rc;
+    if (r->beta_fast == 0)
+        r->beta_fast = 32;
+    if (r->beta_slow == 0)
+        r->beta_slow = 1;
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(params, "truncate");
+    snprintf(key, sizeof key, "%s.truncate", src);
+    if (tr && !cJSON_IsNull(tr) && !cJSON_IsBool(tr))
+        return bad(p, key, tr, "expected true or false");
+    r->truncate = !tr || cJSON_IsNull(tr) || cJSON_IsTrue(tr);
+#define YARN_MSCALE(s, m) ((s) <= 1 ? 1.0 : 0.1 * (m) * log(s) + 1.0)
+    if (af > 0)
+        r->attn_factor = af;
+    else if (ms != 0 && msa != 0)
+        r->attn_factor = YARN_MSCALE(r->factor, ms) / YARN_MSCALE(r->factor, msa);
+    else
+        r->attn_factor = YARN_MSCALE(r->factor, 1.0);
+#undef YARN_MSCALE
+    return RC_OK;
+}
+
+/* rope_parameters (or legacy rope_scaling / rope_theta) for a single-table model: default, linear, llama3 or
+ * yarn over the whole head; dynamic and longrope are refused by name (their frequencies depend on the sequence
+ * length). */
 static int parse_rope_default(parse_ctx *p, rc_rope_desc *r, int head_dim, double default_theta)
 {
     const cJSON *params = field(p, "rope_parameters");
@@ -187,38 +289,51 @@ static int parse_rope_default(parse_ctx *p, rc_rope_desc *r, int head_dim, doubl
             src = "rope_scaling";
         params = legacy;
     }
-    const cJSON *type = NULL, *unknown = NULL; /* the rope type is refused before its parameters */
+    const cJSON *type = NULL;
     char key[96];
     if (params) {
         if (!cJSON_IsObject(params))
             return bad(p, src, params, "expected an object");
-        const cJSON *it;
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(params, "rope_type");
+        type = rt ? rt : cJSON_GetObjectItemCaseSensitive(params, "type");
+        if (type) {
+            snprintf(key, sizeof key, "%s.%s", src, type->string);
+            if (!cJSON_IsString(type))
+                return bad(p, key, type, "expected a string");
+        }
+    }
+    const rope_type_entry *t = &rope_types[0];
+    if (type) {
+        t = NULL;
+        for (size_t i = 0; i < sizeof rope_types / sizeof rope_types[0] && !t; i++)
+            if (strcmp(type->valuestring, rope_types[i].name) == 0)
+                t = &rope_types[i];
+        if (!t)
+            return bad(p, key, type, strcmp(type->valuestring, "dynamic") == 0
+                       ? "rope type not implemented: dynamic NTK scaling (frequencies depend on the sequence length)"
+                       : "rope type not implemented (default, linear, llama3, yarn)");
+    }
+    const cJSON *it;
+    if (params)
         cJSON_ArrayForEach(it, params) {
             const char *k = it->string;
             snprintf(key, sizeof key, "%s.%s", src, k);
-            if (strcmp(k, "rope_type") == 0 || strcmp(k, "type") == 0) {
-                if (!cJSON_IsString(it))
-                    return bad(p, key, it, "expected a string");
-                type = it;
+            if (!strcmp(k, "rope_type") || !strcmp(k, "type")) {
+                if (!cJSON_IsString(it) || strcmp(it->valuestring, t->name))
+                    return bad(p, key, it, "conflicts with the rope type");
             } else if (strcmp(k, "rope_theta") == 0) {
-                if (!cJSON_IsNumber(it) || !(it->valuedouble > 0))
+                if (!cJSON_IsNumber(it) || !(it->valuedouble > 0) || !isfinite(it->valuedouble))
                     return bad(p, key, it, "expected a positive number");
                 theta = it->valuedouble;
-            } else if (!unknown)
-                unknown = it;
+            } else if (!rope_key_allowed(t, k))
+                return bad(p, key, it, "not implemented for this rope type");
         }
-    }
-    if (type && strcmp(type->valuestring, "default") != 0) {
-        snprintf(key, sizeof key, "%s.%s", src, type->string);
-        return bad(p, key, type, "rope type not implemented (default)");
-    }
-    if (unknown) {
-        snprintf(key, sizeof key, "%s.%s", src, unknown->string);
-        return bad(p, key, unknown, "not implemented");
-    }
     if (!(theta > 0))
         return rc_fail(p->e, RC_E_UNSUPPORTED, "config field 'rope_theta' = %g: must be positive", theta);
     set_default_rope(r, theta, head_dim, head_dim);
+    r->type = t->type;
+    if (t->type != RC_ROPE_DEFAULT && (rc = rope_scaling_params(p, params, src, r)))
+        return rc;
     return RC_OK;
 }
 
@@ -260,9 +375,12 @@ static int require_all_full(parse_ctx *p, int64_t n)
     return read_layer_types(p, n, full_only, NULL, &given);
 }
 
-/* Llama and Qwen3: a stack of identical full-attention SwiGLU layers. */
-static int parse_llama_like(parse_ctx *p, rc_config *c, int is_qwen3)
+/* Llama, Qwen3 and Mistral: a stack of identical full-attention SwiGLU layers. Mistral is llama without the bias
+ * options; its sliding window must be off (null). */
+enum { LIKE_LLAMA, LIKE_QWEN3, LIKE_MISTRAL };
+static int parse_llama_like(parse_ctx *p, rc_config *c, int kind)
 {
+    const int is_qwen3 = kind == LIKE_QWEN3;
     int64_t vocab, hidden, inter, nl, nh, nkv, hd;
     double eps;
     int rc;
@@ -270,10 +388,18 @@ static int parse_llama_like(parse_ctx *p, rc_config *c, int is_qwen3)
         (rc = get_int(p, "num_key_value_heads", nh, 1, 4096, &nkv)) ||
         (rc = get_num(p, "rms_norm_eps", 1e-6, &eps)) ||
         (rc = get_act(p, "hidden_act", "silu", &c->act)) ||
-        (rc = get_bool(p, "attention_bias", 0, &c->attn_bias)) ||
         (rc = get_bool(p, "tie_word_embeddings", 0, &c->tie_embeddings)))
         return rc;
-    if (is_qwen3) {
+    if (kind != LIKE_MISTRAL && (rc = get_bool(p, "attention_bias", 0, &c->attn_bias)))
+        return rc;
+    if (kind == LIKE_MISTRAL) {
+        const cJSON *sw = field(p, "sliding_window");
+        if (sw)
+            return bad(p, "sliding_window", sw, "not implemented for mistral (only null: full causal attention)");
+        if ((rc = get_int(p, "head_dim", hidden / nh, 1, 4096, &hd)) ||
+            (rc = require_multiple(p, "hidden_size", hidden, "num_attention_heads", nh)))
+            return rc;
+    } else if (is_qwen3) {
         if ((rc = get_int(p, "head_dim", 128, 1, 4096, &hd)) || (rc = require_off(p, "use_sliding_window")))
             return rc;
         mark(p, "sliding_window");    /* inert while use_sliding_window is off */
@@ -323,12 +449,14 @@ static int parse_llama_like(parse_ctx *p, rc_config *c, int is_qwen3)
     return RC_OK;
 }
 
-static int parse_llama(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, 0); }
-static int parse_qwen3(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, 1); }
+static int parse_llama(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, LIKE_LLAMA); }
+static int parse_qwen3(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, LIKE_QWEN3); }
+static int parse_mistral(parse_ctx *p, rc_config *c) { return parse_llama_like(p, c, LIKE_MISTRAL); }
 
 /* ---- hybrid and sandwich-norm models: qwen3_5_text (and its qwen3_5 wrapper), gemma4_text ---- */
 
 static int check_unknown_fields(parse_ctx *p);
+static int parse_gemma4_text(parse_ctx *p, rc_config *c);
 
 static int bad_num(parse_ctx *p, const char *key, double v, const char *why)
 {
@@ -395,6 +523,7 @@ static int read_rope_dict(parse_ctx *p, const char *name, const cJSON *obj, cons
 static int parse_qwen3_5_text(parse_ctx *p, rc_config *c)
 {
     static const char *const rope_inert[] = {"mrope_section", "mrope_interleaved", NULL}; /* text rows are equal */
+    static const char *const mtp_inert[] = {"mtp_num_hidden_layers", "mtp_use_dedicated_embeddings", NULL};
     static const name_val types[] = {{"linear_attention", 0}, {"mamba", 0}, {"conv", 0},
                                      {"full_attention", 1}, {"attention", 1}, {NULL, 0}};
     int64_t vocab, hidden, inter, nl, nh, nkv, hd, hk, hv, dk, dv, K, interval;
@@ -421,6 +550,11 @@ static int parse_qwen3_5_text(parse_ctx *p, rc_config *c)
         return rc;
     if (!(eps > 0))
         return bad_num(p, "rms_norm_eps", eps, "must be positive");
+    for (int i = 0; mtp_inert[i]; i++) /* the multi-token-prediction head (mtp.*, skipped on load) */
+        mark(p, mtp_inert[i]);
+    const cJSON *gate = field(p, "attn_output_gate"); /* qwen3_5 always gates; false would be other math */
+    if (gate && !cJSON_IsTrue(gate))
+        return bad(p, "attn_output_gate", gate, "not implemented (qwen3_5's attention is gated: true)");
 
     /* RoPE: rope_scaling (legacy) replaces rope_parameters; top-level rope_theta / partial_rotary_factor fill
      * what the dictionary lacks; partial_rotary_factor defaults to 0.25 even with a dictionary. */
@@ -507,30 +641,45 @@ static int parse_qwen3_5_text(parse_ctx *p, rc_config *c)
     return RC_OK;
 }
 
-/* qwen3_5 (Qwen3_5ForConditionalGeneration): the text model is text_config; the vision tower and the
- * image/video token ids only act on pixel inputs, so a text-only forward ignores them. */
-static int parse_qwen3_5(parse_ctx *p, rc_config *c)
+/* A multimodal wrapper (qwen3_5, gemma4): the text model is text_config (model_type text_type), read by parse, and
+ * lives under model.language_model.; the wrapper owns lm_head, so its tie_word_embeddings decides (text_config's
+ * is inert). Vision / audio configs and their token ids are metadata for a text-only forward (config_fields.c). */
+static int parse_wrapper(parse_ctx *p, rc_config *c, const char *text_type, int (*parse)(parse_ctx *, rc_config *),
+                         int tie_default)
 {
-    static const char *const inert[] = {"vision_config", "image_token_id", "video_token_id",
-                                        "vision_start_token_id", "vision_end_token_id", NULL};
-    for (int i = 0; inert[i]; i++)
-        mark(p, inert[i]);
     const cJSON *tc = field(p, "text_config");
     if (!tc)
         return missing(p, "text_config");
     if (!cJSON_IsObject(tc))
         return bad(p, "text_config", tc, "expected an object");
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(tc, "model_type");
-    if (mt && !(cJSON_IsString(mt) && strcmp(mt->valuestring, "qwen3_5_text") == 0))
-        return bad(p, "text_config.model_type", mt, "expected \"qwen3_5_text\"");
+    if (mt && !(cJSON_IsString(mt) && strcmp(mt->valuestring, text_type) == 0))
+        return bad_str(p, "text_config.model_type", cJSON_IsString(mt) ? mt->valuestring : "?", "unexpected here");
     int tie, rc;
-    if ((rc = get_bool(p, "tie_word_embeddings", 0, &tie)))
+    if ((rc = get_bool(p, "tie_word_embeddings", tie_default, &tie)))
         return rc;
     parse_ctx sub = {.root = tc, .model_type = p->model_type, .scope = "text_config.", .e = p->e};
-    if ((rc = parse_qwen3_5_text(&sub, c)) || (rc = check_unknown_fields(&sub)))
+    if ((rc = parse(&sub, c)) || (rc = check_unknown_fields(&sub)))
         return rc;
-    c->tie_embeddings = tie; /* the wrapper owns lm_head: its flag decides, text_config's is inert */
+    c->tie_embeddings = tie;
     snprintf(c->weight_prefix, sizeof c->weight_prefix, "model.language_model.");
+    return RC_OK;
+}
+
+static int parse_qwen3_5(parse_ctx *p, rc_config *c)
+{
+    return parse_wrapper(p, c, "qwen3_5_text", parse_qwen3_5_text, 0);
+}
+
+static int parse_gemma4(parse_ctx *p, rc_config *c)
+{
+    int rc = parse_wrapper(p, c, "gemma4_text", parse_gemma4_text, 1);
+    if (rc)
+        return rc;
+    c->weight_skip[0] = "model.vision_tower.";
+    c->weight_skip[1] = "model.embed_vision.";
+    c->weight_skip[2] = "model.audio_tower.";
+    c->weight_skip[3] = "model.embed_audio.";
     return RC_OK;
 }
 
@@ -767,36 +916,119 @@ out:
     return rc;
 }
 
+/* The model_types rc_config_parse implements: X("model_type", parser). */
+#define RC_MODEL_TYPES(X)                                                                                   \
+    X("llama", parse_llama) X("qwen3", parse_qwen3) X("mistral", parse_mistral) X("qwen3_5_text", parse_qwen3_5_text)                  \
+    X("qwen3_5", parse_qwen3_5) X("gemma4_text", parse_gemma4_text) X("gemma4", parse_gemma4)
+
 typedef struct arch_entry {
     const char *model_type;
     int (*parse)(parse_ctx *p, rc_config *c);
 } arch_entry;
 
 static const arch_entry archs[] = {
-    {"llama", parse_llama},
-    {"qwen3", parse_qwen3},
-    {"qwen3_5_text", parse_qwen3_5_text},
-    {"qwen3_5", parse_qwen3_5},
-    {"gemma4_text", parse_gemma4_text},
+#define RC_ARCH_ROW(mt, fn) {mt, fn},
+    RC_MODEL_TYPES(RC_ARCH_ROW)
+#undef RC_ARCH_ROW
 };
 
-static int is_generic_ignored(const char *k)
+const char *rc_config_model_types(void)
 {
-    for (int i = 0; generic_ignored[i]; i++)
-        if (strcmp(generic_ignored[i], k) == 0)
+#define RC_ARCH_NAME(mt, fn) ", " mt
+    static const char list[] = RC_MODEL_TYPES(RC_ARCH_NAME);
+#undef RC_ARCH_NAME
+    return list + 2;
+}
+
+/* One JSON type token of a metadata row's types (see config_fields.h). */
+static int meta_type_ok(const cJSON *it, const char *t, size_t n)
+{
+#define IS(name) (n == strlen(name) && strncmp(t, name, n) == 0)
+    if (IS("null"))
+        return cJSON_IsNull(it);
+    if (IS("int") || IS("ids")) {
+        if (cJSON_IsNumber(it) && it->valuedouble == floor(it->valuedouble))
             return 1;
+        if (!IS("ids") || !cJSON_IsArray(it))
+            return 0;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, it) if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble)) return 0;
+        return 1;
+    }
+    if (IS("num"))
+        return cJSON_IsNumber(it) && isfinite(it->valuedouble);
+    if (IS("str"))
+        return cJSON_IsString(it);
+    if (IS("bool"))
+        return cJSON_IsBool(it);
+    if (IS("obj"))
+        return cJSON_IsObject(it);
+    if (IS("empty"))
+        return (cJSON_IsObject(it) || cJSON_IsArray(it)) && !it->child;
+    if (IS("strs")) {
+        const cJSON *x;
+        if (!cJSON_IsArray(it))
+            return 0;
+        cJSON_ArrayForEach(x, it) if (!cJSON_IsString(x)) return 0;
+        return 1;
+    }
+#undef IS
     return 0;
 }
 
+/* A metadata field: its type, and the few values that would change the forward pass. */
+static int check_meta(parse_ctx *p, const rc_config_field *f, const cJSON *it)
+{
+    int ok = 0;
+    for (const char *t = f->types; *t;) {
+        size_t n = strcspn(t, "|");
+        ok |= meta_type_ok(it, t, n);
+        t += n + (t[n] == '|');
+    }
+    if (!ok) {
+        char why[96];
+        snprintf(why, sizeof why, "expected %s (metadata: %.40s)", f->types, f->reason);
+        return bad(p, f->name, it, why);
+    }
+    if (strcmp(f->name, "rope_interleaved") == 0 && cJSON_IsTrue(it))
+        return bad(p, f->name, it, "not implemented (HF ignores it, so an interleaved checkpoint would run wrong)");
+    if (strcmp(f->name, "pretraining_tp") == 0 && cJSON_IsNumber(it) && it->valuedouble != 1)
+        return bad(p, f->name, it, "not implemented (only 1: the sliced pretraining matmuls differ in rounding)");
+    if (strcmp(f->name, "quantization_config") == 0 && cJSON_IsObject(it)) {
+        const cJSON *qm = cJSON_GetObjectItemCaseSensitive(it, "quant_method");
+        if (!(cJSON_IsString(qm) && strcmp(qm->valuestring, "gguf") == 0))
+            return bad(p, "quantization_config.quant_method", qm,
+                       "not implemented (only \"gguf\", whose weights the export dequantized)");
+    }
+    return RC_OK;
+}
+
+/* Every field the parser did not read must be in the field table: metadata is type-checked and ignored; math of
+ * another model_type (or math refused by name) is accepted only when null; anything else is refused by name. */
 static int check_unknown_fields(parse_ctx *p)
 {
     const cJSON *it;
     cJSON_ArrayForEach(it, p->root) {
-        int known = is_generic_ignored(it->string);
-        for (int i = 0; !known && i < p->n_used; i++)
-            known = strcmp(p->used[i], it->string) == 0;
-        if (!known && !cJSON_IsNull(it))
+        int used = 0;
+        for (int i = 0; !used && i < p->n_used; i++)
+            used = strcmp(p->used[i], it->string) == 0;
+        if (used)
+            continue;
+        const rc_config_field *f = rc_config_field_find(it->string);
+        if (!f)
             return bad(p, it->string, it, "unknown field, refused rather than ignored");
+        if (f->cls == RC_FIELD_META) {
+            int rc = check_meta(p, f, it);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (cJSON_IsNull(it) || cJSON_IsFalse(it)) /* off */
+            continue;
+        char why[128];
+        snprintf(why, sizeof why, f->cls == RC_FIELD_MATH ? "not implemented for this model_type (%s)"
+                                                          : "not implemented: %s", f->reason);
+        return bad(p, it->string, it, why);
     }
     return RC_OK;
 }
@@ -815,8 +1047,10 @@ static void derive_maxima(rc_config *c)
 int rc_config_parse(const char *json, rc_config *cfg, rc_err *e)
 {
     memset(cfg, 0, sizeof *cfg);
-    cJSON *root = cJSON_Parse(json);
-    if (!root || !cJSON_IsObject(root)) {
+    cJSON *root = rc_json_parse_strict(json, strlen(json), "config", e);
+    if (!root)
+        return e->code;
+    if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return rc_fail(e, RC_E_FORMAT, "config: not a JSON object");
     }
@@ -833,10 +1067,8 @@ int rc_config_parse(const char *json, rc_config *cfg, rc_err *e)
             a = &archs[i];
     int rc;
     if (!a)
-        rc = rc_fail(e, RC_E_UNSUPPORTED,
-                     "config field 'model_type' = \"%.40s\": not implemented (llama, qwen3, qwen3_5_text, qwen3_5, "
-                     "gemma4_text)",
-                     mt->valuestring);
+        rc = rc_fail(e, RC_E_UNSUPPORTED, "config field 'model_type' = \"%.40s\": not implemented (%s)",
+                     mt->valuestring, rc_config_model_types());
     else {
         snprintf(cfg->model_type, sizeof cfg->model_type, "%s", a->model_type);
         rc = a->parse(&p, cfg);
@@ -859,10 +1091,14 @@ int rc_config_parse(const char *json, rc_config *cfg, rc_err *e)
 
 int rc_config_load_file(const char *path, rc_config *cfg, rc_err *e)
 {
+    memset(cfg, 0, sizeof *cfg);
     char *text = rc_read_text(path, "config", 64 << 20, e);
     if (!text)
         return e->code;
-    int rc = rc_config_parse(text, cfg, e);
+    struct stat st; /* a NUL byte would end the text early: the file is longer than its string */
+    int rc = stat(path, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size != strlen(text)
+                 ? rc_fail(e, RC_E_FORMAT, "config: a NUL byte at offset %zu: not JSON text", strlen(text))
+                 : rc_config_parse(text, cfg, e);
     free(text);
     if (rc) {
         char tmp[sizeof e->msg];
@@ -893,8 +1129,11 @@ unsigned rc_config_features(const rc_config *c)
     }
     for (int r = 0; r < c->n_ropes; r++) {
         const rc_rope_desc *d = &c->ropes[r];
-        if (d->rot_dim != d->head_dim || d->n_freq != d->rot_dim / 2 || d->exp_den != d->rot_dim || d->factor != 1.0)
+        if (d->rot_dim != d->head_dim || d->n_freq != d->rot_dim / 2 || d->exp_den != d->rot_dim ||
+            (d->type == RC_ROPE_PROPORTIONAL && d->factor != 1.0))
             f |= RC_FEAT_PARTIAL_ROPE;
+        if (d->type == RC_ROPE_LINEAR || d->type == RC_ROPE_LLAMA3 || d->type == RC_ROPE_YARN)
+            f |= RC_FEAT_ROPE_SCALING;
     }
     for (int i = 0; i < c->n_layers; i++) {
         const rc_layer_desc *l = &c->layers[i], *l0 = &c->layers[0];
@@ -923,21 +1162,10 @@ unsigned rc_config_features(const rc_config *c)
 
 const char *rc_feature_name(unsigned bit)
 {
-    switch (bit) {
-    case RC_FEAT_NORM_1PW: return "(1 + w) RMSNorm";
-    case RC_FEAT_NORM_POW: return "pow(ms + eps, -0.5) RMSNorm";
-    case RC_FEAT_PARTIAL_ROPE: return "partial / proportional RoPE";
-    case RC_FEAT_OUT_GATE: return "attention output gate";
-    case RC_FEAT_V_NORM: return "V norm";
-    case RC_FEAT_POST_NORMS: return "post-attention / post-MLP norms";
-    case RC_FEAT_EMB_SCALE: return "embedding scale";
-    case RC_FEAT_SOFTCAP: return "final logit softcapping";
-    case RC_FEAT_PLE: return "per-layer embeddings";
-    case RC_FEAT_LAYER_SCALAR: return "layer_scalar";
-    case RC_FEAT_GELU_TANH: return "gelu_pytorch_tanh activation";
-    case RC_FEAT_MIXED_LAYERS: return "layers of different shapes or mixers";
-    default: return "unknown feature";
-    }
+#define RC_FEAT_NAME(id, name) if (bit == RC_FEAT_##id) return name;
+    RC_FEATURES(RC_FEAT_NAME)
+#undef RC_FEAT_NAME
+    return "unknown feature";
 }
 
 int rc_config_check(const rc_config *c, const rc_caps *caps, rc_err *e)

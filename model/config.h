@@ -20,7 +20,10 @@ typedef enum { RC_ACT_SILU, RC_ACT_GELU_TANH } rc_act;
 typedef enum { RC_MIXER_ATTN, RC_MIXER_GDN } rc_mixer_kind;
 typedef enum { RC_STATE_KV, RC_STATE_KV_RING, RC_STATE_RECURRENT } rc_state_kind;
 
-typedef enum { RC_ROPE_DEFAULT, RC_ROPE_PROPORTIONAL } rc_rope_type;
+/* How inv_freq is formed (model/rope.c has each formula): default theta^-(2i/E); proportional and linear divide
+ * it by factor; llama3 divides the low frequencies by factor and blends the middle band; yarn blends
+ * interpolated and extrapolated frequencies over a ramp and scales cos/sin by attn_factor. */
+typedef enum { RC_ROPE_DEFAULT, RC_ROPE_PROPORTIONAL, RC_ROPE_LINEAR, RC_ROPE_LLAMA3, RC_ROPE_YARN } rc_rope_type;
 
 #define RC_MAX_ROPES 2
 
@@ -28,7 +31,12 @@ typedef struct rc_rope_desc {
     char kind[16];      /* probe scope: "all", "full", "sliding" */
     rc_rope_type type;
     double theta;
-    double factor;      /* proportional: inv_freq /= factor */
+    double factor;      /* proportional, linear: inv_freq /= factor; llama3, yarn: the context extension factor */
+    double low_freq_factor, high_freq_factor; /* llama3 */
+    double beta_fast, beta_slow;              /* yarn: ramp bounds in rotations */
+    int truncate;                             /* yarn: floor/ceil the ramp bounds */
+    double original_max_pos;                  /* llama3, yarn: original_max_position_embeddings */
+    double attn_factor;                       /* yarn: cos/sin multiplier (1 for every other type) */
     int head_dim;       /* D of the heads it rotates */
     int rot_dim;        /* R: width of the cos/sin rows; rotated pairs are (i, i + R/2) */
     int n_freq;         /* non-zero inverse frequencies, <= R/2 */
@@ -52,6 +60,8 @@ typedef struct rc_layer_desc {
     int intermediate;
 } rc_layer_desc;
 
+#define RC_N_WEIGHT_SKIP 6
+
 typedef struct rc_config {
     char model_type[32];
     int64_t vocab, hidden;
@@ -71,7 +81,7 @@ typedef struct rc_config {
     int ple_dim;
     int64_t ple_vocab;
     char weight_prefix[32];   /* HF name prefix of the decoder: "model." or "model.language_model." */
-    const char *weight_skip[3]; /* name prefixes HF ignores on load (NULL-terminated) */
+    const char *weight_skip[RC_N_WEIGHT_SKIP]; /* name prefixes HF ignores on load (NULL-terminated) */
     int n_ropes;
     rc_rope_desc ropes[RC_MAX_ROPES];
     rc_layer_desc *layers;    /* [n_layers] */
@@ -95,25 +105,41 @@ typedef struct rc_caps {
     unsigned features;       /* RC_FEAT_* bits it implements beyond the llama/qwen3 core (0 = none) */
 } rc_caps;
 
-/* Math beyond the llama/qwen3 core; a stage runs a model only if its caps list every bit it uses. */
+/* Math beyond the llama/qwen3 core, one row per feature: X(ID, "name"). A stage runs a model only if its caps list
+ * every bit the model uses; the bits, RC_FEAT_ALL and rc_feature_name all come from this one table. */
+#define RC_FEATURES(X)                                                                            \
+    X(NORM_1PW, "(1 + w) RMSNorm")                                                                \
+    X(NORM_POW, "pow(ms + eps, -0.5) RMSNorm")         /* with and without weight */              \
+    X(PARTIAL_ROPE, "partial / proportional RoPE")     /* rot_dim < head_dim, zero tails, factor */ \
+    X(OUT_GATE, "attention output gate")               /* sigmoid gate of attention */            \
+    X(V_NORM, "V norm")                                                                           \
+    X(POST_NORMS, "post-attention / post-MLP norms")   /* sandwich norms */                       \
+    X(EMB_SCALE, "embedding scale")                                                               \
+    X(SOFTCAP, "final logit softcapping")                                                         \
+    X(PLE, "per-layer embeddings")                                                                \
+    X(LAYER_SCALAR, "layer_scalar")                                                               \
+    X(GELU_TANH, "gelu_pytorch_tanh activation")                                                  \
+    X(MIXED_LAYERS, "layers of different shapes or mixers") /* head_dim / kv heads / mixer */     \
+    X(ROPE_SCALING, "RoPE scaling (linear, llama3, yarn)")
+
 enum {
-    RC_FEAT_NORM_1PW = 1u << 0,     /* (1 + w) RMSNorm */
-    RC_FEAT_NORM_POW = 1u << 1,     /* pow(ms + eps, -0.5) RMSNorm, with and without weight */
-    RC_FEAT_PARTIAL_ROPE = 1u << 2, /* rot_dim < head_dim, zero-frequency tails, factor != 1 */
-    RC_FEAT_OUT_GATE = 1u << 3,     /* sigmoid output gate of attention */
-    RC_FEAT_V_NORM = 1u << 4,
-    RC_FEAT_POST_NORMS = 1u << 5,   /* sandwich norms */
-    RC_FEAT_EMB_SCALE = 1u << 6,
-    RC_FEAT_SOFTCAP = 1u << 7,      /* final logit softcapping */
-    RC_FEAT_PLE = 1u << 8,
-    RC_FEAT_LAYER_SCALAR = 1u << 9,
-    RC_FEAT_GELU_TANH = 1u << 10,
-    RC_FEAT_MIXED_LAYERS = 1u << 11, /* head_dim / kv heads / mixer differ between layers */
+#define RC_FEAT_INDEX(id, name) RC_FEAT_INDEX_##id,
+    RC_FEATURES(RC_FEAT_INDEX)
+#undef RC_FEAT_INDEX
+    RC_FEAT_COUNT
 };
-#define RC_FEAT_ALL ((1u << 12) - 1)
+enum {
+#define RC_FEAT_BIT(id, name) RC_FEAT_##id = 1u << RC_FEAT_INDEX_##id,
+    RC_FEATURES(RC_FEAT_BIT)
+#undef RC_FEAT_BIT
+};
+#define RC_FEAT_ALL ((1u << RC_FEAT_COUNT) - 1)
 /* The RC_FEAT_* bits a description uses; name of one bit. */
 unsigned rc_config_features(const rc_config *cfg);
 const char *rc_feature_name(unsigned bit);
+
+/* The model_types rc_config_parse implements, comma-separated (from its one table). */
+const char *rc_config_model_types(void);
 
 int rc_config_check(const rc_config *cfg, const rc_caps *caps, rc_err *e);
 

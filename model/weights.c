@@ -146,7 +146,7 @@ int rc_weights_bind(const rc_config *cfg, const rc_tensors *store, rc_weights *w
         w->lm_head = w->embed;
     }
     for (int i = 0; !rc && i < store->n; i++)
-        for (int k = 0; k < 3 && cfg->weight_skip[k] && !used[i]; k++) /* what HF ignores on load */
+        for (int k = 0; k < RC_N_WEIGHT_SKIP && cfg->weight_skip[k] && !used[i]; k++) /* what HF ignores on load */
             used[i] = strncmp(store->t[i].name, cfg->weight_skip[k], strlen(cfg->weight_skip[k])) == 0;
     for (int i = 0; !rc && i < store->n; i++)
         if (!used[i])

@@ -9,6 +9,8 @@
 
 #include "fault.h"
 #include "ops.h"
+#include "rope.h"
+#include "softcap.h"
 
 const rc_caps ref_caps = {
     .stage = "ref",
@@ -341,8 +343,8 @@ static int run(const rc_model *m, const int32_t *ids, int64_t T, float *logits, 
     for (int r = 0; r < c->n_ropes; r++) {
         const rc_rope_desc *rd = &c->ropes[r];
         char n[48];
-        ref_rope_inv_freq(b->inv[r], rd);
-        ref_rope_table(b->cos[r], b->sin[r], b->inv[r], 0, T, rd->rot_dim);
+        rc_rope_inv_freq(b->inv[r], rd);
+        rc_rope_table(b->cos[r], b->sin[r], b->inv[r], rd, 0, T);
         snprintf(n, sizeof n, "rope.%s.inv_freq", rd->kind);
         PROBE(&p, n, b->inv[r], 1, rd->rot_dim / 2, 0, 0);
         snprintf(n, sizeof n, "rope.%s.cos", rd->kind);
@@ -401,7 +403,7 @@ static int run(const rc_model *m, const int32_t *ids, int64_t T, float *logits, 
     int rc = RC_OK;
     if (c->final_softcap != 0.0f) {
         rc = probe(&p, "logits_raw", lg, 2, T, V, 0);
-        ref_softcap(lg, T * V, c->final_softcap);
+        rc_softcap(lg, T * V, c->final_softcap);
     }
     if (!rc)
         rc = probe(&p, "logits", lg, 2, T, V, 0);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rope.h"
+
 const rc_caps ref64_caps = {
     .stage = "ref64",
     .max_head_dim = 0,
@@ -57,29 +59,26 @@ static void rmsnorm(double *y, const double *x, const float *w, int64_t rows, in
     }
 }
 
-/* The model's fp32 inverse frequencies, exactly as HF (and ref_rope_inv_freq) form them. */
+/* The model's fp32 inverse frequencies (rc_rope_inv_freq, HF's buffer bit for bit), widened. */
 static void rope_inv_freq(double *inv, const rc_rope_desc *r)
 {
-    for (int i = 0; i < r->rot_dim / 2; i++) {
-        if (i >= r->n_freq) {
-            inv[i] = 0.0;
-            continue;
-        }
-        float ex = (float)(2 * i) / (float)r->exp_den;
-        float f = 1.0f / (float)pow((double)(float)r->theta, (double)ex);
-        inv[i] = r->factor != 1.0 ? f / (float)r->factor : f;
-    }
+    float f[RC_ROPE_MAX_HALF];
+    rc_rope_inv_freq(f, r);
+    for (int i = 0; i < r->rot_dim / 2; i++)
+        inv[i] = f[i];
 }
 
-/* angle = fl32(fl32(t) * inv_freq) as HF rounds it; its cos and sin in double */
-static void rope_table(double *cos_t, double *sin_t, const double *inv, int64_t T, int rot_dim)
+/* angle = fl32(fl32(t) * inv_freq) as HF rounds it; its cos and sin in double, times the model's fp32 attention
+ * factor (yarn; 1 otherwise) */
+static void rope_table(double *cos_t, double *sin_t, const double *inv, const rc_rope_desc *r, int64_t T)
 {
-    const int half = rot_dim / 2;
+    const int rot_dim = r->rot_dim, half = rot_dim / 2;
+    const double m = rc_rope_attn_factor(r);
     for (int64_t t = 0; t < T; t++)
         for (int i = 0; i < half; i++) {
             float a = (float)t * (float)inv[i];
-            cos_t[t * rot_dim + i] = cos_t[t * rot_dim + i + half] = cos((double)a);
-            sin_t[t * rot_dim + i] = sin_t[t * rot_dim + i + half] = sin((double)a);
+            cos_t[t * rot_dim + i] = cos_t[t * rot_dim + i + half] = cos((double)a) * m;
+            sin_t[t * rot_dim + i] = sin_t[t * rot_dim + i + half] = sin((double)a) * m;
         }
 }
 
@@ -640,7 +639,7 @@ static int run(const rc_model *m, const int32_t *ids, int64_t T, double *logits,
         const rc_rope_desc *rd = &c->ropes[r];
         char n[48];
         rope_inv_freq(b->inv[r], rd);
-        rope_table(b->cos[r], b->sin[r], b->inv[r], T, rd->rot_dim);
+        rope_table(b->cos[r], b->sin[r], b->inv[r], rd, T);
         snprintf(n, sizeof n, "rope.%s.inv_freq", rd->kind);
         PROBE(&p, n, b->inv[r], 1, rd->rot_dim / 2, 0, 0);
         snprintf(n, sizeof n, "rope.%s.cos", rd->kind);

@@ -43,32 +43,6 @@ void ref_rmsnorm(float *y, const float *x, const float *w, int64_t rows, int64_t
     }
 }
 
-void ref_rope_inv_freq(float *inv, const rc_rope_desc *r)
-{
-    for (int i = 0; i < r->rot_dim / 2; i++) {
-        if (i >= r->n_freq) {
-            inv[i] = 0.0f;
-            continue;
-        }
-        float ex = (float)(2 * i) / (float)r->exp_den;
-        float p = (float)pow((double)(float)r->theta, (double)ex);
-        float f = 1.0f / p;
-        inv[i] = r->factor != 1.0 ? f / (float)r->factor : f;
-    }
-}
-
-void ref_rope_table(float *cos_t, float *sin_t, const float *inv, int64_t pos0, int64_t T, int rot_dim)
-{
-    const int half = rot_dim / 2;
-    for (int64_t t = 0; t < T; t++)
-        for (int i = 0; i < half; i++) {
-            float a = (float)(pos0 + t) * inv[i];
-            float c = (float)cos((double)a), s = (float)sin((double)a);
-            cos_t[t * rot_dim + i] = cos_t[t * rot_dim + i + half] = c;
-            sin_t[t * rot_dim + i] = sin_t[t * rot_dim + i + half] = s;
-        }
-}
-
 void ref_rope_apply(float *x, const float *cos_t, const float *sin_t, int64_t T, int n_heads, int head_dim,
                     int rot_dim)
 {
@@ -170,12 +144,6 @@ void ref_glu(float *out, const float *gate, const float *up, int64_t n, rc_act a
     }
     for (int64_t i = 0; i < n; i++)
         out[i] = ref_act(gate[i], act) * up[i];
-}
-
-void ref_softcap(float *x, int64_t n, float c)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = c * (float)tanh((double)(x[i] / c));
 }
 
 float ref_sigmoid(float x)

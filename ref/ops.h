@@ -11,10 +11,6 @@
 void ref_matmul(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t N, int64_t K);
 /* Row-wise RMSNorm over n; w may be NULL only for RC_NORM_POW. */
 void ref_rmsnorm(float *y, const float *x, const float *w, int64_t rows, int64_t n, float eps, rc_norm_kind kind);
-/* inv_freq[rot_dim/2] as HF computes it in fp32 (zeros past n_freq). */
-void ref_rope_inv_freq(float *inv, const rc_rope_desc *r);
-/* cos/sin [T, rot_dim] for positions pos0..pos0+T-1: angle = fl32(fl32(p) * inv_freq), emb = [a, a]. */
-void ref_rope_table(float *cos_t, float *sin_t, const float *inv, int64_t pos0, int64_t T, int rot_dim);
 /* In place on x[T, n_heads, head_dim]: rotate pairs (i, i + R/2), i < R/2, in the first R dims. */
 void ref_rope_apply(float *x, const float *cos_t, const float *sin_t, int64_t T, int n_heads, int head_dim,
                     int rot_dim);
@@ -27,8 +23,6 @@ void ref_attention(float *ctx, const float *q, const float *k, const float *v, i
 float ref_act(float x, rc_act act);
 /* out[i] = act(gate[i]) * up[i] */
 void ref_glu(float *out, const float *gate, const float *up, int64_t n, rc_act act);
-/* x = c * tanh(x / c) */
-void ref_softcap(float *x, int64_t n, float c);
 
 /* ---- gated delta net (linear-attention layers) ---- */
 float ref_sigmoid(float x);

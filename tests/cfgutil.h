@@ -81,4 +81,14 @@ static inline void refused_(char *json, int code, const char *n1, const char *n2
 }
 #define REFUSED(json, code, n1, n2) refused_((json), (code), (n1), (n2), __LINE__)
 
+/* Parses json into c, which must load; prints the refusal otherwise. */
+static inline void cfg_parse_ok(const char *json, rc_config *c)
+{
+    rc_err e = {0};
+    int rc = rc_config_parse(json, c, &e);
+    if (rc)
+        fprintf(stderr, "  unexpected refusal: %s\n", e.msg);
+    assert_int_equal(rc, RC_OK);
+}
+
 #endif

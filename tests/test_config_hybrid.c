@@ -246,8 +246,8 @@ static void test_gemma4_refusals(void **state)
     UNSUP(EDIT(gemma_json, "hidden_activation", "\"gelu\""), "hidden_activation", "gelu");
     UNSUP(EDIT(gemma_json, "final_logit_softcapping", "0.0"), "final_logit_softcapping", "positive");
     UNSUP(EDIT(gemma_json, "layer_types.0", "\"chunked_attention\""), "layer_types", "chunked_attention");
-    UNSUP(EDIT(gemma_json, "query_pre_attn_scalar", "256"), "query_pre_attn_scalar", "unknown field");
-    UNSUP(EDIT(gemma_json, "hidden_act", "\"silu\""), "hidden_act", "unknown field");
+    UNSUP(EDIT(gemma_json, "query_pre_attn_scalar", "256"), "query_pre_attn_scalar", "not implemented");
+    UNSUP(EDIT(gemma_json, "hidden_act", "\"silu\""), "hidden_act", "for this model_type");
     UNSUP(EDIT(gemma_json, "num_attention_heads", "3"), "num_attention_heads", "kv head");
 }
 
@@ -268,8 +268,8 @@ static void test_qwen3_5_refusals(void **state)
     UNSUP(EDIT(qwen_json, "layer_types.1", "\"sliding_attention\""), "layer_types", "sliding_attention");
     UNSUP(EDIT(qwen_json, "hidden_act", "\"relu\""), "hidden_act", "relu");
     UNSUP(EDIT(qwen_json, "linear_conv_kernel_dim", "1"), "linear_conv_kernel_dim", "range");
-    UNSUP(EDIT(qwen_json, "mlp_bias", "false"), "mlp_bias", "unknown field");
-    UNSUP(EDIT(qwen_json, "use_sliding_window", "true"), "use_sliding_window", "unknown field");
+    UNSUP(EDIT(qwen_json, "mlp_bias", "true"), "mlp_bias", "for this model_type");
+    UNSUP(EDIT(qwen_json, "use_sliding_window", "true"), "use_sliding_window", "for this model_type");
     UNSUP(EDIT(qwen_json, "model_type", "\"qwen3_next\""), "model_type", "qwen3_next");
 }
 

@@ -828,7 +828,7 @@ static void test_hf_dir_errors(void **state)
     /* no config.json; an unsupported one */
     unlink(tu_path(dir, "config.json"));
     expect_dir_error(dir, RC_E_IO, "config.json");
-    const char *c = "{\"model_type\": \"mistral\"}";
+    const char *c = "{\"model_type\": \"falcon\"}";
     assert_int_equal(tu_write(tu_path(dir, "config.json"), c, strlen(c)), 0);
     expect_dir_error(dir, RC_E_UNSUPPORTED, "model_type");
     /* no weights at all */

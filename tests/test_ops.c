@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "ops.h"
+#include "rope.h"
+#include "softcap.h"
 #include "oputil.h"
 
 static int group_setup(void **state)
@@ -246,7 +248,7 @@ static void test_rope_inv_freq(void **state)
         const int half = r->rot_dim / 2;
         float *inv = FALLOC(half);
         double *want = DALLOC(half), *exact = DALLOC(half), *mag = DALLOC(half);
-        ref_rope_inv_freq(inv, r);
+        rc_rope_inv_freq(inv, r);
         const double th = (float)r->theta;
         for (int i = 0; i < half; i++) {
             const double ex32 = (float)(2 * i) / (float)r->exp_den, ex = 2.0 * i / r->exp_den;
@@ -278,8 +280,8 @@ static void test_rope_table(void **state)
         float *inv = FALLOC(half), *cs = FALLOC(T * R), *sn = FALLOC(T * R);
         float *cs0 = FALLOC((pos0 + T) * R), *sn0 = FALLOC((pos0 + T) * R);
         double *wc = DALLOC(T * R), *ws = DALLOC(T * R);
-        ref_rope_inv_freq(inv, &r);
-        ref_rope_table(cs, sn, inv, pos0, T, R);
+        rc_rope_inv_freq(inv, &r);
+        rc_rope_table(cs, sn, inv, &r, pos0, T);
         for (int64_t t = 0; t < T; t++)
             for (int i = 0; i < R; i++) {
                 const double a = (float)(pos0 + t) * inv[i % half]; /* fp32 product */
@@ -288,7 +290,7 @@ static void test_rope_table(void **state)
             }
         EXPECT_CLOSE("rope_table cos", cs, wc, NULL, T * R, 0, EPS);
         EXPECT_CLOSE("rope_table sin", sn, ws, NULL, T * R, 0, EPS);
-        ref_rope_table(cs0, sn0, inv, 0, pos0 + T, R);
+        rc_rope_table(cs0, sn0, inv, &r, 0, pos0 + T);
         assert_memory_equal(cs, cs0 + pos0 * R, (size_t)(T * R) * sizeof *cs);
         assert_memory_equal(sn, sn0 + pos0 * R, (size_t)(T * R) * sizeof *sn);
         free(inv); free(cs); free(sn); free(cs0); free(sn0); free(wc); free(ws);
@@ -335,8 +337,8 @@ static void test_rope_apply(void **state)
         seed(300 + c);
         float *inv = FALLOC(R / 2), *cs = FALLOC(T * R), *sn = FALLOC(T * R), *x = FALLOC(n), *x0 = FALLOC(n);
         double *want = DALLOC(n), *mag = DALLOC(n);
-        ref_rope_inv_freq(inv, &r);
-        ref_rope_table(cs, sn, inv, 3, T, R);
+        rc_rope_inv_freq(inv, &r);
+        rc_rope_table(cs, sn, inv, &r, 3, T);
         fill(x0, n, 1.0);
         memcpy(x, x0, (size_t)n * sizeof *x);
         ref_rope_apply(x, cs, sn, T, H, D, R);
@@ -359,8 +361,8 @@ static void test_rope_zero_freq_passthrough(void **state)
     seed(350);
     float *inv = FALLOC(R / 2), *cs = FALLOC(T * R), *sn = FALLOC(T * R), *x = FALLOC(T * H * D),
           *x0 = FALLOC(T * H * D);
-    ref_rope_inv_freq(inv, &r);
-    ref_rope_table(cs, sn, inv, 5, T, R);
+    rc_rope_inv_freq(inv, &r);
+    rc_rope_table(cs, sn, inv, &r, 5, T);
     fill(x0, T * H * D, 1.0);
     memcpy(x, x0, (size_t)(T * H * D) * sizeof *x);
     ref_rope_apply(x, cs, sn, T, H, D, R);
@@ -573,7 +575,7 @@ static void test_softcap(void **state)
         fill(x0, n, 2.0 * caps[c]);
         memcpy(x0, extremes, sizeof extremes);
         memcpy(x, x0, (size_t)n * sizeof *x);
-        ref_softcap(x, n, caps[c]);
+        rc_softcap(x, n, caps[c]);
         for (int64_t i = 0; i < n; i++) {
             const double u = (double)x0[i] / caps[c], sech = 1 / cosh(u);
             want[i] = caps[c] * tanh(u);
@@ -628,8 +630,8 @@ static void test_checker_rejects_wrong_ops(void **state)
     seed(1100);
     float *inv = FALLOC(R / 2), *cs = FALLOC(T * R), *sn = FALLOC(T * R), *x = FALLOC(n), *x0 = FALLOC(n);
     double *want = DALLOC(n), *mag = DALLOC(n);
-    ref_rope_inv_freq(inv, &r);
-    ref_rope_table(cs, sn, inv, 1, T, R);
+    rc_rope_inv_freq(inv, &r);
+    rc_rope_table(cs, sn, inv, &r, 1, T);
     fill(x0, n, 1.0);
     memcpy(x, x0, (size_t)n * sizeof *x);
     ref_rope_apply(x, cs, sn, T, H, D, R);

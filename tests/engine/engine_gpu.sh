@@ -77,7 +77,7 @@ identity | identity-synth)
     if [ "$cmd" = identity ]; then
         # a budget just above each golden's smallest plan (qwen3's head_dim 32 makes its plans larger)
         budget=1100K
-        [ "$g" = qwen3 ] && budget=1400K
+        case $g in qwen3*) budget=1400K ;; esac
         run_group 8 "full|" "rerun|" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
             "resident-layers 2|--resident-layers 2" "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" \
             "prefill-chunk 5|--prefill-chunk 5" "rl1+kv-offload|--resident-layers 1 --kv-offload" \

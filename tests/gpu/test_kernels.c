@@ -16,6 +16,8 @@
 #include "gpu_skip.h"
 #include "kernels.h"
 #include "ops.h"
+#include "rope.h"
+#include "softcap.h"
 
 #define SEED 1234
 
@@ -212,7 +214,8 @@ static void test_rmsnorm(void **state)
     assert_int_equal(fails, 0);
 }
 
-/* ---- RoPE: inverse frequencies, tables, rotation (full, partial, zero-frequency tails, factor) ---- */
+/* ---- RoPE: tables from model/rope's inv_freq, rotation (full, partial, zero-frequency tails, factor, yarn's
+ * attention factor) ---- */
 static void test_rope(void **state)
 {
     (void)state;
@@ -225,6 +228,9 @@ static void test_rope(void **state)
          .n_freq = 64, .exp_den = 256},
         {.kind = "tiny", .type = RC_ROPE_DEFAULT, .theta = 500000, .factor = 1, .head_dim = 6, .rot_dim = 2,
          .n_freq = 1, .exp_den = 2},
+        {.kind = "yarn", .type = RC_ROPE_YARN, .theta = 10000, .factor = 4, .head_dim = 32, .rot_dim = 32,
+         .n_freq = 16, .exp_den = 32, .beta_fast = 32, .beta_slow = 1, .truncate = 1, .original_max_pos = 32,
+         .attn_factor = 1.1386294361119891},
     };
     static const struct { int64_t T, pos0; int H; } ts[] = {{1, 0, 1}, {37, 0, 3}, {300, 1000, 2}};
     int64_t fails = 0;
@@ -233,20 +239,15 @@ static void test_rope(void **state)
         const rc_rope_desc *r = &ds[d];
         const int R = r->rot_dim, D = r->head_dim;
         float *inv = hmalloc(R / 2, sizeof *inv), *dinv = dev_nan(R / 2);
-        ref_rope_inv_freq(inv, r);
-        CU(cuda_k_rope_inv_freq(dinv, r));
-        float *got = from_dev(dinv, R / 2);
-        snprintf(what, sizeof what, "rope inv_freq %.15s R=%d n_freq=%d factor=%g", r->kind, R, r->n_freq, r->factor);
-        fails += mismatches(what, got, inv, R / 2, 0, 1e-6);
-        free(got);
+        rc_rope_inv_freq(inv, r);
         CU(cudaMemcpy(dinv, inv, (size_t)(R / 2) * sizeof *inv, cudaMemcpyHostToDevice));
         for (size_t t = 0; t < sizeof ts / sizeof ts[0]; t++) {
             const int64_t T = ts[t].T, pos0 = ts[t].pos0, n = T * ts[t].H * D;
             const int H = ts[t].H;
             float *cs = hmalloc(T * R, sizeof *cs), *sn = hmalloc(T * R, sizeof *sn);
-            ref_rope_table(cs, sn, inv, pos0, T, R);
+            rc_rope_table(cs, sn, inv, r, pos0, T);
             float *dcs = dev_nan(T * R), *dsn = dev_nan(T * R);
-            CU(cuda_k_rope_table(dcs, dsn, dinv, pos0, T, R));
+            CU(cuda_k_rope_table(dcs, dsn, dinv, rc_rope_attn_factor(r), pos0, T, R));
             float *gc = from_dev(dcs, T * R), *gs = from_dev(dsn, T * R);
             snprintf(what, sizeof what, "rope cos %.15s T=%lld pos0=%lld", r->kind, (long long)T, (long long)pos0);
             fails += mismatches(what, gc, cs, T * R, 1e-6, 0);
@@ -338,7 +339,7 @@ static void test_elementwise(void **state)
         for (int k = 0; k < 2; k++) {
             const float cap = k ? 0.5f : 30.0f;
             float *x = rand_floats(n, -100, 100), *dx = to_dev(x, n);
-            ref_softcap(x, n, cap);
+            rc_softcap(x, n, cap);
             CU(cuda_k_softcap(dx, n, cap));
             float *got = from_dev(dx, n);
             snprintf(what, sizeof what, "softcap c=%g n=%lld", cap, (long long)n);
