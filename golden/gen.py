@@ -4,6 +4,7 @@
     python3 golden/gen.py --list
     python3 golden/gen.py llama [-o golden/llama.h5]
     python3 golden/gen.py --all
+    python3 golden/gen.py --from-model FILE.gguf|HF_DIR --name N --text "..." -o golden/N.h5
 
 A preset names a tiny config (docs/architectures.md); the model is built from it with random
 weights, run once over the prompt in fp32 on the CPU with eager attention, and every probe of
@@ -13,10 +14,12 @@ cache. The file is written to a temporary name, re-read and checked, then rename
 """
 import argparse
 import datetime
+import hashlib
 import importlib
 import json
 import os
 import platform
+import shlex
 import sys
 import tempfile
 
@@ -537,6 +540,21 @@ def generate(preset_name, out_path, command):
         "preset": preset_name,
         "model_type": p["model_type"],
         "seed": np.int64(p["seed"]),
+        **run_attrs(),
+        "config_json": cfg.to_json_string(use_diff=False),
+        "probe_order": "\n".join(order),
+    }
+    assert cfg._attn_implementation == "eager"
+
+    write_golden(out_path, attrs, ids, order, probes, tokens, glogits, weights)
+    return dict(path=out_path, size=os.path.getsize(out_path),
+                max_logit=float(logits.abs().max()), n_probes=len(order),
+                tokens=tokens.tolist())
+
+
+def run_attrs():
+    """Versions and time of this run, recorded in every golden."""
+    return {
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
         "h5py_version": h5py.__version__,
@@ -544,11 +562,14 @@ def generate(preset_name, out_path, command):
         "python_version": platform.python_version(),
         "created": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
         "attn_implementation": "eager",
-        "config_json": cfg.to_json_string(use_diff=False),
-        "probe_order": "\n".join(order),
     }
-    assert cfg._attn_implementation == "eager"
 
+
+def write_golden(out_path, attrs, ids, order, probes, tokens, glogits, weights, links=None, compress=False):
+    """Writes to a temporary name, re-reads and checks, then renames into place. links: probe -> earlier
+    probe holding the same values, stored as an HDF5 hard link to it (no second copy)."""
+    links = links or {}
+    opts = dict(compression="gzip", compression_opts=6, shuffle=True) if compress else {}
     out_dir = os.path.dirname(os.path.abspath(out_path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out_path) + ".", suffix=".tmp", dir=out_dir)
     os.close(fd)
@@ -557,25 +578,109 @@ def generate(preset_name, out_path, command):
             for k, v in attrs.items():  # str subclasses (torch's TorchVersion) -> plain str
                 f.attrs[k] = v if isinstance(v, np.integer) else str(v)
             f.create_dataset("input_ids", data=ids.numpy().astype(np.int64))
-            wg = f.create_group("weights")
-            for name, a in weights.items():
-                wg.create_dataset(name, data=a.astype(np.float32))
+            if weights is not None:
+                wg = f.create_group("weights")
+                for name, a in weights.items():
+                    wg.create_dataset(name, data=a.astype(np.float32))
             pg = f.create_group("probes")
             for name in order:
-                pg.create_dataset(name, data=probes[name].numpy().astype(np.float32))
+                if name in links:
+                    assert torch.equal(probes[name], probes[links[name]]), (name, links[name])
+                    pg[name] = pg[links[name]]
+                else:
+                    pg.create_dataset(name, data=probes[name].numpy().astype(np.float32), **opts)
             gg = f.create_group("greedy")
             gg.create_dataset("tokens", data=tokens.numpy().astype(np.int64))
-            gg.create_dataset("logits", data=glogits.numpy().astype(np.float32))
-        validate(tmp, order, probes, weights)
+            gg.create_dataset("logits", data=glogits.numpy().astype(np.float32), **opts)
+        validate(tmp, order, probes, weights or {})
         os.chmod(tmp, 0o644)
         os.replace(tmp, out_path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    return dict(path=out_path, size=os.path.getsize(out_path),
-                max_logit=float(logits.abs().max()), n_probes=len(order),
-                tokens=tokens.tolist())
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# Fields transformers' GGUF loader adds to the config that describe the file, not the math (the file is
+# recorded in weights_file / weights_sha256 instead).
+_GGUF_CONFIG_EXTRAS = ("quantization_config", "_model_name_or_path", "unk_token_id")
+
+
+def generate_from_model(src, name, text, steps, probes_per_layer, out_path, command, origin):
+    """A golden of an existing checkpoint: an HF folder (weights copied into the file) or a GGUF file
+    (weights referenced by name, size and sha256; HF dequantizes it to fp32 on load)."""
+    from transformers import AutoTokenizer
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    kw = {}
+    is_gguf = os.path.isfile(src)
+    if is_gguf:
+        kw["gguf_file"] = os.path.basename(src)
+        src_dir = os.path.dirname(os.path.abspath(src))
+    else:
+        src_dir = src
+    tok = AutoTokenizer.from_pretrained(src_dir, **kw)
+    model = AutoModelForCausalLM.from_pretrained(src_dir, attn_implementation="eager", dtype=torch.float32, **kw)
+    model.eval()
+    cfg = model.config
+    arch = ARCHS[cfg.model_type]
+    ids = torch.tensor(tok(text)["input_ids"], dtype=torch.int64)
+    assert tok.decode(ids.tolist()) == text, "the prompt text does not round-trip through the tokenizer"
+
+    probes, logits = capture_probes(model, ids, arch)
+    layer_probes = probes_per_layer.split()
+    order = ["emb"] + [f"L{i}.{p}" for i in range(cfg.num_hidden_layers)
+                       for p in arch["order"][layer_types(cfg)[i]] if p in layer_probes]
+    order += ["final_norm", "logits"]
+    missing = [n for n in order if n not in probes]
+    assert not missing, f"probes not captured: {missing}"
+    probes = {n: probes[n] for n in order}
+    # a layer's input is the previous layer's output (the embedding for layer 0): one copy in the file
+    links = {f"L{i}.in": (f"L{i - 1}.out" if i else "emb") for i in range(cfg.num_hidden_layers)
+             if f"L{i}.in" in probes and (i == 0 or f"L{i - 1}.out" in probes)}
+
+    tokens, glogits = run_greedy(model, ids, steps)
+    assert torch.equal(glogits.argmax(-1), tokens), "greedy argmax != tokens"
+
+    config = cfg.to_dict()
+    for k in _GGUF_CONFIG_EXTRAS:
+        config.pop(k, None)
+    attrs = {
+        "format": FORMAT,
+        "format_version": np.int64(FORMAT_VERSION),
+        "generator": GENERATOR,
+        "regenerate": command,
+        "preset": name,
+        "model_type": cfg.model_type,
+        "seed": np.int64(0),
+        "source": os.path.basename(src) if is_gguf else os.path.basename(os.path.abspath(src)),
+        "origin": origin,
+        "prompt_text": text,
+        **run_attrs(),
+        "config_json": json.dumps(config, indent=2, sort_keys=True),
+        "probe_order": "\n".join(order),
+    }
+    weights = None
+    if is_gguf:
+        import gguf
+        attrs.update(weights_file=os.path.basename(src), weights_size=np.int64(os.path.getsize(src)),
+                     weights_sha256=sha256_file(src), gguf_version=getattr(gguf, "__version__", "?"))
+    else:
+        sd = model.state_dict()
+        weights = {n: t.detach().to(torch.float32).numpy() for n, t in sd.items()
+                   if not (n == "lm_head.weight" and cfg.tie_word_embeddings)}
+    write_golden(out_path, attrs, ids, order, probes, tokens, glogits, weights, links=links, compress=True)
+    return dict(path=out_path, size=os.path.getsize(out_path), max_logit=float(logits.abs().max()),
+                n_probes=len(order), tokens=tokens.tolist(), n_ids=int(ids.shape[0]),
+                continuation=tok.decode(tokens.tolist()))
 
 
 def validate(path, order, probes, weights):
@@ -601,7 +706,25 @@ def main(argv=None):
     ap.add_argument("-o", "--out", help="output file (default golden/<preset>.h5)")
     ap.add_argument("--all", action="store_true", help="write every preset to golden/<preset>.h5")
     ap.add_argument("--list", action="store_true", help="list presets")
+    ap.add_argument("--from-model", metavar="PATH", help="an HF folder or a .gguf file instead of a preset")
+    ap.add_argument("--name", help="with --from-model: the golden's name (its 'preset' attribute)")
+    ap.add_argument("--text", help="with --from-model: the prompt text")
+    ap.add_argument("--steps", type=int, default=16, help="with --from-model: greedy steps (default 16)")
+    ap.add_argument("--layer-probes", default="in attn.ctx mid out",
+                    help="with --from-model: per-layer probes to keep (default 'in attn.ctx mid out')")
+    ap.add_argument("--origin", default="", help="with --from-model: where the checkpoint comes from, recorded")
     a = ap.parse_args(argv)
+    if a.from_model:
+        if a.preset or a.all or not a.name or not a.text or not a.out:
+            ap.error("--from-model takes --name, --text and -o, and no preset or --all")
+        rel = os.path.relpath(os.path.abspath(a.out), ROOT)
+        command = (f"python3 {GENERATOR} --from-model {shlex.quote(a.from_model)} --name {a.name} "
+                   f"--text {shlex.quote(a.text)} --steps {a.steps} --layer-probes {shlex.quote(a.layer_probes)} "
+                   f"--origin {shlex.quote(a.origin)} -o {rel}")
+        r = generate_from_model(a.from_model, a.name, a.text, a.steps, a.layer_probes, a.out, command, a.origin)
+        print(f"{a.name}: {r['path']} {r['size']} bytes, {r['n_ids']} prompt tokens, {r['n_probes']} probes, "
+              f"max|logit| {r['max_logit']:.4f}, greedy {r['tokens']} = {r['continuation']!r}")
+        return 0
     if a.list:
         for name, p in PRESETS.items():
             print(f"{name:14s} {p['model_type']:14s} seed={p['seed']} T={p['prompt_len']} steps={p['steps']}")

@@ -406,6 +406,11 @@ static int load_file(h5ctx *c, hid_t f, int what, rc_golden *g)
     if (!rc) rc = read_str_attr(c, f, "transformers_version", 0, &g->transformers_version);
     if (!rc) rc = read_str_attr(c, f, "torch_version", 0, &g->torch_version);
     if (!rc) rc = read_int_attr(c, f, "seed", &g->seed);
+    if (!rc) rc = read_str_attr(c, f, "weights_file", 0, &g->weights_file);
+    if (!rc && g->weights_file) {
+        rc = read_str_attr(c, f, "weights_sha256", 1, &g->weights_sha256);
+        if (!rc) rc = read_int_attr(c, f, "weights_size", &g->weights_size);
+    }
     if (!rc) rc = read_ids(c, f, "input_ids", c->ctx, &g->ids, &g->n_ids, NULL, 1);
     if (!rc && g->n_ids < 1)
         rc = rc_fail(e, RC_E_SHAPE, "%s: input_ids is empty", path);
@@ -431,7 +436,7 @@ static int load_file(h5ctx *c, hid_t f, int what, rc_golden *g)
     }
     if (!rc && (what & RC_GOLDEN_PROBES))
         rc = read_probes(c, f, order, g->n_ids, &g->probes);
-    if (!rc && (what & RC_GOLDEN_WEIGHTS)) {
+    if (!rc && (what & RC_GOLDEN_WEIGHTS) && !g->weights_file) { /* referenced weights: rc_model_from_golden */
         hid_t grp = H5Gopen2(f, "weights", H5P_DEFAULT);
         if (grp < 0)
             rc = rc_fail(e, RC_E_MISSING, "%s: group '/weights' is missing", path);
@@ -521,6 +526,8 @@ void rc_golden_free(rc_golden *g)
     free(g->transformers_version);
     free(g->torch_version);
     free(g->config_json);
+    free(g->weights_file);
+    free(g->weights_sha256);
     free(g->ids);
     free(g->greedy_tokens);
     free(g->greedy_logits);

@@ -21,8 +21,11 @@ typedef struct rc_golden {
     int64_t n_ids;
     /* probes in data-flow order (probe_order) */
     rc_tensors probes;
-    /* weights by HF name */
+    /* weights by HF name, or (a golden of an existing checkpoint) a reference to the weights file:
+     * its base name, size and sha256 (hex); the file's own description must equal config_json */
     rc_tensors weights;
+    char *weights_file, *weights_sha256;
+    int64_t weights_size;
     /* greedy continuation: tokens [n_steps], logits [n_steps, vocab] */
     int32_t *greedy_tokens;
     float *greedy_logits;

@@ -1,11 +1,13 @@
-/* Model loading from a golden or an HF folder. */
+/* Model loading from a golden, an HF folder or a GGUF file. */
 #include "model.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "gguf.h"
 #include "safetensors.h"
+#include "weights_ref.h"
 
 static int finish(rc_model *m, rc_err *e)
 {
@@ -15,9 +17,70 @@ static int finish(rc_model *m, rc_err *e)
     return rc;
 }
 
+/* The first description field in which a and b differ, or NULL. */
+static const char *config_diff(const rc_config *a, const rc_config *b)
+{
+    if (strcmp(a->model_type, b->model_type)) return "model_type";
+    if (a->vocab != b->vocab) return "vocab_size";
+    if (a->hidden != b->hidden) return "hidden_size";
+    if (a->n_layers != b->n_layers) return "num_hidden_layers";
+    if (a->eps != b->eps) return "rms_norm_eps";
+    if (a->norm != b->norm || a->qk_norm != b->qk_norm || a->v_norm != b->v_norm) return "norm kind";
+    if (a->act != b->act) return "hidden_act";
+    if (a->attn_bias != b->attn_bias) return "attention_bias";
+    if (a->mlp_bias != b->mlp_bias) return "mlp_bias";
+    if (a->tie_embeddings != b->tie_embeddings) return "tie_word_embeddings";
+    if (a->emb_scale != b->emb_scale || a->final_softcap != b->final_softcap || a->post_norms != b->post_norms ||
+        a->layer_scalar != b->layer_scalar || a->ple_dim != b->ple_dim || a->ple_vocab != b->ple_vocab)
+        return "a gemma feature";
+    if (strcmp(a->weight_prefix, b->weight_prefix)) return "weight prefix";
+    if (a->n_ropes != b->n_ropes) return "rope tables";
+    for (int i = 0; i < a->n_ropes; i++) {
+        const rc_rope_desc *x = &a->ropes[i], *y = &b->ropes[i];
+        if (strcmp(x->kind, y->kind) || x->type != y->type || x->theta != y->theta || x->factor != y->factor ||
+            x->head_dim != y->head_dim || x->rot_dim != y->rot_dim || x->n_freq != y->n_freq ||
+            x->exp_den != y->exp_den)
+            return "rope parameters";
+    }
+    if (memcmp(a->layers, b->layers, (size_t)a->n_layers * sizeof *a->layers)) return "a layer's description";
+    return NULL;
+}
+
+/* A golden that references its weights: the file found on the search path, whose own description must
+ * be the golden's config. */
+static int from_golden_ref(rc_model *m, rc_golden *g, rc_err *e)
+{
+    char path[4096];
+    int rc = rc_weights_ref_resolve(g->path, g->weights_file, g->weights_size, g->weights_sha256, path,
+                                    (int)sizeof path, e);
+    if (rc)
+        return rc;
+    if (!rc_gguf_is_gguf(path))
+        return rc_fail(e, RC_E_UNSUPPORTED, "%s: referenced weights file %s is not a GGUF file", g->path, path);
+    if ((rc = rc_model_load(m, path, e)))
+        return rc;
+    rc_config hf;
+    if ((rc = rc_config_parse(g->config_json, &hf, e))) {
+        char tmp[sizeof e->msg];
+        snprintf(tmp, sizeof tmp, "%s", e->msg);
+        rc_model_free(m);
+        return rc_fail(e, rc, "%s: %s", g->path, tmp);
+    }
+    const char *diff = config_diff(&m->cfg, &hf);
+    rc_config_free(&hf);
+    if (diff) {
+        rc_model_free(m);
+        return rc_fail(e, RC_E_FORMAT, "%s: the golden's config and %s's own description differ in %s", g->path,
+                       path, diff);
+    }
+    return RC_OK;
+}
+
 int rc_model_from_golden(rc_model *m, rc_golden *g, rc_err *e)
 {
     memset(m, 0, sizeof *m);
+    if (g->weights_file)
+        return from_golden_ref(m, g, e);
     int rc = rc_config_parse(g->config_json, &m->cfg, e);
     if (rc) {
         char tmp[sizeof e->msg];
@@ -44,6 +107,17 @@ int rc_model_load_dir(rc_model *m, const char *dir, rc_err *e)
     return finish(m, e);
 }
 
+int rc_model_load_gguf(rc_model *m, const char *path, rc_err *e)
+{
+    memset(m, 0, sizeof *m);
+    int rc = rc_gguf_load_model(path, &m->cfg, &m->store, e);
+    if (rc) {
+        memset(m, 0, sizeof *m);
+        return rc;
+    }
+    return finish(m, e);
+}
+
 int rc_model_load(rc_model *m, const char *path, rc_err *e)
 {
     struct stat st;
@@ -51,6 +125,8 @@ int rc_model_load(rc_model *m, const char *path, rc_err *e)
         return rc_fail(e, RC_E_IO, "%s: no such file or folder", path);
     if (S_ISDIR(st.st_mode))
         return rc_model_load_dir(m, path, e);
+    if (rc_gguf_is_gguf(path))
+        return rc_model_load_gguf(m, path, e);
     rc_golden g;
     int rc = rc_golden_load(path, RC_GOLDEN_WEIGHTS, &g, e);
     if (rc)

@@ -13,11 +13,15 @@ typedef struct rc_model {
     rc_weights w;
 } rc_model;
 
-/* From a golden (its config_json and /weights); takes the golden's weights. */
+/* From a golden (its config_json and /weights); takes the golden's weights. A golden that references its
+ * weights file (weights_file, weights_size, weights_sha256) loads that file from the weights search path
+ * (model/weights_ref.h) and refuses it when its description differs from config_json. */
 int rc_model_from_golden(rc_model *m, rc_golden *g, rc_err *e);
 /* From an HF folder: config.json + safetensors. */
 int rc_model_load_dir(rc_model *m, const char *dir, rc_err *e);
-/* A golden .h5 file or an HF folder, whichever path is. */
+/* From a GGUF file (llama architecture; model/gguf.h). */
+int rc_model_load_gguf(rc_model *m, const char *path, rc_err *e);
+/* A golden .h5 file, a GGUF file or an HF folder, whichever path is. */
 int rc_model_load(rc_model *m, const char *path, rc_err *e);
 void rc_model_free(rc_model *m);
 

@@ -1,0 +1,693 @@
+/* GGUF reader: header, key/values, tensor infos, dequantization, and the llama mapping onto HF names. */
+#include "gguf.h"
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "safetensors.h"
+
+#define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
+#define GGUF_MAX_NAME 256
+
+/* ggml's type table (the gguf package's GGML_QUANT_SIZES): block size in values, bytes per block */
+typedef struct ggml_type_info {
+    const char *name;
+    int blck, size;
+} ggml_type_info;
+
+static const ggml_type_info ggml_types[] = {
+    [0] = {"F32", 1, 4},        [1] = {"F16", 1, 2},        [2] = {"Q4_0", 32, 18},     [3] = {"Q4_1", 32, 20},
+    [6] = {"Q5_0", 32, 22},     [7] = {"Q5_1", 32, 24},     [8] = {"Q8_0", 32, 34},     [9] = {"Q8_1", 32, 40},
+    [10] = {"Q2_K", 256, 84},   [11] = {"Q3_K", 256, 110},  [12] = {"Q4_K", 256, 144},  [13] = {"Q5_K", 256, 176},
+    [14] = {"Q6_K", 256, 210},  [15] = {"Q8_K", 256, 292},  [16] = {"IQ2_XXS", 256, 66}, [17] = {"IQ2_XS", 256, 74},
+    [18] = {"IQ3_XXS", 256, 98}, [19] = {"IQ1_S", 256, 50}, [20] = {"IQ4_NL", 32, 18},  [21] = {"IQ3_S", 256, 110},
+    [22] = {"IQ2_S", 256, 82},  [23] = {"IQ4_XS", 256, 136}, [24] = {"I8", 1, 1},       [25] = {"I16", 1, 2},
+    [26] = {"I32", 1, 4},       [27] = {"I64", 1, 8},       [28] = {"F64", 1, 8},       [29] = {"IQ1_M", 256, 56},
+    [30] = {"BF16", 1, 2},      [34] = {"TQ1_0", 256, 54},  [35] = {"TQ2_0", 256, 66},  [39] = {"MXFP4", 32, 17},
+    [40] = {"NVFP4", 64, 36},   [41] = {"Q1_0", 128, 18},
+};
+#define N_GGML_TYPES ((uint32_t)(sizeof ggml_types / sizeof ggml_types[0]))
+
+const char *rc_ggml_type_name(uint32_t type)
+{
+    return type < N_GGML_TYPES ? ggml_types[type].name : NULL;
+}
+
+static int type_supported(uint32_t t)
+{
+    return t == RC_GGML_F32 || t == RC_GGML_F16 || t == RC_GGML_BF16 || t == RC_GGML_Q8_0 || t == RC_GGML_Q4_0 ||
+           t == RC_GGML_Q4_1;
+}
+
+/* ---- a bounds-checked cursor over the mapping ---- */
+typedef struct cur {
+    const unsigned char *p, *end;
+    const char *path;
+    rc_err *e;
+} cur;
+
+static int truncated(cur *c, const char *what)
+{
+    return rc_fail(c->e, RC_E_IO, "%s: GGUF file ends inside %s (truncated?)", c->path, what);
+}
+
+static int take(cur *c, uint64_t n, const unsigned char **out, const char *what)
+{
+    if (n > (uint64_t)(c->end - c->p))
+        return truncated(c, what);
+    *out = c->p;
+    c->p += n;
+    return RC_OK;
+}
+
+static uint64_t le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static int rd_u32(cur *c, uint32_t *v, const char *what)
+{
+    const unsigned char *p = NULL;
+    int rc = take(c, 4, &p, what);
+    if (!rc)
+        *v = (uint32_t)le(p, 4);
+    return rc;
+}
+
+static int rd_u64(cur *c, uint64_t *v, const char *what)
+{
+    const unsigned char *p = NULL;
+    int rc = take(c, 8, &p, what);
+    if (!rc)
+        *v = le(p, 8);
+    return rc;
+}
+
+static int rd_str(cur *c, rc_gguf_str *s, const char *what)
+{
+    uint64_t n;
+    const unsigned char *p = NULL;
+    int rc = rd_u64(c, &n, what);
+    if (!rc && (rc = take(c, n, &p, what)) == RC_OK) {
+        s->s = (const char *)p;
+        s->len = n;
+    }
+    return rc;
+}
+
+static int scalar_size(uint32_t t)
+{
+    static const int sz[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    return t < sizeof sz / sizeof sz[0] ? sz[t] : -1;
+}
+
+/* Skips one value of type t (validating strings and nested arrays). */
+static int skip_value(cur *c, uint32_t t, const char *key, int depth)
+{
+    const unsigned char *p = NULL;
+    if (t == RC_GGUF_STRING) {
+        rc_gguf_str s;
+        return rd_str(c, &s, key);
+    }
+    if (t == RC_GGUF_ARRAY) {
+        uint32_t at;
+        uint64_t n;
+        int rc;
+        if ((rc = rd_u32(c, &at, key)) || (rc = rd_u64(c, &n, key)))
+            return rc;
+        if (depth > 2)
+            return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF key '%s': arrays nested too deep", c->path, key);
+        int es = scalar_size(at);
+        if (at == RC_GGUF_STRING || at == RC_GGUF_ARRAY)
+            es = at == RC_GGUF_STRING ? 8 : 12; /* the least one element can take */
+        if (es <= 0)
+            return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF key '%s': unknown array element type %u", c->path, key, at);
+        if (n > (uint64_t)(c->end - c->p) / (uint64_t)es)
+            return rc_fail(c->e, RC_E_IO, "%s: GGUF key '%s': %llu array elements cannot fit in the file (truncated?)",
+                           c->path, key, (unsigned long long)n);
+        if (at != RC_GGUF_STRING && at != RC_GGUF_ARRAY)
+            return take(c, n * (uint64_t)es, &p, key);
+        for (uint64_t i = 0; i < n; i++)
+            if ((rc = skip_value(c, at, key, depth + 1)))
+                return rc;
+        return RC_OK;
+    }
+    int n = scalar_size(t);
+    if (n <= 0)
+        return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF key '%s' has unknown value type %u", c->path, key, t);
+    return take(c, (uint64_t)n, &p, key);
+}
+
+static char *dup_str(rc_gguf_str s)
+{
+    char *d = malloc(s.len + 1);
+    if (d) {
+        memcpy(d, s.s, s.len);
+        d[s.len] = 0;
+    }
+    return d;
+}
+
+static int read_kvs(rc_gguf *g, cur *c, uint64_t n_kv)
+{
+    /* a key/value takes at least 8 (key length) + 4 (type) + 1 bytes */
+    if (n_kv > (uint64_t)(c->end - c->p) / 13)
+        return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF header claims %llu key/values, more than the file can hold",
+                       c->path, (unsigned long long)n_kv);
+    if (!(g->kv = rc_calloc((int64_t)n_kv ? (int64_t)n_kv : 1, sizeof *g->kv, c->e, "GGUF key/values")))
+        return c->e->code;
+    for (uint64_t i = 0; i < n_kv; i++) {
+        rc_gguf_kv *kv = &g->kv[i];
+        rc_gguf_str k;
+        int rc;
+        if ((rc = rd_str(c, &k, "a metadata key")))
+            return rc;
+        if (!(kv->key = dup_str(k)))
+            return rc_fail(c->e, RC_E_NOMEM, "out of host memory");
+        g->n_kv++;
+        if (strlen(kv->key) != k.len)
+            return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF metadata key %llu contains a NUL byte", c->path,
+                           (unsigned long long)i);
+        for (uint64_t j = 0; j < i; j++)
+            if (!strcmp(g->kv[j].key, kv->key))
+                return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF key '%s' appears twice", c->path, kv->key);
+        if ((rc = rd_u32(c, &kv->type, kv->key)))
+            return rc;
+        if (kv->type == RC_GGUF_ARRAY) {
+            const unsigned char *start = c->p;
+            if ((rc = rd_u32(c, &kv->arr_type, kv->key)) || (rc = rd_u64(c, &kv->arr_n, kv->key)))
+                return rc;
+            kv->val = c->p;
+            c->p = start;
+        } else
+            kv->val = c->p;
+        if ((rc = skip_value(c, kv->type, kv->key, 0)))
+            return rc;
+    }
+    return RC_OK;
+}
+
+static int read_tensor_infos(rc_gguf *g, cur *c, uint64_t n_t, uint64_t **offsets)
+{
+    /* a tensor info takes at least 8 (name length) + 4 (n_dims) + 4 (type) + 8 (offset) bytes */
+    if (n_t > (uint64_t)(c->end - c->p) / 24)
+        return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF header claims %llu tensors, more than the file can hold", c->path,
+                       (unsigned long long)n_t);
+    g->t = rc_calloc((int64_t)n_t ? (int64_t)n_t : 1, sizeof *g->t, c->e, "GGUF tensors");
+    *offsets = rc_calloc((int64_t)n_t ? (int64_t)n_t : 1, sizeof **offsets, c->e, "GGUF tensor offsets");
+    if (!g->t || !*offsets)
+        return c->e->code;
+    for (uint64_t i = 0; i < n_t; i++) {
+        rc_gguf_tensor *t = &g->t[i];
+        rc_gguf_str nm;
+        uint32_t nd;
+        int rc;
+        if ((rc = rd_str(c, &nm, "a tensor name")))
+            return rc;
+        if (nm.len == 0 || nm.len >= GGUF_MAX_NAME || memchr(nm.s, 0, nm.len))
+            return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF tensor %llu has an empty, overlong or NUL-holding name",
+                           c->path, (unsigned long long)i);
+        if (!(t->name = dup_str(nm)))
+            return rc_fail(c->e, RC_E_NOMEM, "out of host memory");
+        g->n_t++;
+        if ((rc = rd_u32(c, &nd, t->name)))
+            return rc;
+        if (nd < 1 || nd > RC_MAX_DIMS)
+            return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF tensor '%s' has %u dimensions (1 to %d)", c->path, t->name,
+                           nd, RC_MAX_DIMS);
+        t->ndim = (int)nd;
+        t->numel = 1;
+        for (uint32_t d = 0; d < nd; d++) {
+            uint64_t v;
+            if ((rc = rd_u64(c, &v, t->name)))
+                return rc;
+            if (v == 0 || v > (uint64_t)INT64_MAX || !rc_mul_i64(t->numel, (int64_t)v, &t->numel))
+                return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF tensor '%s': dimension %u = %llu is zero or overflows",
+                               c->path, t->name, d, (unsigned long long)v);
+            t->ne[d] = (int64_t)v;
+        }
+        if ((rc = rd_u32(c, &t->type, t->name)) || (rc = rd_u64(c, &(*offsets)[i], t->name)))
+            return rc;
+        const char *tn = rc_ggml_type_name(t->type);
+        if (!tn)
+            return rc_fail(c->e, RC_E_UNSUPPORTED, "%s: GGUF tensor '%s' has unknown ggml type %u", c->path, t->name,
+                           t->type);
+        const ggml_type_info *ti = &ggml_types[t->type];
+        if (t->ne[0] % ti->blck)
+            return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF tensor '%s': row length %lld is not a multiple of %s's block %d",
+                           c->path, t->name, (long long)t->ne[0], tn, ti->blck);
+        if (!rc_mul_i64(t->numel / ti->blck, ti->size, &t->nbytes))
+            return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF tensor '%s' is too large", c->path, t->name);
+        for (uint64_t j = 0; j < i; j++)
+            if (!strcmp(g->t[j].name, t->name))
+                return rc_fail(c->e, RC_E_FORMAT, "%s: GGUF tensor '%s' appears twice", c->path, t->name);
+    }
+    return RC_OK;
+}
+
+int rc_gguf_is_gguf(const char *path)
+{
+    unsigned char m[4];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    int ok = fread(m, 1, 4, f) == 4 && le(m, 4) == GGUF_MAGIC;
+    fclose(f);
+    return ok;
+}
+
+int rc_gguf_open(rc_gguf *g, const char *path, rc_err *e)
+{
+    memset(g, 0, sizeof *g);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return rc_fail(e, RC_E_IO, "%s: no such file or not readable", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 24) {
+        close(fd);
+        return rc_fail(e, RC_E_IO, "%s: too short for a GGUF file (truncated?)", path);
+    }
+    g->size = (uint64_t)st.st_size;
+    void *map = mmap(NULL, (size_t)g->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return rc_fail(e, RC_E_IO, "%s: mmap failed", path);
+    g->map = map;
+    if (!(g->path = strdup(path))) {
+        rc_gguf_close(g);
+        return rc_fail(e, RC_E_NOMEM, "out of host memory");
+    }
+    cur c = {.p = g->map, .end = g->map + g->size, .path = path, .e = e};
+    uint32_t magic;
+    uint64_t n_t, n_kv, *offsets = NULL;
+    int rc = rd_u32(&c, &magic, "the header");
+    if (!rc && magic != GGUF_MAGIC)
+        rc = rc_fail(e, RC_E_FORMAT, "%s: not a GGUF file (bad magic)", path);
+    if (!rc)
+        rc = rd_u32(&c, &g->version, "the header");
+    if (!rc && g->version != 2 && g->version != 3)
+        rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF version %u (this build reads 2 and 3)", path, g->version);
+    if (!rc)
+        rc = rd_u64(&c, &n_t, "the header");
+    if (!rc)
+        rc = rd_u64(&c, &n_kv, "the header");
+    if (!rc)
+        rc = read_kvs(g, &c, n_kv);
+    if (!rc)
+        rc = read_tensor_infos(g, &c, n_t, &offsets);
+    g->alignment = 32;
+    const rc_gguf_kv *al = rc_gguf_find(g, "general.alignment");
+    if (!rc && al) {
+        int64_t a;
+        if ((rc = rc_gguf_get_int(g, al, &a, e)) == RC_OK && (a < 1 || a > (1 << 20) || (a & (a - 1))))
+            rc = rc_fail(e, RC_E_FORMAT, "%s: general.alignment = %lld is not a power of two", path, (long long)a);
+        if (!rc)
+            g->alignment = (uint64_t)a;
+    }
+    uint64_t start = (uint64_t)(c.p - g->map);
+    start = (start + g->alignment - 1) / g->alignment * g->alignment;
+    for (int64_t i = 0; !rc && i < g->n_t; i++) {
+        rc_gguf_tensor *t = &g->t[i];
+        if (offsets[i] % g->alignment)
+            rc = rc_fail(e, RC_E_FORMAT, "%s: GGUF tensor '%s' at offset %llu is not aligned to %llu", path, t->name,
+                         (unsigned long long)offsets[i], (unsigned long long)g->alignment);
+        else if (start > g->size || offsets[i] > g->size - start || (uint64_t)t->nbytes > g->size - start - offsets[i])
+            rc = rc_fail(e, RC_E_IO, "%s: GGUF tensor '%s' lies past the end of the file (truncated?)", path, t->name);
+        else
+            t->data = g->map + start + offsets[i];
+    }
+    free(offsets);
+    if (rc)
+        rc_gguf_close(g);
+    return rc;
+}
+
+void rc_gguf_close(rc_gguf *g)
+{
+    for (int64_t i = 0; i < g->n_kv; i++)
+        free(g->kv[i].key);
+    for (int64_t i = 0; i < g->n_t; i++)
+        free(g->t[i].name);
+    free(g->kv);
+    free(g->t);
+    if (g->map)
+        munmap(g->map, (size_t)g->size);
+    free(g->path);
+    memset(g, 0, sizeof *g);
+}
+
+const rc_gguf_kv *rc_gguf_find(const rc_gguf *g, const char *key)
+{
+    for (int64_t i = 0; i < g->n_kv; i++)
+        if (!strcmp(g->kv[i].key, key))
+            return &g->kv[i];
+    return NULL;
+}
+
+const rc_gguf_tensor *rc_gguf_find_tensor(const rc_gguf *g, const char *name)
+{
+    for (int64_t i = 0; i < g->n_t; i++)
+        if (!strcmp(g->t[i].name, name))
+            return &g->t[i];
+    return NULL;
+}
+
+static int wrong_type(const rc_gguf *g, const rc_gguf_kv *kv, const char *want, rc_err *e)
+{
+    return rc_fail(e, RC_E_FORMAT, "%s: GGUF key '%s' has value type %u, expected %s", g->path, kv->key, kv->type,
+                   want);
+}
+
+int rc_gguf_get_int(const rc_gguf *g, const rc_gguf_kv *kv, int64_t *out, rc_err *e)
+{
+    const unsigned char *p = kv->val;
+    switch (kv->type) {
+    case RC_GGUF_U8: *out = p[0]; break;
+    case RC_GGUF_I8: *out = (int8_t)p[0]; break;
+    case RC_GGUF_U16: *out = (int64_t)le(p, 2); break;
+    case RC_GGUF_I16: *out = (int16_t)le(p, 2); break;
+    case RC_GGUF_U32: *out = (int64_t)le(p, 4); break;
+    case RC_GGUF_I32: *out = (int32_t)le(p, 4); break;
+    case RC_GGUF_I64: *out = (int64_t)le(p, 8); break;
+    case RC_GGUF_U64:
+        if (le(p, 8) > (uint64_t)INT64_MAX)
+            return rc_fail(e, RC_E_RANGE, "%s: GGUF key '%s' is out of range", g->path, kv->key);
+        *out = (int64_t)le(p, 8);
+        break;
+    default: return wrong_type(g, kv, "an integer", e);
+    }
+    return RC_OK;
+}
+
+int rc_gguf_get_float(const rc_gguf *g, const rc_gguf_kv *kv, double *out, rc_err *e)
+{
+    if (kv->type == RC_GGUF_F32) {
+        uint32_t u = (uint32_t)le(kv->val, 4);
+        float f;
+        memcpy(&f, &u, 4);
+        *out = f;
+    } else if (kv->type == RC_GGUF_F64) {
+        uint64_t u = le(kv->val, 8);
+        memcpy(out, &u, 8);
+    } else
+        return wrong_type(g, kv, "a float", e);
+    return RC_OK;
+}
+
+int rc_gguf_get_str(const rc_gguf *g, const rc_gguf_kv *kv, rc_gguf_str *out, rc_err *e)
+{
+    if (kv->type != RC_GGUF_STRING)
+        return wrong_type(g, kv, "a string", e);
+    out->len = le(kv->val, 8);
+    out->s = (const char *)kv->val + 8;
+    return RC_OK;
+}
+
+int rc_gguf_get_strs(const rc_gguf *g, const rc_gguf_kv *kv, rc_gguf_str *out, rc_err *e)
+{
+    if (kv->type != RC_GGUF_ARRAY || kv->arr_type != RC_GGUF_STRING)
+        return wrong_type(g, kv, "an array of strings", e);
+    const unsigned char *p = kv->val; /* validated by rc_gguf_open */
+    for (uint64_t i = 0; i < kv->arr_n; i++) {
+        out[i].len = le(p, 8);
+        out[i].s = (const char *)p + 8;
+        p += 8 + out[i].len;
+    }
+    return RC_OK;
+}
+
+/* ---- dequantization: the gguf package's float32 arithmetic, operation for operation ---- */
+static float f16_at(const unsigned char *p)
+{
+    return rc_f16_to_f32((uint16_t)le(p, 2));
+}
+
+int rc_ggml_dequant(uint32_t type, const unsigned char *src, int64_t n, float *dst, rc_err *e)
+{
+    if (!type_supported(type))
+        return rc_fail(e, RC_E_UNSUPPORTED, "ggml type %s is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1)",
+                       rc_ggml_type_name(type) ? rc_ggml_type_name(type) : "?");
+    const int blck = ggml_types[type].blck, bs = ggml_types[type].size;
+    if (n % blck)
+        return rc_fail(e, RC_E_SHAPE, "%lld values are not a whole number of %s blocks", (long long)n,
+                       rc_ggml_type_name(type));
+    for (int64_t b = 0; b < n / blck; b++) {
+        const unsigned char *q = src + b * bs;
+        float *y = dst + b * blck;
+        switch (type) {
+        case RC_GGML_F32: {
+            uint32_t u = (uint32_t)le(q, 4);
+            memcpy(y, &u, 4);
+            break;
+        }
+        case RC_GGML_F16: y[0] = f16_at(q); break;
+        case RC_GGML_BF16: y[0] = rc_bf16_to_f32((uint16_t)le(q, 2)); break;
+        case RC_GGML_Q8_0: {
+            const float d = f16_at(q);
+            for (int j = 0; j < 32; j++)
+                y[j] = (float)(int8_t)q[2 + j] * d;
+            break;
+        }
+        case RC_GGML_Q4_0: {
+            const float d = f16_at(q);
+            for (int j = 0; j < 16; j++) {
+                y[j] = d * (float)((q[2 + j] & 0x0f) - 8);
+                y[j + 16] = d * (float)((q[2 + j] >> 4) - 8);
+            }
+            break;
+        }
+        case RC_GGML_Q4_1: {
+            const float d = f16_at(q), m = f16_at(q + 2);
+            for (int j = 0; j < 16; j++) {
+                const float lo = d * (float)(q[4 + j] & 0x0f), hi = d * (float)(q[4 + j] >> 4);
+                y[j] = lo + m;
+                y[j + 16] = hi + m;
+            }
+            break;
+        }
+        }
+    }
+    return RC_OK;
+}
+
+int rc_gguf_tensor_f32(const rc_gguf *g, const rc_gguf_tensor *t, float **out, rc_err *e)
+{
+    *out = NULL;
+    if (!type_supported(t->type))
+        return rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF tensor '%s' has type %s (supported: F32, F16, BF16, Q8_0, Q4_0, "
+                       "Q4_1)", g->path, t->name, rc_ggml_type_name(t->type));
+    float *y = rc_calloc(t->numel, sizeof *y, e, t->name);
+    if (!y)
+        return e->code;
+    int rc = rc_ggml_dequant(t->type, t->data, t->numel, y, e);
+    if (rc) {
+        free(y);
+        return rc;
+    }
+    *out = y;
+    return RC_OK;
+}
+
+/* ---- llama: metadata -> config.json, tensor names -> HF names ---- */
+
+/* llama.<key> -> HF config field (transformers' GGUF_CONFIG_MAPPING["llama"]) */
+static const struct { const char *gguf, *hf; int is_float; } llama_keys[] = {
+    {"context_length", "max_position_embeddings", 0},
+    {"block_count", "num_hidden_layers", 0},
+    {"feed_forward_length", "intermediate_size", 0},
+    {"embedding_length", "hidden_size", 0},
+    {"rope.dimension_count", "head_dim", 0},
+    {"rope.freq_base", "rope_theta", 1},
+    {"attention.head_count", "num_attention_heads", 0},
+    {"attention.head_count_kv", "num_key_value_heads", 0},
+    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1},
+    {"vocab_size", "vocab_size", 0},
+};
+#define N_LLAMA_KEYS ((int)(sizeof llama_keys / sizeof llama_keys[0]))
+
+/* blk.N.<gguf> -> model.layers.N.<hf> */
+static const struct { const char *gguf, *hf; } llama_layer_names[] = {
+    {"attn_norm", "input_layernorm"},     {"attn_q", "self_attn.q_proj"},   {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},       {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},        {"ffn_down", "mlp.down_proj"},
+};
+
+/* The HF name of a llama GGUF tensor into hf (empty when there is none); *qk = 1 for q, 2 for k. */
+static void llama_hf_name(const char *name, char *hf, size_t cap, int *qk)
+{
+    static const struct { const char *gguf, *hf; } globals[] = {
+        {"token_embd.weight", "model.embed_tokens.weight"},
+        {"output_norm.weight", "model.norm.weight"},
+        {"output.weight", "lm_head.weight"},
+    };
+    hf[0] = 0;
+    *qk = 0;
+    for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
+        if (!strcmp(name, globals[i].gguf)) {
+            snprintf(hf, cap, "%s", globals[i].hf);
+            return;
+        }
+    int layer, n = 0;
+    char part[64], kind[16];
+    if (sscanf(name, "blk.%d.%63[a-z_].%15[a-z]%n", &layer, part, kind, &n) != 3 || name[n] || layer < 0 ||
+        (strcmp(kind, "weight") && strcmp(kind, "bias")))
+        return;
+    char canon[GGUF_MAX_NAME];
+    snprintf(canon, sizeof canon, "blk.%d.%s.%s", layer, part, kind);
+    if (strcmp(canon, name)) /* no leading zeros or signs in the layer number */
+        return;
+    for (size_t i = 0; i < sizeof llama_layer_names / sizeof llama_layer_names[0]; i++)
+        if (!strcmp(part, llama_layer_names[i].gguf)) {
+            snprintf(hf, cap, "model.layers.%d.%s.%s", layer, llama_layer_names[i].hf, kind);
+            *qk = !strcmp(part, "attn_q") ? 1 : !strcmp(part, "attn_k") ? 2 : 0;
+        }
+}
+
+/* The description HF's GGUF loader builds, as the config.json text rc_config_parse reads. */
+static int llama_config_json(const rc_gguf *g, char **out, int64_t *n_heads, int64_t *n_kv_heads, rc_err *e)
+{
+    *out = NULL;
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return rc_fail(e, RC_E_NOMEM, "out of host memory");
+    int rc = RC_OK;
+    const rc_gguf_kv *name = rc_gguf_find(g, "general.name");
+    rc_gguf_str s = {"", 0};
+    if (name && (rc = rc_gguf_get_str(g, name, &s, e)))
+        goto done;
+    /* transformers loads a llama GGUF named exactly "mistral" as model_type mistral ("mistral" in [name]) */
+    cJSON_AddStringToObject(j, "model_type", s.len == 7 && !memcmp(s.s, "mistral", 7) ? "mistral" : "llama");
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        const rc_gguf_kv *kv = &g->kv[i];
+        if (strncmp(kv->key, "llama.", 6))
+            continue;
+        int k = 0;
+        while (k < N_LLAMA_KEYS && strcmp(kv->key + 6, llama_keys[k].gguf))
+            k++;
+        if (k == N_LLAMA_KEYS) {
+            rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF key '%s' is not supported (HF's llama mapping ignores it)",
+                         g->path, kv->key);
+            goto done;
+        }
+        double v;
+        int64_t iv;
+        if (llama_keys[k].is_float)
+            rc = rc_gguf_get_float(g, kv, &v, e);
+        else if ((rc = rc_gguf_get_int(g, kv, &iv, e)) == RC_OK)
+            v = (double)iv;
+        if (rc)
+            goto done;
+        cJSON_AddNumberToObject(j, llama_keys[k].hf, v);
+    }
+    const rc_gguf_tensor *emb = rc_gguf_find_tensor(g, "token_embd.weight");
+    if (!cJSON_GetObjectItemCaseSensitive(j, "vocab_size")) {
+        const rc_gguf_kv *tok = rc_gguf_find(g, "tokenizer.ggml.tokens");
+        if (tok && tok->type == RC_GGUF_ARRAY)
+            cJSON_AddNumberToObject(j, "vocab_size", (double)tok->arr_n);
+        else if (emb && emb->ndim == 2)
+            cJSON_AddNumberToObject(j, "vocab_size", (double)emb->ne[1]);
+    }
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "num_attention_heads");
+    const cJSON *kvh = cJSON_GetObjectItemCaseSensitive(j, "num_key_value_heads");
+    *n_heads = cJSON_IsNumber(h) ? (int64_t)h->valuedouble : 0;
+    *n_kv_heads = cJSON_IsNumber(kvh) ? (int64_t)kvh->valuedouble : *n_heads;
+    cJSON_AddBoolToObject(j, "tie_word_embeddings", rc_gguf_find_tensor(g, "output.weight") == NULL);
+    cJSON_AddBoolToObject(j, "attention_bias", rc_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL);
+    cJSON_AddBoolToObject(j, "mlp_bias", rc_gguf_find_tensor(g, "blk.0.ffn_gate.bias") != NULL);
+    if (!(*out = cJSON_PrintUnformatted(j)))
+        rc = rc_fail(e, RC_E_NOMEM, "out of host memory");
+done:
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* transformers' LlamaTensorProcessor._reverse_permute_weights: rows viewed as [heads, 2, D/2] become
+ * [heads, D/2, 2] (llama.cpp's convert script interleaved the rotary halves). */
+static int reverse_permute(float *w, const int64_t *shape, int ndim, int64_t heads, const char *name, rc_err *e)
+{
+    const int64_t rows = shape[0], cols = ndim > 1 ? shape[1] : 1;
+    if (heads < 1 || rows % (2 * heads))
+        return rc_fail(e, RC_E_SHAPE, "GGUF tensor '%s': %lld rows do not split into %lld heads of rotary pairs", name,
+                       (long long)rows, (long long)heads);
+    const int64_t half = rows / heads / 2;
+    float *tmp = rc_calloc(rows * cols, sizeof *tmp, e, name);
+    if (!tmp)
+        return e->code;
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t d = 0; d < half; d++)
+            for (int64_t j = 0; j < 2; j++) /* new row [h, j, d] = old row [h, d, j] */
+                memcpy(tmp + ((h * 2 + j) * half + d) * cols, w + ((h * half + d) * 2 + j) * cols,
+                       (size_t)cols * sizeof *w);
+    memcpy(w, tmp, (size_t)(rows * cols) * sizeof *w);
+    free(tmp);
+    return RC_OK;
+}
+
+static int load_llama_tensors(const rc_gguf *g, int64_t n_heads, int64_t n_kv_heads, rc_tensors *store, rc_err *e)
+{
+    for (int64_t i = 0; i < g->n_t; i++) {
+        const rc_gguf_tensor *t = &g->t[i];
+        char hf[GGUF_MAX_NAME + 64];
+        int qk, rc;
+        llama_hf_name(t->name, hf, sizeof hf, &qk);
+        if (!hf[0])
+            return rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF tensor '%s' has no llama weight it maps to", g->path,
+                           t->name);
+        int64_t shape[RC_MAX_DIMS];
+        for (int d = 0; d < t->ndim; d++) /* GGUF lists dimensions innermost first */
+            shape[d] = t->ne[t->ndim - 1 - d];
+        float *w;
+        if ((rc = rc_gguf_tensor_f32(g, t, &w, e)))
+            return rc;
+        if (qk && (rc = reverse_permute(w, shape, t->ndim, qk == 1 ? n_heads : n_kv_heads, t->name, e))) {
+            free(w);
+            return rc;
+        }
+        if ((rc = rc_tensors_add(store, hf, t->ndim, shape, w, e)))
+            return rc;
+    }
+    return RC_OK;
+}
+
+int rc_gguf_load_model(const char *path, rc_config *cfg, rc_tensors *store, rc_err *e)
+{
+    memset(cfg, 0, sizeof *cfg);
+    rc_gguf g;
+    int rc = rc_gguf_open(&g, path, e);
+    if (rc)
+        return rc;
+    const rc_gguf_kv *arch = rc_gguf_find(&g, "general.architecture");
+    rc_gguf_str a;
+    char *json = NULL;
+    int64_t nh = 0, nkv = 0;
+    if (!arch)
+        rc = rc_fail(e, RC_E_FORMAT, "%s: GGUF key 'general.architecture' is missing", path);
+    else if ((rc = rc_gguf_get_str(&g, arch, &a, e)) == RC_OK && !(a.len == 5 && !memcmp(a.s, "llama", 5)))
+        rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF architecture '%.*s' is not supported (supported: llama)", path,
+                     (int)(a.len > 64 ? 64 : a.len), a.s);
+    if (!rc)
+        rc = llama_config_json(&g, &json, &nh, &nkv, e);
+    if (!rc && (rc = rc_config_parse(json, cfg, e))) {
+        char tmp[sizeof e->msg];
+        snprintf(tmp, sizeof tmp, "%s", e->msg);
+        rc = rc_fail(e, rc, "%s: %s", path, tmp);
+    }
+    if (!rc)
+        rc = load_llama_tensors(&g, nh, nkv, store, e);
+    free(json);
+    rc_gguf_close(&g);
+    if (rc) {
+        rc_config_free(cfg);
+        rc_tensors_free(store);
+    }
+    return rc;
+}

@@ -1,0 +1,83 @@
+/* GGUF (v2, v3) reader: metadata, tensors memory-mapped and dequantized to fp32, a llama GGUF as a model. */
+#ifndef RC_GGUF_H
+#define RC_GGUF_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "tensor.h"
+
+/* GGUF metadata value types */
+enum {
+    RC_GGUF_U8 = 0, RC_GGUF_I8, RC_GGUF_U16, RC_GGUF_I16, RC_GGUF_U32, RC_GGUF_I32, RC_GGUF_F32, RC_GGUF_BOOL,
+    RC_GGUF_STRING, RC_GGUF_ARRAY, RC_GGUF_U64, RC_GGUF_I64, RC_GGUF_F64,
+};
+
+/* ggml tensor types this reader dequantizes (the others are named in messages and refused) */
+enum { RC_GGML_F32 = 0, RC_GGML_F16 = 1, RC_GGML_Q4_0 = 2, RC_GGML_Q4_1 = 3, RC_GGML_Q8_0 = 8, RC_GGML_BF16 = 30 };
+
+typedef struct rc_gguf_kv {
+    char *key;
+    uint32_t type;                /* RC_GGUF_* */
+    uint32_t arr_type;            /* element type when type == RC_GGUF_ARRAY */
+    uint64_t arr_n;               /* element count when type == RC_GGUF_ARRAY */
+    const unsigned char *val;     /* the value (or the array's first element) inside the mapping */
+} rc_gguf_kv;
+
+typedef struct rc_gguf_tensor {
+    char *name;
+    int ndim;
+    int64_t ne[RC_MAX_DIMS];      /* GGUF order: ne[0] is the innermost (contiguous) dimension */
+    int64_t numel, nbytes;
+    uint32_t type;                /* ggml type */
+    const unsigned char *data;    /* inside the mapping */
+} rc_gguf_tensor;
+
+typedef struct rc_gguf {
+    char *path;
+    unsigned char *map;
+    uint64_t size;
+    uint32_t version;
+    uint64_t alignment;
+    rc_gguf_kv *kv;
+    int64_t n_kv;
+    rc_gguf_tensor *t;
+    int64_t n_t;
+} rc_gguf;
+
+/* A string inside the mapping (not NUL-terminated). */
+typedef struct rc_gguf_str {
+    const char *s;
+    uint64_t len;
+} rc_gguf_str;
+
+/* Maps and validates a whole file: header, every key/value, every tensor's type, shape, offset and extent.
+ * Truncated or inconsistent files fail with one line naming the problem. */
+int rc_gguf_open(rc_gguf *g, const char *path, rc_err *e);
+void rc_gguf_close(rc_gguf *g);
+/* 1 when the file at path starts with the GGUF magic. */
+int rc_gguf_is_gguf(const char *path);
+
+const rc_gguf_kv *rc_gguf_find(const rc_gguf *g, const char *key);
+const rc_gguf_tensor *rc_gguf_find_tensor(const rc_gguf *g, const char *name);
+/* Scalar integer / float / string values of any width; RC_E_FORMAT naming the key when the type differs. */
+int rc_gguf_get_int(const rc_gguf *g, const rc_gguf_kv *kv, int64_t *out, rc_err *e);
+int rc_gguf_get_float(const rc_gguf *g, const rc_gguf_kv *kv, double *out, rc_err *e);
+int rc_gguf_get_str(const rc_gguf *g, const rc_gguf_kv *kv, rc_gguf_str *out, rc_err *e);
+/* The strings of a string array, out[kv->arr_n]. */
+int rc_gguf_get_strs(const rc_gguf *g, const rc_gguf_kv *kv, rc_gguf_str *out, rc_err *e);
+
+/* "Q4_1", or NULL for a type id ggml does not define. */
+const char *rc_ggml_type_name(uint32_t type);
+/* Dequantizes n values of a supported type (n a multiple of its block) into dst, bit-identical to the gguf
+ * Python package's dequantize. */
+int rc_ggml_dequant(uint32_t type, const unsigned char *src, int64_t n, float *dst, rc_err *e);
+/* A tensor dequantized to a malloc'd fp32 array of numel values. */
+int rc_gguf_tensor_f32(const rc_gguf *g, const rc_gguf_tensor *t, float **out, rc_err *e);
+
+/* A llama GGUF as a model: the description HF's GGUF loader builds (through a config.json that
+ * rc_config_parse reads), and every tensor dequantized under its HF name, q/k rows un-permuted as
+ * transformers does. Other architectures are refused by name. */
+int rc_gguf_load_model(const char *path, rc_config *cfg, rc_tensors *store, rc_err *e);
+
+#endif

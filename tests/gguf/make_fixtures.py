@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Writes the committed GGUF fixtures of tests/gguf/ (run once; needs the gguf package, and torch,
+transformers and accelerate for the HF side):
+
+    python3 tests/gguf/make_fixtures.py
+
+dequant.gguf: for each supported ggml type a [4, 64] tensor '<type>' (random data, quantized by
+gguf.quants.quantize, with extreme rows: zeros, tiny values whose scale is an fp16 subnormal, large values)
+and '<type>.expected', the F32 result of gguf.quants.dequantize on the stored bytes.
+tiny_llama.gguf: a 2-layer llama (tied embeddings, q/k permuted as llama.cpp's convert script does, mixed
+F32/F16/Q8_0/Q4_0/Q4_1/BF16 tensors); tiny_llama_hf.gguf: what transformers loads from it, every tensor
+fp32 under its HF name, and the HF config as the string 'hf.config_json'.
+"""
+import json
+import os
+import sys
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as Q
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TYPES = [("f32", Q.F32), ("f16", Q.F16), ("bf16", Q.BF16), ("q8_0", Q.Q8_0), ("q4_0", Q.Q4_0), ("q4_1", Q.Q4_1)]
+
+
+def sample(rng, rows=4, cols=64):
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    x[1] = 0.0                                         # all-zero blocks (scale 0)
+    x[2] *= np.float32(1e-6)                           # fp16-subnormal scales
+    x[3, :32] *= np.float32(300.0)                     # large values
+    x[3, 32:] = np.linspace(-2, 1, 32, dtype=np.float32)  # an asymmetric block
+    return x
+
+
+def add(w, name, data, qtype):
+    raw = gguf.quants.quantize(data, qtype)
+    w.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=qtype)
+    return raw
+
+
+def dequant_fixture(path):
+    rng = np.random.default_rng(11)
+    w = gguf.GGUFWriter(path, "none")
+    for name, qtype in TYPES:
+        raw = add(w, name, sample(rng), qtype)
+        w.add_tensor(name + ".expected", gguf.quants.dequantize(raw, qtype).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def permute(w, n_head, n_head_kv):  # llama.cpp convert_hf_to_gguf.py LlamaModel.permute
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def tiny_llama(path):
+    rng = np.random.default_rng(12)
+    V, H, I, L, NH, NKV = 66, 64, 96, 2, 4, 2
+    D = H // NH
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_name("tiny llama fixture")
+    w.add_context_length(256)
+    w.add_block_count(L)
+    w.add_embedding_length(H)
+    w.add_feed_forward_length(I)
+    w.add_head_count(NH)
+    w.add_head_count_kv(NKV)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(D)
+    w.add_vocab_size(V)
+    w.add_tokenizer_model("gpt2")
+    toks = [bytes([0x21 + i]).decode() for i in range(64)] + ["TH", "HE"]  # '!'..'`', two merges
+    w.add_token_list(toks)
+    w.add_token_types([1] * V)
+    w.add_token_merges(["T H", "H E"])
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(1)
+
+    def r(*shape, scale=0.1):
+        return (scale * rng.standard_normal(shape)).astype(np.float32)
+    add(w, "token_embd.weight", r(V, H), Q.Q8_0)
+    for i in range(L):
+        add(w, f"blk.{i}.attn_norm.weight", 1 + r(H), Q.F32)
+        add(w, f"blk.{i}.attn_q.weight", permute(r(NH * D, H), NH, NH), Q.Q4_1)
+        add(w, f"blk.{i}.attn_k.weight", permute(r(NKV * D, H), NH, NKV), Q.Q4_0)
+        add(w, f"blk.{i}.attn_v.weight", r(NKV * D, H), Q.F16)
+        add(w, f"blk.{i}.attn_output.weight", r(H, NH * D), Q.BF16)
+        add(w, f"blk.{i}.ffn_norm.weight", 1 + r(H), Q.F32)
+        add(w, f"blk.{i}.ffn_gate.weight", r(I, H), Q.Q4_1)
+        add(w, f"blk.{i}.ffn_up.weight", r(I, H), Q.Q8_0)
+        add(w, f"blk.{i}.ffn_down.weight", r(H, I), Q.Q4_0)
+    add(w, "output_norm.weight", 1 + r(H), Q.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def hf_expected(src, path):
+    import torch
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(os.path.dirname(src), gguf_file=os.path.basename(src),
+                                             dtype=torch.float32)
+    w = gguf.GGUFWriter(path, "none")
+    w.add_string("hf.config_json", m.config.to_json_string(use_diff=False))
+    for name, t in m.state_dict().items():
+        if name == "lm_head.weight" and m.config.tie_word_embeddings:
+            continue
+        w.add_tensor(name, t.detach().numpy().astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    dequant_fixture(os.path.join(HERE, "dequant.gguf"))
+    tiny = os.path.join(HERE, "tiny_llama.gguf")
+    tiny_llama(tiny)
+    hf_expected(tiny, os.path.join(HERE, "tiny_llama_hf.gguf"))
+    for f in ("dequant.gguf", "tiny_llama.gguf", "tiny_llama_hf.gguf"):
+        print(f, os.path.getsize(os.path.join(HERE, f)), "bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
