@@ -1,7 +1,8 @@
 /* The tokenizer against HF `tokenizers` (fixture.json, generated once by gen_fixture.py): every text's ids
  * identical for each committed tokenizer (from tokenizer.json, and SmolLM2's also from GGUF-style arrays);
  * decode round-trips valid UTF-8 and equals HF's lossy decode elsewhere; streamed decode equals whole decode;
- * unsupported or broken tokenizers are refused. */
+ * unsupported or broken tokenizers are refused; chat templates recognised by text render as HF's Jinja does
+ * (chat.json); an HF folder's tokenizer, template and stop ids load. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +15,9 @@
 #include <cmocka.h>
 
 #include "io.h"
+#include "text.h"
 #include "tokenizer.h"
+#include "../testutil.h"
 
 #ifndef RC_TEST_TOKENIZER_DIR
 #define RC_TEST_TOKENIZER_DIR "tests/tokenizer"
@@ -371,6 +374,90 @@ static void test_refusals(void **state)
     assert_non_null(strstr(e.msg, "/nonexistent/tokenizer.json"));
 }
 
+
+static void test_chat_matches_hf(void **state)
+{
+    (void)state;
+    rc_err e = {0};
+    char *text = rc_read_text(RC_TEST_TOKENIZER_DIR "/chat.json", "chat fixture", 0, &e);
+    assert_non_null(text);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    assert_non_null(root);
+    const cJSON *it;
+    int n = 0;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(root, "renders")) {
+        const char *name = cJSON_GetObjectItem(it, "template")->valuestring;
+        const char *tpl = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "templates"), name)->valuestring;
+        const rc_chat *c;
+        assert_int_equal(rc_chat_find(tpl, &c, &e), RC_OK);
+        assert_string_equal(c->name, name);
+        const cJSON *sys = cJSON_GetObjectItem(it, "system");
+        char *out;
+        assert_int_equal(rc_chat_apply(c, cJSON_IsString(sys) ? sys->valuestring : NULL,
+                                       cJSON_GetObjectItem(it, "user")->valuestring,
+                                       cJSON_GetObjectItem(it, "bos_token")->valuestring, &out, &e), RC_OK);
+        assert_string_equal(out, cJSON_GetObjectItem(it, "text")->valuestring);
+        free(out);
+        n++;
+    }
+    assert_true(n >= 15);
+    const rc_chat *c;
+    assert_int_equal(rc_chat_find("{% for m in messages %}{{ m['content'] }}{% endfor %}", &c, &e), RC_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "not one we recognise"));
+    assert_null(c);
+    cJSON_Delete(root);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_hf_folder(void **state)
+{
+    (void)state;
+    rc_err e = {0};
+    char *dir = tu_tmpdir();
+    rc_text t;
+    assert_int_equal(rc_text_load_hf(&t, dir, &e), RC_E_MISSING);
+    assert_non_null(strstr(e.msg, "tokenizer.json"));
+    char *tok = rc_read_text(RC_TEST_TOKENIZER_DIR "/smollm2.json", "tokenizer", 0, &e);
+    assert_non_null(tok);
+    write_file(dir, "tokenizer.json", tok);
+    free(tok);
+    write_file(dir, "config.json", "{\"eos_token_id\": 2, \"bos_token_id\": 1}");
+    write_file(dir, "tokenizer_config.json", "{\"bos_token\": \"<|im_start|>\", \"eos_token\": \"<|im_end|>\"}");
+    write_file(dir, "chat_template.jinja", "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
+               "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+               "'<|im_start|>assistant\n' }}{% endif %}\n");
+    assert_int_equal(rc_text_load_hf(&t, dir, &e), RC_OK);
+    assert_int_equal(t.n_stop, 1);
+    assert_int_equal(t.stop[0], 2);
+    assert_int_equal(rc_tokenizer_bos(t.tok), 1);
+    const rc_chat *c;
+    assert_int_equal(rc_chat_find(t.chat_template, &c, &e), RC_OK);
+    assert_string_equal(c->name, "chatml");
+    rc_text_free(&t);
+    /* generation_config's list wins over config.json */
+    write_file(dir, "generation_config.json", "{\"eos_token_id\": [2, 0]}");
+    assert_int_equal(rc_text_load_hf(&t, dir, &e), RC_OK);
+    assert_int_equal(t.n_stop, 2);
+    assert_int_equal(t.stop[1], 0);
+    rc_text_free(&t);
+    write_file(dir, "generation_config.json", "{\"eos_token_id\": \"two\"}");
+    assert_int_equal(rc_text_load_hf(&t, dir, &e), RC_E_FORMAT);
+    assert_non_null(strstr(e.msg, "generation_config.json"));
+    write_file(dir, "generation_config.json", "not json");
+    assert_int_equal(rc_text_load_hf(&t, dir, &e), RC_E_FORMAT);
+    tu_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +466,8 @@ int main(void)
         cmocka_unit_test(test_arrays_match_hf),
         cmocka_unit_test(test_add_special_and_edges),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_chat_matches_hf),
+        cmocka_unit_test(test_hf_folder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
