@@ -28,17 +28,23 @@ enum { N_TOK = sizeof names / sizeof names[0] };
 
 static cJSON *fixture;
 
+static cJSON *read_json(const char *path) /* NULL (message printed) if unreadable */
+{
+    rc_err e = {0};
+    char *text = rc_read_text(path, "fixture", 0, &e);
+    if (!text) {
+        fprintf(stderr, "%s\n", e.msg);
+        return NULL;
+    }
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    return j;
+}
+
 static int setup(void **state)
 {
     (void)state;
-    rc_err e = {0};
-    char *text = rc_read_text(RC_TEST_TOKENIZER_DIR "/fixture.json", "fixture", 0, &e);
-    if (!text) {
-        fprintf(stderr, "%s\n", e.msg);
-        return -1;
-    }
-    fixture = cJSON_Parse(text);
-    free(text);
+    fixture = read_json(RC_TEST_TOKENIZER_DIR "/fixture.json");
     return fixture ? 0 : -1;
 }
 
@@ -234,11 +240,7 @@ static void test_arrays_match_hf(void **state)
 {
     (void)state;
     rc_err e = {0};
-    char *text = rc_read_text(RC_TEST_TOKENIZER_DIR "/smollm2.json", "tokenizer", 0, &e);
-    assert_non_null(text);
-    cJSON *root = cJSON_Parse(text);
-    free(text);
-    assert_non_null(root);
+    cJSON *root = read_json(RC_TEST_TOKENIZER_DIR "/smollm2.json");
     const cJSON *model = cJSON_GetObjectItem(root, "model"), *it;
     const int64_t nv = cJSON_GetArraySize(cJSON_GetObjectItem(model, "vocab"));
     const int64_t nm = cJSON_GetArraySize(cJSON_GetObjectItem(model, "merges"));
@@ -379,11 +381,7 @@ static void test_chat_matches_hf(void **state)
 {
     (void)state;
     rc_err e = {0};
-    char *text = rc_read_text(RC_TEST_TOKENIZER_DIR "/chat.json", "chat fixture", 0, &e);
-    assert_non_null(text);
-    cJSON *root = cJSON_Parse(text);
-    free(text);
-    assert_non_null(root);
+    cJSON *root = read_json(RC_TEST_TOKENIZER_DIR "/chat.json");
     const cJSON *it;
     int n = 0;
     cJSON_ArrayForEach(it, cJSON_GetObjectItem(root, "renders")) {
