@@ -899,6 +899,11 @@ void rc_tokenizer_set_special(rc_tokenizer *t, int32_t bos_id, int32_t eos_id)
     t->eos_id = eos_id;
 }
 
+const char *rc_tokenizer_token(const rc_tokenizer *t, int32_t id)
+{
+    return id >= 0 && id < t->n_tok ? t->str[id] : NULL;
+}
+
 int32_t rc_tokenizer_find(const rc_tokenizer *t, const char *token)
 {
     const size_t n = strlen(token);

@@ -48,6 +48,7 @@ int rc_tokenizer_decode(const rc_tokenizer *t, const int32_t *ids, int64_t n, ch
 
 int64_t rc_tokenizer_size(const rc_tokenizer *t); /* one past the largest token id */
 int32_t rc_tokenizer_find(const rc_tokenizer *t, const char *token); /* id of a token's exact string, or -1 */
+const char *rc_tokenizer_token(const rc_tokenizer *t, int32_t id);   /* its string, or NULL */
 int32_t rc_tokenizer_bos(const rc_tokenizer *t);                    /* -1: none */
 int32_t rc_tokenizer_eos(const rc_tokenizer *t);                    /* -1: none */
 void rc_tokenizer_set_special(rc_tokenizer *t, int32_t bos_id, int32_t eos_id);

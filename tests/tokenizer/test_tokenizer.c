@@ -241,6 +241,7 @@ static void test_arrays_match_hf(void **state)
     (void)state;
     rc_err e = {0};
     cJSON *root = read_json(RC_TEST_TOKENIZER_DIR "/smollm2.json");
+    assert_non_null(root);
     const cJSON *model = cJSON_GetObjectItem(root, "model"), *it;
     const int64_t nv = cJSON_GetArraySize(cJSON_GetObjectItem(model, "vocab"));
     const int64_t nm = cJSON_GetArraySize(cJSON_GetObjectItem(model, "merges"));
@@ -382,6 +383,7 @@ static void test_chat_matches_hf(void **state)
     (void)state;
     rc_err e = {0};
     cJSON *root = read_json(RC_TEST_TOKENIZER_DIR "/chat.json");
+    assert_non_null(root);
     const cJSON *it;
     int n = 0;
     cJSON_ArrayForEach(it, cJSON_GetObjectItem(root, "renders")) {
@@ -409,12 +411,7 @@ static void test_chat_matches_hf(void **state)
 
 static void write_file(const char *dir, const char *name, const char *text)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    assert_int_equal(tu_write(tu_path(dir, name), text, strlen(text)), 0);
 }
 
 static void test_hf_folder(void **state)
@@ -425,10 +422,7 @@ static void test_hf_folder(void **state)
     rc_text t;
     assert_int_equal(rc_text_load_hf(&t, dir, &e), RC_E_MISSING);
     assert_non_null(strstr(e.msg, "tokenizer.json"));
-    char *tok = rc_read_text(RC_TEST_TOKENIZER_DIR "/smollm2.json", "tokenizer", 0, &e);
-    assert_non_null(tok);
-    write_file(dir, "tokenizer.json", tok);
-    free(tok);
+    assert_int_equal(tu_copy(RC_TEST_TOKENIZER_DIR "/smollm2.json", tu_path(dir, "tokenizer.json"), -1), 0);
     write_file(dir, "config.json", "{\"eos_token_id\": 2, \"bos_token_id\": 1}");
     write_file(dir, "tokenizer_config.json", "{\"bos_token\": \"<|im_start|>\", \"eos_token\": \"<|im_end|>\"}");
     write_file(dir, "chat_template.jinja", "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
