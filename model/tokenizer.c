@@ -232,12 +232,16 @@ static int32_t str_map_get(const str_map *m, const char *s, size_t n)
     }
 }
 
-static void str_map_put(str_map *m, const char *s, uint32_t n, int32_t id) /* the first id of a string wins */
+/* A string given twice maps to its last id, as a dict built from the token list does (llama.cpp, HF's GGUF
+ * converter). */
+static void str_map_put(str_map *m, const char *s, uint32_t n, int32_t id)
 {
     uint64_t h = hash_bytes(s, n) & m->mask;
     for (; m->key[h]; h = (h + 1) & m->mask)
-        if (m->len[h] == n && !memcmp(m->key[h], s, n))
+        if (m->len[h] == n && !memcmp(m->key[h], s, n)) {
+            m->id[h] = id;
             return;
+        }
     m->key[h] = s;
     m->len[h] = n;
     m->id[h] = id;
@@ -972,8 +976,10 @@ static int stream_step(rc_tok_stream *s, int32_t id, int final, const char **tex
     if (ok) {
         const size_t upto = pend.n - s->n_run; /* a byte-fallback run is held until it ends */
         used = lossy_append(&out, pend.p, upto, !final, &ok);
-        memmove(pend.p, pend.p + used, pend.n - used);
-        pend.n -= used;
+        if (used) {
+            memmove(pend.p, pend.p + used, pend.n - used);
+            pend.n -= used;
+        }
     }
     ok = ok && buf_add(&out, "", 0);
     s->pend = pend.p;
