@@ -1,4 +1,5 @@
-/* Byte-level BPE: added tokens split out of the raw text, regex pre-tokenization (PCRE2, Unicode categories),
+/* Byte-level BPE: added tokens split out of the raw text, NFC (utf8proc) where the tokenizer asks for it,
+ * regex pre-tokenization (PCRE2, Unicode categories),
  * GPT-2's bytes_to_unicode mapping, merges by rank (HF's order: lowest rank, then leftmost), byte fallback;
  * decoding back to bytes with HF's lossy UTF-8. */
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "tokenizer_spec.h"
 
@@ -45,7 +47,7 @@ struct rc_tokenizer {
     pair_map merges;
     added_set added[2];  /* [0] not normalized, [1] normalized (second pass) */
     pcre2_code *re[RC_TOK_MAX_PRE];
-    int n_pre, byte_level, byte_fallback, ignore_merges, fuse_unk;
+    int n_pre, byte_level, byte_fallback, ignore_merges, fuse_unk, nfc;
     int32_t unk_id, bos_id, eos_id;
     int n_prefix, n_suffix;
     int32_t prefix[RC_TOK_MAX_AFFIX], suffix[RC_TOK_MAX_AFFIX];
@@ -379,6 +381,7 @@ int rc_tokenizer_build(rc_tokenizer **out, const rc_tok_spec *sp, rc_err *e)
     t->byte_fallback = sp->byte_fallback;
     t->ignore_merges = sp->ignore_merges;
     t->fuse_unk = sp->fuse_unk;
+    t->nfc = sp->nfc;
     t->unk_id = sp->unk_id;
     t->bos_id = sp->bos_id;
     t->eos_id = sp->eos_id;
@@ -830,6 +833,23 @@ static int pre_split(enc_ctx *c, int k, const unsigned char *s, size_t n)
     return pre_split(c, k + 1, s + prev, n - prev);
 }
 
+static int split_added(enc_ctx *c, int k, const unsigned char *s, size_t n);
+
+/* HF's order: the text between non-normalized added tokens is normalized, then split on the normalized ones. */
+static int normalize_then_split(enc_ctx *c, const unsigned char *s, size_t n)
+{
+    if (!c->t->nfc || !n)
+        return split_added(c, 1, s, n);
+    utf8proc_uint8_t *nfc = NULL;
+    const utf8proc_ssize_t len = utf8proc_map(s, (utf8proc_ssize_t)n, &nfc, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    if (len < 0)
+        return rc_fail(c->e, len == UTF8PROC_ERROR_NOMEM ? RC_E_NOMEM : RC_E_FORMAT, "tokenizer: NFC: %s",
+                       utf8proc_errmsg(len));
+    const int rc = split_added(c, 1, nfc, (size_t)len);
+    free(nfc);
+    return rc;
+}
+
 /* Splits s[0..n) on the added tokens of set k (leftmost, then longest), the rest to set k+1 / pre-tokenizing. */
 static int split_added(enc_ctx *c, int k, const unsigned char *s, size_t n)
 {
@@ -846,7 +866,7 @@ static int split_added(enc_ctx *c, int k, const unsigned char *s, size_t n)
             i++;
             continue;
         }
-        int rc = split_added(c, k + 1, s + prev, i - prev);
+        int rc = k ? split_added(c, 2, s + prev, i - prev) : normalize_then_split(c, s + prev, i - prev);
         if (rc)
             return rc;
         if (!ids_push(c->out, a->id[best]))
@@ -854,7 +874,7 @@ static int split_added(enc_ctx *c, int k, const unsigned char *s, size_t n)
         i += a->len[best];
         prev = i;
     }
-    return split_added(c, k + 1, s + prev, n - prev);
+    return k ? split_added(c, 2, s + prev, n - prev) : normalize_then_split(c, s + prev, n - prev);
 }
 
 int rc_tokenizer_encode(const rc_tokenizer *t, const char *s, size_t n, int add_special, int32_t **ids,

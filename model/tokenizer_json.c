@@ -84,14 +84,26 @@ static int pre_tokenizer(json_ctx *c, const cJSON *p)
     return rc_fail(c->e, RC_E_UNSUPPORTED, "%s: pre-tokenizer '%s' is not supported", c->what, type);
 }
 
+/* None, NFC, or a Sequence of those. */
 static int normalizer(json_ctx *c, const cJSON *n)
 {
     if (!n || cJSON_IsNull(n))
         return RC_OK;
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
-    if (!strcmp(type_of(n), "Sequence") && cJSON_IsArray(list) && cJSON_GetArraySize(list) == 0)
+    const char *type = type_of(n);
+    if (!strcmp(type, "NFC")) {
+        c->s->nfc = 1;
         return RC_OK;
-    return rc_fail(c->e, RC_E_UNSUPPORTED, "%s: normalizer '%s' is not supported (none is)", c->what, type_of(n));
+    }
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers"), *it;
+    if (!strcmp(type, "Sequence") && cJSON_IsArray(list)) {
+        cJSON_ArrayForEach(it, list) {
+            int rc = normalizer(c, it);
+            if (rc)
+                return rc;
+        }
+        return RC_OK;
+    }
+    return rc_fail(c->e, RC_E_UNSUPPORTED, "%s: normalizer '%s' is not supported (NFC is)", c->what, type);
 }
 
 static int decoder(json_ctx *c, const cJSON *d)

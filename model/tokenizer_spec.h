@@ -33,6 +33,7 @@ typedef struct rc_tok_spec {
     int byte_fallback;          /* unknown characters -> <0xNN> tokens */
     int ignore_merges;          /* a piece that is itself a token is that token (Llama-3) */
     int fuse_unk;
+    int nfc;                    /* HF's NFC normalizer (Qwen2): text outside non-normalized added tokens */
     int32_t unk_id, bos_id, eos_id;
     int n_prefix, n_suffix;     /* ids added around the text when add_special */
     int32_t prefix[RC_TOK_MAX_AFFIX], suffix[RC_TOK_MAX_AFFIX];

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what refchain needs on a fresh Debian machine; does nothing for what is already there.
 set -euo pipefail
-pkgs=(gcc pkg-config meson ninja-build libhdf5-dev libcjson-dev libcmocka-dev libgsl-dev libpcre2-dev)
+pkgs=(gcc pkg-config meson ninja-build libhdf5-dev libcjson-dev libcmocka-dev libgsl-dev libpcre2-dev libutf8proc-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -13,7 +13,7 @@ Tokenizers:
                   decoder are set to the Hub's (Digits(individual) + ByteLevel; ByteLevel decoder).
   llama3_tiny.json, qwen2_tiny.json
                   tiny byte-level BPEs trained here with the Llama-3 and Qwen2 split regexes (Llama-3's
-                  ignore_merges too), with a few special tokens.
+                  ignore_merges too; Qwen2's NFC normalizer too), with a few special tokens.
   bytefb_tiny.json a tiny BPE on raw characters (no byte-level mapping) with <0xNN> byte-fallback tokens.
 Invalid UTF-8: HF takes Python str; a byte text is given to it as bytes.decode('utf-8', errors='replace')
 (each maximal invalid subpart becomes U+FFFD), which is what the C tokenizer does to its input.
@@ -24,9 +24,10 @@ import json
 import os
 import random
 import sys
+import unicodedata
 
 import tokenizers
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers, Regex
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers, Regex
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -56,6 +57,7 @@ TEXTS = [
     ("accented", "Café naïve façade résumé coöperate São Paulo Zürich Łódź Ærø ñandú İstanbul ß ẞ"),
     ("mixed_scripts", "Ελληνικά και русский текст, עברית, العربية, हिन्दी, ไทย, ქართული"),
     ("combining", "e\u0301 a\u0308 n\u0303 Zalgo: Z\u0351\u036b\u0343a\u0310\u034bl\u0344g\u0352o\u0346"),
+    ("nfc", "Cafe\u0301 A\u030a \u212b \u2126hm \u1100\u1161\u11a8 \ufb01 \u00c5 e\u0301\u0323 q\u0307\u0323 <|im_start|>e\u0301"),
     ("punctuation", "Hello!!! What?!? ... -- --- ___ *** ### @@@ $$$ %%% ^^^ &&& ((( ))) [[[ ]]] {{{ }}} <<< >>> ||| ~~~ ``` '''"),
     ("contractions", "'s 't 're 've 'm 'll 'd 'S 'T 'RE 'VE 'M 'LL 'D x's y'T it'S we'Re ' s'"),
     ("url_email", "See https://example.com/path?q=1&r=two#frag or mail someone@example.org (v2.0.1)."),
@@ -110,8 +112,10 @@ def training_text():
     return out
 
 
-def tiny_bytelevel(split_re, specials, ignore_merges, vocab_size):
+def tiny_bytelevel(split_re, specials, ignore_merges, vocab_size, nfc=False):
     tok = Tokenizer(models.BPE(ignore_merges=ignore_merges))
+    if nfc:
+        tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(split_re), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -172,20 +176,22 @@ def main():
                                               "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
                                               True, 1200), "llama3_tiny.json")
     toks["qwen2_tiny"] = save(tiny_bytelevel(QWEN2_RE, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                             False, 1200), "qwen2_tiny.json")
+                                             False, 1200, nfc=True), "qwen2_tiny.json")
     toks["bytefb_tiny"] = save(tiny_bytefallback(600), "bytefb_tiny.json")
 
     cases = [(n, t.encode("utf-8")) for n, t in TEXTS] + BYTE_TEXTS
     out_cases = []
     for name, raw in cases:
         text = raw.decode("utf-8", errors="replace")
-        c = {"name": name, "bytes_hex": raw.hex(), "valid_utf8": text.encode("utf-8") == raw, "ids": {}}
+        c = {"name": name, "bytes_hex": raw.hex(), "valid_utf8": text.encode("utf-8") == raw, "ids": {},
+             "decoded_hex": {}}
         for tn, tok in toks.items():
             ids = tok.encode(text, add_special_tokens=False).ids
             c["ids"][tn] = ids
-            if c["valid_utf8"] and tn != "bytefb_tiny":
-                back = tok.decode(ids, skip_special_tokens=False)
-                assert back == text, (tn, name, back, text)
+            back = tok.decode(ids, skip_special_tokens=False)
+            c["decoded_hex"][tn] = back.encode("utf-8").hex()
+            want = unicodedata.normalize("NFC", text) if tn == "qwen2_tiny" else text
+            assert back == want, (tn, name, back, want)
         out_cases.append(c)
 
     # decode of arbitrary id lists (tokens cut through multi-byte characters): HF's lossy UTF-8

@@ -120,6 +120,7 @@ static int64_t ids_of(const cJSON *arr, int32_t **out)
  * first difference of each text. */
 static int64_t check_encode(const rc_tokenizer *t, const char *name, int64_t *n_texts, int64_t *n_ids)
 {
+    const int nfc = !strcmp(name, "qwen2_tiny"); /* its NFC normalizer changes decomposed text */
     int64_t bad = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(fixture, "cases")) {
@@ -141,19 +142,26 @@ static int64_t check_encode(const rc_tokenizer *t, const char *name, int64_t *n_
                     cJSON_GetObjectItem(c, "name")->valuestring, (long long)ng, (long long)nw, (long long)first,
                     first < ng ? got[first] : -1, first < nw ? want[first] : -1);
 
-        /* decode: the text itself when valid UTF-8, else the replaced text; streamed = whole */
+        /* decode = HF's decode; that is the text itself when valid UTF-8 (NFC'd for an NFC tokenizer), else
+         * the replaced text; streamed = whole */
         char *dec;
-        size_t nd;
+        size_t nd, nh;
         assert_int_equal(rc_tokenizer_decode(t, got, ng, &dec, &nd, &e), RC_OK);
+        unsigned char *hf = unhex(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "decoded_hex"), name)->valuestring, &nh);
+        if (nd != nh || memcmp(dec, hf, nd))
+            fprintf(stderr, "%s/%s: decode differs from HF's\n", name, cJSON_GetObjectItem(c, "name")->valuestring);
+        assert_int_equal(nd, nh);
+        assert_memory_equal(dec, hf, nd);
+        free(hf);
         size_t ne;
         char *expect = py_replace(b, nb, &ne);
-        if (nd != ne || memcmp(dec, expect, nd))
-            fprintf(stderr, "%s/%s: decode does not round-trip\n", name, cJSON_GetObjectItem(c, "name")->valuestring);
-        assert_int_equal(nd, ne);
-        assert_memory_equal(dec, expect, nd);
-        if (cJSON_IsTrue(cJSON_GetObjectItem(c, "valid_utf8"))) {
-            assert_int_equal(nd, nb);
-            assert_memory_equal(dec, b, nb);
+        if (!nfc) { /* round trip */
+            assert_int_equal(nd, ne);
+            assert_memory_equal(dec, expect, nd);
+            if (cJSON_IsTrue(cJSON_GetObjectItem(c, "valid_utf8"))) {
+                assert_int_equal(nd, nb);
+                assert_memory_equal(dec, b, nb);
+            }
         }
         rc_tok_stream s;
         rc_tok_stream_init(&s, t);
@@ -356,7 +364,7 @@ static void test_refusals(void **state)
     (void)state;
     expect_refused("{not json", RC_E_FORMAT, "not valid JSON");
     expect_refused("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}", RC_E_UNSUPPORTED, "WordPiece");
-    expect_refused("{" BPE_OK ",\"normalizer\":{\"type\":\"NFC\"}," BL_PRE "," BL_DEC "}", RC_E_UNSUPPORTED, "NFC");
+    expect_refused("{" BPE_OK ",\"normalizer\":{\"type\":\"NFKC\"}," BL_PRE "," BL_DEC "}", RC_E_UNSUPPORTED, "NFKC");
     expect_refused("{" BPE_OK ",\"pre_tokenizer\":{\"type\":\"Metaspace\"}," BL_DEC "}", RC_E_UNSUPPORTED,
                    "Metaspace");
     expect_refused("{" BPE_OK "," BL_PRE ",\"decoder\":{\"type\":\"WordPiece\"}}", RC_E_UNSUPPORTED, "WordPiece");
