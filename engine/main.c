@@ -1,5 +1,5 @@
-/* engine: run a model (golden .h5 or HF folder) incrementally on the GPU and print the generated ids;
- * `engine bench` measures ms/token against measured rooflines. */
+/* engine: run a model (golden .h5 or HF folder) incrementally on the GPU and print the generated ids, or, for
+ * a text prompt, stream the continuation as text; `engine bench` measures ms/token against measured rooflines. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,19 +8,28 @@
 
 #include "eng_cli.h"
 #include "eng_sample.h"
+#include "eng_text.h"
 #include "golden.h"
 
 static const char usage_text[] =
-    "usage: engine --model PATH (--prompt \"ID ID ...\" | --prompt-golden) [--steps N] [options]\n"
-    "       engine --synth llama3-8b|llama3-1b|tiny --prompt \"ID ...\" [options]   (random weights; tests)\n"
+    "usage: engine --model PATH (--prompt \"TEXT\" [--chat [--system \"TEXT\"]] | --ids \"ID ID ...\" |\n"
+    "                            --prompt-golden) [--steps N] [options]\n"
+    "       engine --synth llama3-8b|llama3-1b|tiny --ids \"ID ...\" [options]   (random weights; tests)\n"
     "       engine bench --shape llama3-8b|llama3-1b|tiny [--steps N] [--prompt-len N] [options]\n"
     "       engine devices      (exit 0 iff GPU 0 can run the engine)\n"
     "       engine --help\n"
     "\n"
     "Runs PATH (a golden .h5 or an HF folder with config.json + safetensors): prefill of the prompt, then\n"
-    "one token per decode step; prints the N generated token ids on stdout, one line. Plan, device\n"
-    "memory held, TTFT and ms/token go to stderr.\n"
-    "  --prompt \"1 2 3\"     token ids          --prompt-golden   the golden's input_ids\n"
+    "one token per decode step. A text prompt: the continuation is streamed to stdout as text (flushed per\n"
+    "token, then a newline), ending at the model's EOS or after N tokens. An id prompt: the N generated ids\n"
+    "on stdout, one line. Plan, device memory held, TTFT, ms/token and tok/s go to stderr.\n"
+    "  --prompt \"TEXT\"      text, through the model's tokenizer (HF folder: tokenizer.json); for a model\n"
+    "                       without one, space-separated token ids (as before)\n"
+    "  --chat               the prompt is the user turn of the model's chat template (ChatML, SmolLM2,\n"
+    "                       Llama-3: recognised by their text; any other template is refused)\n"
+    "  --system \"TEXT\"      the system turn (with --chat; default: the template's own, if any)\n"
+    "  --tokenizer T        tokenizer.json (or a folder with one) to use instead of the model's\n"
+    "  --ids \"1 2 3\"        token ids          --prompt-golden   the golden's input_ids\n"
     "  --steps N            tokens to generate (default 16)\n"
     "  --temperature T      0 = greedy (default); else sample with --top-k K (0 = off), --top-p P (1 = off),\n"
     "  --seed S             (default 0); deterministic given the seed\n"
@@ -52,41 +61,6 @@ static int fail(const char *msg)
         msg += 8;
     fprintf(stderr, "engine: error: %s\n", msg);
     return ENG_EXIT_ERROR;
-}
-
-static int parse_ids(const char *s, int32_t **ids, int64_t *n)
-{
-    int64_t cap = 16, cnt = 0;
-    int32_t *a = malloc((size_t)cap * sizeof *a);
-    if (!a)
-        return 0;
-    const char *p = s;
-    for (;;) {
-        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n')
-            p++;
-        if (!*p)
-            break;
-        char *end;
-        errno = 0;
-        long long v = strtoll(p, &end, 10);
-        if (errno || end == p || v < INT32_MIN || v > INT32_MAX) {
-            free(a);
-            return 0;
-        }
-        if (cnt == cap) {
-            int32_t *na = realloc(a, (size_t)(cap *= 2) * sizeof *a);
-            if (!na) {
-                free(a);
-                return 0;
-            }
-            a = na;
-        }
-        a[cnt++] = (int32_t)v;
-        p = end;
-    }
-    *ids = a;
-    *n = cnt;
-    return 1;
 }
 
 static int write_logits(const char *path, const float *lg, int64_t steps, int64_t V)
@@ -122,7 +96,8 @@ static int cmd_run(int argc, char **argv)
     eng_opts_default(&o);
     o.log = stderr;
     int f32 = 0, mem_flag = 0, prompt_golden = 0, quiet = 0;
-    const char *model = NULL, *prompt = NULL, *logits_path = NULL, *synth = NULL;
+    const char *model = NULL, *logits_path = NULL, *synth = NULL, *tokenizer = NULL;
+    eng_prompt pr = {0};
     long steps = 16, top_k = 0;
     double temperature = 0.0, top_p = 1.0;
     unsigned long long seed = 0;
@@ -138,12 +113,20 @@ static int cmd_run(int argc, char **argv)
             prompt_golden = 1;
         else if (!strcmp(a, "--quiet"))
             quiet = 1;
+        else if (!strcmp(a, "--chat"))
+            pr.chat = 1;
         else if (!strcmp(a, "--model") && has)
             model = argv[++i];
         else if (!strcmp(a, "--synth") && has)
             synth = argv[++i];
         else if (!strcmp(a, "--prompt") && has)
-            prompt = argv[++i];
+            pr.prompt = argv[++i];
+        else if (!strcmp(a, "--ids") && has)
+            pr.ids = argv[++i];
+        else if (!strcmp(a, "--system") && has)
+            pr.system = argv[++i];
+        else if (!strcmp(a, "--tokenizer") && has)
+            tokenizer = argv[++i];
         else if (!strcmp(a, "--logits") && has)
             logits_path = argv[++i];
         else if (!strcmp(a, "--steps") && has) {
@@ -180,14 +163,20 @@ static int cmd_run(int argc, char **argv)
         return fail("give exactly one of --model PATH and --synth SHAPE (see engine --help)");
     if (synth && prompt_golden)
         return fail("--prompt-golden needs --model GOLDEN.h5");
-    if (!prompt == !prompt_golden)
-        return fail("give exactly one of --prompt \"IDS\" and --prompt-golden");
+    if (prompt_golden && (pr.prompt || pr.ids || pr.chat || pr.system))
+        return fail("give exactly one of --prompt \"TEXT\", --ids \"IDS\" and --prompt-golden");
     rc_err e = {0};
     int32_t *ids = NULL;
     int64_t T = 0;
-    if (prompt) {
-        if (!parse_ids(prompt, &ids, &T))
-            return fail("--prompt needs space-separated integer token ids");
+    rc_text txt;
+    int text_mode = 0;
+    if (eng_text_open(&txt, model, tokenizer, &e))
+        return fail(e.msg);
+    if (!prompt_golden) {
+        if (eng_prompt_ids(&txt, &pr, &ids, &T, &text_mode, &e)) {
+            rc_text_free(&txt);
+            return fail(e.msg);
+        }
     } else {
         rc_golden g;
         if (rc_golden_load(model, 0, &g, &e))
@@ -203,6 +192,7 @@ static int cmd_run(int argc, char **argv)
     }
     if (T < 1) {
         free(ids);
+        rc_text_free(&txt);
         return fail("the prompt is empty");
     }
     if (T + steps - 1 > o.max_ctx) {
@@ -214,12 +204,14 @@ static int cmd_run(int argc, char **argv)
             snprintf(m, sizeof m, "a prompt of %lld tokens and %ld steps needs %lld positions; the cache holds %d "
                      "(--max-ctx)", (long long)T, steps, (long long)(T + steps - 1), o.max_ctx);
         free(ids);
+        rc_text_free(&txt);
         return fail(m);
     }
     rc_model m;
     memset(&m, 0, sizeof m);
     if (synth ? eng_shape_config(synth, &m.cfg, &e) : rc_model_load(&m, model, &e)) {
         free(ids);
+        rc_text_free(&txt);
         return fail(e.msg);
     }
     int rc = eng_config_check(&m.cfg, &e);
@@ -249,33 +241,57 @@ static int cmd_run(int argc, char **argv)
     }
     eng_sampler smp;
     eng_sampler_init(&smp, temperature, top_k, top_p, seed);
+    eng_streamer st;
+    if (text_mode)
+        eng_streamer_init(&st, &txt, stdout);
     double t0 = eng_now(), ttft = 0, tdec = 0;
+    long n_gen = 0; /* tokens sampled; a text run ends early at a stop id (sampled, not printed) */
     if (!rc)
         rc = eng_prefill(E, ids, T, lg, NULL, &e);
     if (!rc)
         rc = eng_sample(&smp, lg, V, &out[0], &e);
     ttft = eng_now() - t0;
-    for (long s = 1; s < steps && !rc; s++) {
-        double t1 = eng_now();
-        rc = eng_decode(E, out[s - 1], lg + s * V, &e);
-        if (!rc)
-            rc = eng_sample(&smp, lg + s * V, V, &out[s], &e);
-        tdec += eng_now() - t1;
+    for (long s = 0; s < steps && !rc; s++) {
+        if (s) {
+            double t1 = eng_now();
+            rc = eng_decode(E, out[s - 1], lg + s * V, &e);
+            if (!rc)
+                rc = eng_sample(&smp, lg + s * V, V, &out[s], &e);
+            tdec += eng_now() - t1;
+            if (rc)
+                break;
+        }
+        n_gen = s + 1;
+        if (text_mode && eng_is_stop(&txt, out[s]))
+            break;
+        if (text_mode)
+            rc = eng_streamer_push(&st, out[s], &e);
+    }
+    if (text_mode) {
+        if (!rc || n_gen) { /* end what was printed with its newline */
+            const int frc = eng_streamer_finish(&st, &e);
+            rc = rc ? rc : frc;
+        }
+        eng_streamer_free(&st);
     }
     int exit_code = rc ? ENG_EXIT_ERROR : ENG_EXIT_OK;
     if (rc)
         fail(e.msg[0] ? e.msg : rc_code_name(rc));
     else {
-        for (long s = 0; s < steps; s++)
-            printf("%s%d", s ? " " : "", out[s]);
-        printf("\n");
-        fflush(stdout);
+        if (!text_mode) {
+            for (long s = 0; s < n_gen; s++)
+                printf("%s%d", s ? " " : "", out[s]);
+            printf("\n");
+            fflush(stdout);
+        }
         if (o.log)
-            fprintf(o.log, "engine: TTFT %.2f ms (prompt %lld tokens); %.3f ms/token over %ld decode steps\n",
-                    1e3 * ttft, (long long)T, steps > 1 ? 1e3 * tdec / (double)(steps - 1) : 0.0, steps - 1);
+            fprintf(o.log, "engine: TTFT %.2f ms (prompt %lld tokens); %.3f ms/token, %.1f tok/s over %ld decode "
+                    "steps\n", 1e3 * ttft, (long long)T, n_gen > 1 ? 1e3 * tdec / (double)(n_gen - 1) : 0.0,
+                    n_gen > 1 && tdec > 0 ? (double)(n_gen - 1) / tdec : 0.0, n_gen - 1);
         if (logits_path)
-            exit_code = write_logits(logits_path, lg, steps, V);
+            exit_code = write_logits(logits_path, lg, n_gen, V);
     }
+    rc_text_free(&txt);
     eng_sampler_free(&smp);
     free(lg);
     free(out);

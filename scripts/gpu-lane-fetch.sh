@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # cmocka, GSL and cJSON with their runtime libraries; each needs nothing else beyond libc6.
-PKGS=(libcmocka0 libcmocka-dev libgsl27 libgslcblas0 libgsl-dev libcjson1 libcjson-dev)
+# PCRE2 (the tokenizer's Unicode regexes) and utf8proc (its NFC): each -dev package's .so links to its library.
+PKGS=(libcmocka0 libcmocka-dev libgsl27 libgslcblas0 libgsl-dev libcjson1 libcjson-dev libpcre2-8-0 libpcre2-dev
+      libutf8proc2 libutf8proc-dev)
 
 mkdir -p .debs
 rm -f .debs/*.deb .debs/SHA256SUMS

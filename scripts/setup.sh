@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what refchain needs on a fresh Debian machine; does nothing for what is already there.
 set -euo pipefail
-pkgs=(gcc pkg-config meson ninja-build libhdf5-dev libcjson-dev libcmocka-dev libgsl-dev python3-pip)
+pkgs=(gcc pkg-config meson ninja-build libhdf5-dev libcjson-dev libcmocka-dev libgsl-dev python3-pip libpcre2-dev libutf8proc-dev)
 pkgs+=(libssl-dev clang libclang-rt-dev) # golden SHA-256 (libcrypto); the libFuzzer targets (tests/fuzz)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -5,10 +5,12 @@
 #   engine_gpu.sh identity-synth f32|bf16                  the same on a random 4-layer model (slots wrap)
 #   engine_gpu.sh bad-input                                bad inputs: exit 2, one error line (no GPU needed)
 #   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs
+#   engine_gpu.sh text                                     a text prompt: same logits as its ids, streamed text =
+#                                                          the ids' decode, the TTFT / tok/s line (needs $TOKENIZE)
 # Exit 77 (skip) when no GPU can run the engine (bad-input runs regardless).
 set -u
 : "${ENGINE:?}" "${GOLDEN_DIR:?}"
-cmd=${1:?usage: engine_gpu.sh compare|identity|identity-synth|bad-input|bench-tiny ...}
+cmd=${1:?usage: engine_gpu.sh compare|identity|identity-synth|bad-input|bench-tiny|text ...}
 shift
 
 need_gpu() {
@@ -38,7 +40,7 @@ identity | identity-synth)
         src=(--model "$GOLDEN_DIR/$g.h5" --prompt-golden --steps 16)
     else # 4 layers (slots 1, 2, 3 wrap), 4 query heads per KV head, 31 positions = 8 tiles of 4
         g=synth-tiny prec=$1
-        src=(--synth tiny --prompt "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
+        src=(--synth tiny --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
     fi
     f=()
     [ "$prec" = f32 ] && f=(--f32)
@@ -125,18 +127,25 @@ bad-input)
         fi
     }
     L="$GOLDEN_DIR/llama.h5"
-    check missing_file 'no such file' --model /nonexistent/model.h5 --prompt "1 2 3"
-    check bad_token_id 'outside the vocabulary' --model "$L" --prompt "1 2 256"
-    check negative_token_id 'outside the vocabulary' --model "$L" --prompt "1 -5"
+    check missing_file 'no such file' --model /nonexistent/model.h5 --ids "1 2 3"
+    check bad_token_id 'outside the vocabulary' --model "$L" --ids "1 2 256"
+    check old_id_prompt_range 'outside the vocabulary' --model "$L" --prompt "1 2 256"
+    check negative_token_id 'outside the vocabulary' --model "$L" --ids "1 -5"
     check prompt_longer_than_cache 'longer than the cache' --model "$L" --prompt-golden --max-ctx 8
     check prompt_plus_steps 'positions' --model "$L" --prompt-golden --steps 100 --max-ctx 64
     check budget_too_small 'too small' --model "$L" --prompt-golden --vram-budget 1000
     check bad_kv_tile 'kv-tile' --model "$L" --prompt-golden --kv-tile 0
     check bad_prompt 'token ids' --model "$L" --prompt "1 two 3"
+    check bad_ids 'token ids' --model "$L" --ids "1 two 3"
     check no_prompt 'exactly one' --model "$L"
-    check unsupported_model 'not implemented' --model "$GOLDEN_DIR/qwen3_5.h5" --prompt "1 2"
-    check not_hdf5 'not an HDF5|no such' --model "$GOLDEN_DIR/README.md" --prompt "1 2"
-    check unknown_flag "unknown argument" --frobnicate --model "$L" --prompt "1"
+    check prompt_and_ids 'exactly one' --model "$L" --prompt "1" --ids "1"
+    check text_without_tokenizer 'needs a tokenizer' --model "$L" --prompt "Hello there"
+    check chat_without_template 'no chat template' --model "$L" --tokenizer "${TOKENIZER_DIR:?}/smollm2.json" \
+        --chat --prompt "Hi"
+    check bad_tokenizer 'no such file|cannot' --model "$L" --tokenizer /nonexistent/tokenizer.json --prompt "Hi"
+    check unsupported_model 'not implemented' --model "$GOLDEN_DIR/qwen3_5.h5" --ids "1 2"
+    check not_hdf5 'not an HDF5|no such' --model "$GOLDEN_DIR/README.md" --ids "1 2"
+    check unknown_flag "unknown argument" --frobnicate --model "$L" --ids "1"
     check bench_shape 'unknown --shape' bench --shape nosuch
     [ "$fails" -eq 0 ] || exit 1
     ;;
@@ -145,6 +154,30 @@ bench-tiny)
     need_gpu
     "$ENGINE" bench --shape tiny --steps 8 || exit 1
     "$ENGINE" bench --shape tiny --steps 8 --kv-offload --kv-tile 4 --vocab-on-cpu --resident-layers 1 || exit 1
+    ;;
+
+text)
+    need_gpu
+    : "${TOKENIZE:?}" "${TOKENIZER_DIR:?}"
+    T=$TOKENIZER_DIR/bytefb_tiny.json # 856 tokens: fits --synth tiny's vocab of 1000; no stop ids, so 12 steps
+    prompt="Hello world: naïve café, 日本語 and 😀."
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/engine_text.XXXXXX") || exit 2
+    trap 'rm -rf "$dir"' EXIT
+    ids=$("$TOKENIZE" "$T" "$prompt") || exit 1
+    "$ENGINE" --synth tiny --tokenizer "$T" --prompt "$prompt" --steps 12 --logits "$dir/text.bin" \
+        >"$dir/text.out" 2>"$dir/text.err" || { cat "$dir/text.err"; exit 1; }
+    "$ENGINE" --synth tiny --ids "$ids" --steps 12 --logits "$dir/ids.bin" --quiet >"$dir/ids.out" || exit 1
+    "$TOKENIZE" --decode "$T" "$(cat "$dir/ids.out")" >"$dir/decoded.out" || exit 1
+    echo "prompt ids: $ids"
+    echo "generated ids: $(cat "$dir/ids.out")"
+    echo "streamed text: $(cat "$dir/text.out")"
+    grep 'TTFT' "$dir/text.err"
+    fails=0
+    cmp -s "$dir/text.bin" "$dir/ids.bin" || { echo "FAIL: text prompt logits differ from its ids' logits"; fails=1; }
+    cmp -s "$dir/text.out" "$dir/decoded.out" || { echo "FAIL: streamed text differs from the ids' decode"; fails=1; }
+    grep -q 'tok/s' "$dir/text.err" || { echo "FAIL: no tok/s on stderr"; fails=1; }
+    [ "$fails" -eq 0 ] && echo "PASS: text prompt = its ids; streamed text = decode of the generated ids"
+    exit "$fails"
     ;;
 
 *)
