@@ -3,6 +3,7 @@
 #include "checksum.h"
 
 #include <openssl/evp.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,30 @@ void rc_sha256_hex(const void *data, int64_t n, char hex[65])
     }
     for (unsigned i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+int rc_sha256_file(const char *path, char hex[65], rc_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return rc_fail(e, RC_E_IO, "%s: cannot open (%s)", path, strerror(errno));
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    static unsigned char buf[1 << 16];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        ok = EVP_DigestUpdate(ctx, buf, n);
+    int bad = ferror(f);
+    fclose(f);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    ok = ok && !bad && EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
+    EVP_MD_CTX_free(ctx);
+    if (!ok)
+        return rc_fail(e, RC_E_IO, "%s: read error while hashing", path);
+    for (unsigned i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return RC_OK;
 }
 
 int rc_checksum_verify(const char *path, const void *data, int64_t n, int *listed, rc_err *e)

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "sha256.h"
+#include "checksum.h"
 
 static int check(const char *path, int64_t size, const char *sha256, const struct stat *st, rc_err *e)
 {
