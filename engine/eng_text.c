@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "gguf.h"
+
 static int is_dir(const char *p)
 {
     struct stat st;
@@ -15,8 +17,12 @@ static int is_dir(const char *p)
 int eng_text_open(rc_text *txt, const char *model, const char *tokenizer, rc_err *e)
 {
     memset(txt, 0, sizeof *txt);
+    if (tokenizer && rc_gguf_is_gguf(tokenizer))
+        return rc_text_load_gguf(txt, tokenizer, e);
     if (tokenizer)
         return is_dir(tokenizer) ? rc_text_load_hf(txt, tokenizer, e) : rc_text_load_tokenizer(txt, tokenizer, e);
+    if (model && rc_gguf_is_gguf(model))
+        return rc_text_load_gguf(txt, model, e);
     if (!is_dir(model))
         return RC_OK;
     const int rc = rc_text_load_hf(txt, model, e);

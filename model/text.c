@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "gguf.h"
 #include "io.h"
 #include "text.h"
 
@@ -142,6 +143,114 @@ int rc_text_from_gguf(rc_text *t, const rc_tok_arrays *a, const char *chat_templ
         add_stop(t, a->eos_id);
     if (rc)
         rc_text_free(t);
+    return rc;
+}
+
+/* A GGUF string (not NUL-terminated in the mapping) as a malloc'd C string; NULL when absent or on error. */
+static char *gguf_cstr(const rc_gguf *g, const char *key, int required, int *rc, rc_err *e)
+{
+    const rc_gguf_kv *kv = rc_gguf_find(g, key);
+    rc_gguf_str s;
+    if (*rc)
+        return NULL;
+    if (!kv) {
+        if (required)
+            *rc = rc_fail(e, RC_E_MISSING, "%s: GGUF key '%s' is missing (no tokenizer?)", g->path, key);
+        return NULL;
+    }
+    if ((*rc = rc_gguf_get_str(g, kv, &s, e)))
+        return NULL;
+    char *c = strndup(s.s, s.len);
+    if (!c)
+        *rc = rc_fail(e, RC_E_NOMEM, "out of host memory");
+    return c;
+}
+
+/* A string array as n malloc'd C strings (*out[n]). */
+static int gguf_cstrs(const rc_gguf *g, const char *key, char ***out, int64_t *n, rc_err *e)
+{
+    const rc_gguf_kv *kv = rc_gguf_find(g, key);
+    *out = NULL;
+    *n = 0;
+    if (!kv)
+        return rc_fail(e, RC_E_MISSING, "%s: GGUF key '%s' is missing (no tokenizer?)", g->path, key);
+    if (kv->type != RC_GGUF_ARRAY || kv->arr_type != RC_GGUF_STRING)
+        return rc_fail(e, RC_E_FORMAT, "%s: GGUF key '%s' is not an array of strings", g->path, key);
+    rc_gguf_str *s = calloc(kv->arr_n ? kv->arr_n : 1, sizeof *s);
+    char **c = calloc(kv->arr_n ? kv->arr_n : 1, sizeof *c);
+    int rc = (!s || !c) ? rc_fail(e, RC_E_NOMEM, "out of host memory") : rc_gguf_get_strs(g, kv, s, e);
+    for (uint64_t i = 0; !rc && i < kv->arr_n; i++)
+        if (!(c[i] = strndup(s[i].s, s[i].len)))
+            rc = rc_fail(e, RC_E_NOMEM, "out of host memory");
+    free(s);
+    *out = c;
+    *n = (int64_t)kv->arr_n;
+    return rc;
+}
+
+static void free_strs(char **c, int64_t n)
+{
+    for (int64_t i = 0; c && i < n; i++)
+        free(c[i]);
+    free(c);
+}
+
+int rc_text_load_gguf(rc_text *t, const char *path, rc_err *e)
+{
+    memset(t, 0, sizeof *t);
+    rc_gguf g;
+    int rc = rc_gguf_open(&g, path, e);
+    if (rc)
+        return rc;
+    char **tokens = NULL, **merges = NULL;
+    int64_t n_tokens = 0, n_merges = 0;
+    int32_t *types = NULL;
+    rc = gguf_cstrs(&g, "tokenizer.ggml.tokens", &tokens, &n_tokens, e);
+    if (!rc)
+        rc = gguf_cstrs(&g, "tokenizer.ggml.merges", &merges, &n_merges, e);
+    const rc_gguf_kv *tt = rc_gguf_find(&g, "tokenizer.ggml.token_type");
+    if (!rc && tt) {
+        if (tt->type != RC_GGUF_ARRAY || tt->arr_type != RC_GGUF_I32 || (int64_t)tt->arr_n != n_tokens)
+            rc = rc_fail(e, RC_E_FORMAT, "%s: tokenizer.ggml.token_type is not %lld int32 values", path,
+                         (long long)n_tokens);
+        else if (!(types = malloc((size_t)(n_tokens ? n_tokens : 1) * sizeof *types)))
+            rc = rc_fail(e, RC_E_NOMEM, "out of host memory");
+        else
+            memcpy(types, tt->val, (size_t)n_tokens * sizeof *types); /* GGUF is little-endian, as the host */
+    }
+    char *model = gguf_cstr(&g, "tokenizer.ggml.model", 1, &rc, e);
+    char *pre = gguf_cstr(&g, "tokenizer.ggml.pre", 0, &rc, e);
+    char *tmpl = gguf_cstr(&g, "tokenizer.chat_template", 0, &rc, e);
+    rc_tok_arrays a = {.n_vocab = n_tokens, .tokens = (const char *const *)tokens, .token_type = types,
+                       .n_merges = n_merges, .merges = (const char *const *)merges, .model = model,
+                       .pre = pre ? pre : "gpt2", .bos_id = -1, .eos_id = -1, .add_bos = 0};
+    const char *ids[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
+    int32_t *dst[] = {&a.bos_id, &a.eos_id};
+    for (int i = 0; i < 2 && !rc; i++) {
+        const rc_gguf_kv *kv = rc_gguf_find(&g, ids[i]);
+        int64_t v;
+        if (kv && !(rc = rc_gguf_get_int(&g, kv, &v, e))) {
+            if (v < 0 || v >= n_tokens)
+                rc = rc_fail(e, RC_E_RANGE, "%s: %s = %lld is outside the vocabulary of %lld", path, ids[i],
+                             (long long)v, (long long)n_tokens);
+            *dst[i] = (int32_t)v;
+        }
+    }
+    const rc_gguf_kv *ab = rc_gguf_find(&g, "tokenizer.ggml.add_bos_token");
+    int64_t v;
+    if (!rc && ab && ab->type == RC_GGUF_BOOL)
+        a.add_bos = ab->val[0] != 0;
+    else if (!rc && ab && !(rc = rc_gguf_get_int(&g, ab, &v, e)))
+        a.add_bos = v != 0;
+    if (!rc)
+        rc = rc_text_from_gguf(t, &a, tmpl, e);
+    free_strs(tokens, n_tokens);
+    free_strs(merges, n_merges);
+    free(types);
+    free(model);
+    free(pre);
+    free(tmpl);
+    rc_gguf_close(&g);
     return rc;
 }
 

@@ -25,6 +25,8 @@ int rc_text_load_hf(rc_text *t, const char *dir, rc_err *e);
 int rc_text_load_tokenizer(rc_text *t, const char *path, rc_err *e);
 /* GGUF metadata (tokenizer.ggml.* and tokenizer.chat_template, NULL if absent); the GGUF reader calls this. */
 int rc_text_from_gguf(rc_text *t, const rc_tok_arrays *a, const char *chat_template, rc_err *e);
+/* A GGUF file's tokenizer.ggml.* arrays and tokenizer.chat_template (through rc_text_from_gguf). */
+int rc_text_load_gguf(rc_text *t, const char *path, rc_err *e);
 void rc_text_free(rc_text *t);
 
 typedef struct rc_chat {
