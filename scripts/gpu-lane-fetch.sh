@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 # cmocka, GSL and cJSON with their runtime libraries; each needs nothing else beyond libc6.
 # PCRE2 (the tokenizer's Unicode regexes) and utf8proc (its NFC): each -dev package's .so links to its library.
 PKGS=(libcmocka0 libcmocka-dev libgsl27 libgslcblas0 libgsl-dev libcjson1 libcjson-dev libpcre2-8-0 libpcre2-dev
-      libutf8proc2 libutf8proc-dev)
+      libutf8proc2 libutf8proc-dev libssl-dev)
+# libssl-dev: OpenSSL's headers for the goldens' SHA-256 (model/checksum.c); gpu-lane.sh unpacks it only where the
+# machine lacks them and points its .so links at the machine's own libcrypto.so.3 / libssl.so.3.
 
 mkdir -p .debs
 rm -f .debs/*.deb .debs/SHA256SUMS

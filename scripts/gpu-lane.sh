@@ -53,8 +53,16 @@ make_prefix() {
             echo "no .debs/*.deb: run scripts/gpu-lane-fetch.sh on the developer machine and carry .debs"
             return 1
         fi
+        case $deb in
+        */libssl-dev_*) [ -f /usr/include/openssl/evp.h ] && continue ;; # the machine's own headers win
+        esac
         dpkg -x "$deb" "$PREFIX" || return 1
         n=$((n + 1))
+    done
+    local so
+    for so in libcrypto libssl; do # libssl-dev's links name Debian's runtime: use the machine's (same soname)
+        [ -L "$PREFIX/usr/lib/x86_64-linux-gnu/$so.so" ] && [ -e "/usr/lib/x86_64-linux-gnu/$so.so.3" ] &&
+            ln -sf "/usr/lib/x86_64-linux-gnu/$so.so.3" "$PREFIX/usr/lib/x86_64-linux-gnu/$so.so"
     done
     # Debian's .pc files name /usr absolutely (prefix=/usr, libdir=/usr/lib/..., -I/usr/include, -L/usr/lib/...)
     find "$PREFIX" -name '*.pc' -print0 |
@@ -94,7 +102,7 @@ info() {
     nvidia-smi -L
     "$NVCC" --version | tail -2
     "${MESON[@]}" --version
-    pkg-config --modversion gsl cmocka libcjson
+    pkg-config --modversion gsl cmocka libcjson libcrypto libpcre2-8 libutf8proc
     uname -a
 }
 
