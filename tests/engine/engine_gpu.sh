@@ -77,9 +77,10 @@ identity | identity-synth)
         done
     }
     if [ "$cmd" = identity ]; then
-        # a budget just above each golden's smallest plan (qwen3's head_dim 32 makes its plans larger)
-        budget=1100K
-        case $g in qwen3*) budget=1400K ;; esac
+        # a budget 10% above the golden's smallest plan, as the engine's own refusal of a 1-byte budget names it
+        smallest=$("$ENGINE" "${src[@]}" "${f[@]}" --vram-budget 1 2>&1 | sed -n 's/.*smallest plan.* needs \([0-9.]*\) \([KMG]\)iB.*/\1 \2/p')
+        budget=$(echo "$smallest" | awk '{m = $2 == "K" ? 1 : $2 == "M" ? 1024 : 1048576; printf "%dK", $1 * m * 1.1 + 1}')
+        [ -n "$smallest" ] || { echo "FAIL: no smallest plan from --vram-budget 1"; exit 1; }
         run_group 8 "full|" "rerun|" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
             "resident-layers 2|--resident-layers 2" "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" \
             "prefill-chunk 5|--prefill-chunk 5" "rl1+kv-offload|--resident-layers 1 --kv-offload" \
