@@ -77,25 +77,43 @@ rc_probe_sink rc_collect_sink(rc_collect *cc)
 typedef struct names_ctx {
     const rc_tensors *probes;
     unsigned char *seen; /* [probes->n] */
+    int bad;             /* the first probe whose size differs from ref's, or -1 */
+    char ref_shape[48];
 } names_ctx;
+
+static int names_find(const names_ctx *nc, const char *name)
+{
+    for (int i = 0; i < nc->probes->n; i++)
+        if (!strcmp(nc->probes->t[i].name, name))
+            return i;
+    return -1;
+}
 
 static int names_want(void *user, const char *name)
 {
     names_ctx *nc = user;
-    for (int i = 0; i < nc->probes->n; i++)
-        if (!strcmp(nc->probes->t[i].name, name))
-            nc->seen[i] = 1;
-    return 0;
+    const int i = names_find(nc, name);
+    if (i >= 0)
+        nc->seen[i] = 1;
+    return i >= 0 && nc->bad < 0;
 }
 
 static int names_emit(void *user, const char *name, const float *data, int ndim, const int64_t *shape)
 {
-    (void)user; (void)name; (void)data; (void)ndim; (void)shape;
+    names_ctx *nc = user;
+    int64_t n;
+    const int i = names_find(nc, name);
+    (void)data;
+    if (i >= 0 && nc->bad < 0 && (!rc_numel(ndim, shape, &n) || n != nc->probes->t[i].numel)) {
+        nc->bad = i;
+        rc_shape_str(ndim, shape, nc->ref_shape, sizeof nc->ref_shape);
+    }
     return RC_OK;
 }
 
-/* Every probe the golden names must be one ref asks for (ref reports every probe any stage can): run ref with
- * a sink that records the names and takes nothing. A model ref cannot run is left to the stage to refuse. */
+/* Every probe the golden names must be one ref asks for (ref reports every probe any stage can), of the size ref
+ * gives it for this config: run ref with a sink that records the names and sizes. A model ref cannot run is left
+ * to the stage to refuse. Either mismatch is a malformed golden (bad input), never a stage's failure. */
 static int check_probe_names(const rc_case *c, rc_err *e)
 {
     rc_err ignored = {0};
@@ -105,13 +123,20 @@ static int check_probe_names(const rc_case *c, rc_err *e)
     unsigned char *seen = rc ? NULL : rc_calloc(c->probes.n, 1, e, "probe names");
     if (!seen)
         return rc ? rc : e->code;
-    names_ctx nc = {.probes = &c->probes, .seen = seen};
+    names_ctx nc = {.probes = &c->probes, .seen = seen, .bad = -1};
     const rc_probe_sink sink = {.emit = names_emit, .want = names_want, .user = &nc};
-    if (ref_forward(&c->m, c->ids, c->n_ids, NULL, &sink, &ignored) == RC_OK)
+    if (ref_forward(&c->m, c->ids, c->n_ids, NULL, &sink, &ignored) == RC_OK) {
         for (int i = 0; i < c->probes.n && !rc; i++)
             if (!seen[i])
                 rc = rc_fail(e, RC_E_FORMAT, "%s: probe_order names '%s', which no stage produces for this %s model",
                              c->label, c->probes.t[i].name, c->model_type);
+        if (!rc && nc.bad >= 0) {
+            const rc_tensor *t = &c->probes.t[nc.bad];
+            char gs[48];
+            rc = rc_fail(e, RC_E_SHAPE, "%s: golden probe '%s' has shape %s, its config and prompt imply %s", c->label,
+                         t->name, rc_shape_str(t->ndim, t->shape, gs, sizeof gs), nc.ref_shape);
+        }
+    }
     free(seen);
     return rc;
 }

@@ -228,6 +228,7 @@ int main(int argc, char **argv)
 
     rewrite(copy("shape.h5", 0), "weights/model.layers.0.mlp.up_proj.weight", H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE,
             drop_column);
+    rewrite(copy("probe_shape.h5", 0), "probes/L0.attn.q", H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE, drop_column);
     rewrite(copy("vocab.h5", 0), "greedy/logits", H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE, keep_100_columns);
     rewrite(copy("bad_ids.h5", 0), "input_ids", H5T_STD_I64LE, H5T_NATIVE_DOUBLE, huge_first);
     rewrite(copy("bad_tokens.h5", 0), "greedy/tokens", H5T_STD_I64LE, H5T_NATIVE_DOUBLE, huge_first);

@@ -18,6 +18,7 @@ check 2 missing_weight.h5 "model\.layers\.0\.mlp\.up_proj\.weight' is missing"
 check 2 shape.h5 "model\.layers\.0\.mlp\.up_proj\.weight' has shape \[128, 63\]"
 check 2 extra.h5 "unexpected tensor 'model\.layers\.0\.self_attn\.rotary_emb\.inv_freq'"
 check 2 vocab.h5 'greedy/logits'
+check 2 probe_shape.h5 "golden probe 'L0\.attn\.q' has shape \[24, 3, 16\], its config and prompt imply \[24, 4, 16\]"
 check 2 bad_ids.h5 '1000000'
 check 2 bad_tokens.h5 '1000000'
 check 1 weight_changed.h5 'first divergence: L1\.mlp\.up '
