@@ -15,7 +15,8 @@ typedef struct rc_quality {
     int bad_stage;              /* which side had it: 0 the reference, 1 the stage */
 } rc_quality;
 
-/* Scores logits [T, V] of the reference and the stage over ids[T], in double with a stable log-softmax.
+/* Scores logits [T, V] of the reference and the stage over ids[T] (each in [0, V)), in double with a stable
+ * log-softmax.
  * Returns 0, or -1 when a logit is NaN/Inf (q->bad_pos, q->bad_stage say where) or T < 2. */
 int rc_quality_score(const float *ref, const float *stage, const int32_t *ids, int64_t T, int64_t V,
                      rc_quality *q);
