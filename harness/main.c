@@ -10,6 +10,7 @@
 #include "fault_catalogue.h"
 #include "golden.h"
 #include "model.h"
+#include "quality.h"
 #include "util.h"
 
 #ifndef RC_GOLDEN_DIR
@@ -29,6 +30,8 @@ static const char usage_text[] =
     "       harness report --diff A B [--out DIR]\n"
     "       harness bisect --good REV --bad REV [--stage S] [--golden FILE] [--probe PATTERN] [--keep]\n"
     "       harness faults [--only NAME] [--json OUT]\n"
+    "       harness quality --stage S --model FILE.gguf|HF_DIR --text FILE [--max-tokens N] [--against B]\n"
+    "                       [--json OUT] [--max-dnll X] [--device N] [engine mode flags]\n"
     "       harness inspect FILE\n"
     "       harness --help | --version\n"
     "\n"
@@ -78,6 +81,10 @@ static const char usage_text[] =
     "bisect   drives git bisect run in a scratch worktree under /tmp: builds each commit, runs its harness\n"
     "         compare (0 good, 1 bad, anything else skip), prints the first bad commit and its broken probe.\n"
     "faults   runs every catalogued fault through the chain: detected? which link? which first probe?\n"
+    "quality  tokenizes a text with the model's tokenizer, runs S and B (default ref, fp32) over its first\n"
+    "         min(N (512), the model's context) tokens as one prompt, and prints the mean next-token NLL and\n"
+    "         perplexity of each, dNLL (S - B), mean and max KL(B || S) and top-1 agreement. Exit 0 when it\n"
+    "         ran (1 when --max-dnll X is exceeded or a logit is NaN/Inf).\n"
     "inspect  lists a golden's provenance, config, probes (with shapes) and weights.\n"
     "\n"
     "exit codes: 0 every bound holds; 1 a bound was exceeded (or a token differs);\n"
@@ -332,6 +339,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "compare"))
         return cmd_compare(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "quality"))
+        return rc_cmd_quality(argc - 2, argv + 2);
     if (!strcmp(argv[1], "inspect"))
         return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(argv[1], "chain"))

@@ -5,6 +5,7 @@
 #    (the cuda and engine faults run instead of skipping); RC_TEST_ARGS="" for every suite
 # 2. harness chain on every golden: ref -> cuda -> engine, tables and verdicts   -> $OUT/chain.txt, chain.json
 # 3. harness faults: detection and attribution of every catalogued fault         -> $OUT/faults.txt, faults.json
+#    then harness quality, engine bf16 and fp32 vs ref fp32 on SmolLM2 when fetched  -> $OUT/quality*.txt, .json
 # 4. harness report --commit $COMMIT (every stage, every golden, the faults)    -> $OUT/reports/<commit>.{json,md,html}
 # Copy $OUT/reports/* into reports/ to record the commit. Exit 0 iff every step passed.
 set -u
@@ -41,6 +42,15 @@ for ref in --against-hf --against-exact; do
     grep -E '^(VERDICT|tightest)' "$OUT/cuda_tol1e-6$ref.txt"
 done
 cat "$OUT/faults.txt"
+# issue 11: the engine's bf16 (and fp32) storage against ref fp32 over 512 tokens of a held-out text, when the
+# real GGUF is in place (scripts/gpu-fetch-weights.sh); a measurement: its exit does not change the status
+gguf=${XDG_CACHE_HOME:-$HOME/.cache}/refchain/SmolLM2-135M-Instruct.Q4_1.gguf
+for f32 in "" --f32; do
+    [ -f "$gguf" ] || { echo "gpu-harness: quality skipped: $gguf not fetched"; break; }
+    "$H" quality --stage engine ${f32:+"$f32"} --model "$gguf" --text /usr/share/common-licenses/GPL-3 --max-tokens 512 \
+        --json "$OUT/quality${f32}.json" >"$OUT/quality${f32}.txt" 2>&1
+    echo "gpu-harness: quality --stage engine $f32 exit $?"; cat "$OUT/quality${f32}.txt"
+done
 commit=()
 [ -n "${COMMIT:-}" ] && commit=(--commit "$COMMIT")
 "$H" report --out "$OUT/reports" --force "${commit[@]}" >"$OUT/report.txt" 2>&1
