@@ -32,6 +32,9 @@ fi
 "$H" --version | tee "$OUT/version.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/version.txt"
 
+# the goldens whose weights are referenced by checksum: the tiny GGUF ships in tests/gguf; SmolLM2's comes
+# through scripts/gpu-fetch-weights.sh into ~/.cache/refchain (left out of chain and report, with a note, if not)
+export REFCHAIN_WEIGHTS_PATH=$PWD/tests/gguf${REFCHAIN_WEIGHTS_PATH:+:$REFCHAIN_WEIGHTS_PATH}
 "$H" chain --json "$OUT/chain.json" >"$OUT/chain.txt" 2>&1
 echo "gpu-harness: chain exit $?"; grep '^CHAIN' "$OUT/chain.txt"
 "$H" faults --json "$OUT/faults.json" >"$OUT/faults.txt" 2>&1 || status=1
