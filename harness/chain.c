@@ -273,14 +273,6 @@ int rc_chain_exit_code(const rc_chain_result *r)
 }
 
 /* ---- harness chain ---- */
-static int chain_usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "harness: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see harness --help)\n");
-    return RC_EXIT_ERROR;
-}
-
 int rc_cmd_chain(int argc, char **argv)
 {
     rc_chain_opts o = {.base = {.greedy = 1}};
@@ -299,11 +291,11 @@ int rc_cmd_chain(int argc, char **argv)
         else if (!strcmp(a, "--stages") && has) {
             if (!rc_chain_parse_stages(&o, argv[++i])) {
                 free(goldens);
-                return chain_usage("--stages needs a comma-separated list of at most 8 stages, got '%s'", argv[i]);
+                return rc_usage_error("--stages needs a comma-separated list of at most 8 stages, got '%s'", argv[i]);
             }
         } else if (!strcmp(a, "--tol") && has && ntol == 16) {
             free(goldens);
-            return chain_usage("at most 16 --tol options; the 17th is '%s'", argv[i + 1]);
+            return rc_usage_error("at most 16 --tol options; the 17th is '%s'", argv[i + 1]);
         } else if (!strcmp(a, "--tol") && has)
             tol_specs[ntol++] = argv[++i];
         else if (!strcmp(a, "--tolerances") && has)
@@ -317,7 +309,7 @@ int rc_cmd_chain(int argc, char **argv)
         else if (!strcmp(a, "--device") && has) {
             if (!rc_parse_device(argv[++i], &o.base.stage_opts.device)) {
                 free(goldens);
-                return chain_usage("--device needs a GPU ordinal in [0, 1024], got '%s'", argv[i]);
+                return rc_usage_error("--device needs a GPU ordinal in [0, 1024], got '%s'", argv[i]);
             }
         } else if (!strcmp(a, "--no-greedy"))
             o.base.greedy = 0;
@@ -339,7 +331,7 @@ int rc_cmd_chain(int argc, char **argv)
             static const char *const value_opts[] = {"--golden", "--stages", "--tol", "--tolerances", "--probe",
                                                      "--json", "--fault", "--device", "--resident-layers",
                                                      "--kv-tile", NULL};
-            return chain_usage(rc_arg_error_fmt(a, value_opts), a);
+            return rc_usage_error(rc_arg_error_fmt(a, value_opts), a);
         }
     }
     if (fault && rc_fault_use(fault)) {

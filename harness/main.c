@@ -96,14 +96,6 @@ static void usage(FILE *f)
     fprintf(f, usage_text, rc_stage_names(), RC_GOLDEN_DIR, rc_tol_default_path());
 }
 
-static int bad_usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "harness: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see harness --help)\n");
-    return RC_EXIT_ERROR;
-}
-
 /* Writes {"tool", "exit_code": rc, "results"} to path (temp file + rename); returns the worse of rc and the
  * write's exit code. */
 static int write_results(const char *path, const char *tool, int rc, cJSON *results)
@@ -124,7 +116,7 @@ static int compare_against(const rc_compare_opts *o, const char *against, const 
                            long steps, const char *json, int ng)
 {
     if (!against || !model || ng)
-        return bad_usage("--against B needs --model DIR|FILE (and no --golden)%s", "");
+        return rc_usage_error("--against B needs --model DIR|FILE (and no --golden)%s", "");
     const rc_stage *B = rc_stage_find(against);
     if (!B) {
         fprintf(stderr, "harness: unknown stage '%s' (built: %s)\n", against, rc_stage_names());
@@ -141,12 +133,12 @@ static int compare_against(const rc_compare_opts *o, const char *against, const 
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 0 || v > INT32_MAX || n == 4096)
-            return bad_usage("--prompt needs token ids separated by spaces or commas, got '%s'", prompt);
+            return rc_usage_error("--prompt needs token ids separated by spaces or commas, got '%s'", prompt);
         ids[n++] = (int32_t)v;
         p = end + strspn(end, " ,");
     }
     if (prompt && !n)
-        return bad_usage("--prompt needs at least one token id, got '%s'", prompt);
+        return rc_usage_error("--prompt needs at least one token id, got '%s'", prompt);
     cJSON *arr = json ? cJSON_CreateArray() : NULL;
     int rc = rc_compare_pair(model, prompt ? ids : NULL, n, steps, B, o, arr);
     if (json)
@@ -173,7 +165,7 @@ static int cmd_compare(int argc, char **argv)
             goldens[ng++] = argv[++i];
         else if (!strcmp(a, "--tol") && has && ntol == 16) {
             free(goldens);
-            return bad_usage("at most 16 --tol options; the 17th is '%s'", argv[i + 1]);
+            return rc_usage_error("at most 16 --tol options; the 17th is '%s'", argv[i + 1]);
         } else if (!strcmp(a, "--tol") && has)
             tol_specs[ntol++] = argv[++i];
         else if (!strcmp(a, "--tolerances") && has)
@@ -191,7 +183,7 @@ static int cmd_compare(int argc, char **argv)
             steps = strtol(argv[++i], &end, 10);
             if (*end || steps < 0 || steps > 4096) {
                 free(goldens);
-                return bad_usage("--steps needs a count in [0, 4096], got '%s'", argv[i]);
+                return rc_usage_error("--steps needs a count in [0, 4096], got '%s'", argv[i]);
             }
         } else if (!strcmp(a, "--allow-near-ties"))
             o.allow_near_ties = 1;
@@ -206,7 +198,7 @@ static int cmd_compare(int argc, char **argv)
         else if (!strcmp(a, "--device") && has) {
             if (!rc_parse_device(argv[++i], &o.stage_opts.device)) {
                 free(goldens);
-                return bad_usage("--device needs a GPU ordinal in [0, 1024], got '%s'", argv[i]);
+                return rc_usage_error("--device needs a GPU ordinal in [0, 1024], got '%s'", argv[i]);
             }
         } else if (!strcmp(a, "--no-greedy"))
             o.greedy = 0;
@@ -222,7 +214,7 @@ static int cmd_compare(int argc, char **argv)
                                                      "--against", "--model", "--prompt", "--steps", "--probe",
                                                      "--json", "--device", "--resident-layers", "--kv-tile", NULL};
             free(goldens);
-            return bad_usage(rc_arg_error_fmt(a, value_opts), a);
+            return rc_usage_error(rc_arg_error_fmt(a, value_opts), a);
         }
     }
     o.stage = rc_stage_find(stage);
@@ -281,7 +273,7 @@ static int cmd_compare(int argc, char **argv)
 static int cmd_inspect(int argc, char **argv)
 {
     if (argc != 1)
-        return bad_usage("inspect takes one FILE%s", "");
+        return rc_usage_error("inspect takes one FILE%s", "");
     rc_err e = {0};
     rc_golden g;
     if (rc_golden_load(argv[0], RC_GOLDEN_ALL, &g, &e)) {
@@ -356,5 +348,5 @@ int main(int argc, char **argv)
                RC_FAULTS_BUILT ? "on" : "off");
         return RC_EXIT_PASS;
     }
-    return bad_usage("unknown command '%s'", argv[1]);
+    return rc_usage_error("unknown command '%s'", argv[1]);
 }

@@ -212,14 +212,6 @@ static cJSON *quality_json(const rc_quality *q, const char *model, const char *t
     return j;
 }
 
-static int usage_err(const char *fmt, const char *arg)
-{
-    char msg[512];
-    snprintf(msg, sizeof msg, fmt, arg);
-    fprintf(stderr, "harness: %s (see harness --help)\n", msg);
-    return RC_EXIT_ERROR;
-}
-
 int rc_cmd_quality(int argc, char **argv)
 {
     const char *stage = "ref", *against = "ref", *model = NULL, *text = NULL, *json = NULL;
@@ -244,14 +236,14 @@ int rc_cmd_quality(int argc, char **argv)
         else if (!strcmp(a, "--max-tokens") && has) {
             max_tokens = strtol(argv[++i], &end, 10);
             if (*end || end == argv[i] || max_tokens < 2 || max_tokens > 1000000)
-                return usage_err("--max-tokens needs a count in [2, 1000000], got '%s'", argv[i]);
+                return rc_usage_error("--max-tokens needs a count in [2, 1000000], got '%s'", argv[i]);
         } else if (!strcmp(a, "--max-dnll") && has) {
             max_dnll = strtod(argv[++i], &end);
             if (*end || end == argv[i] || !isfinite(max_dnll))
-                return usage_err("--max-dnll needs a number, got '%s'", argv[i]);
+                return rc_usage_error("--max-dnll needs a number, got '%s'", argv[i]);
         } else if (!strcmp(a, "--device") && has) {
             if (!rc_parse_device(argv[++i], &so.device))
-                return usage_err("--device needs a GPU ordinal in [0, 1024], got '%s'", argv[i]);
+                return rc_usage_error("--device needs a GPU ordinal in [0, 1024], got '%s'", argv[i]);
         } else if ((sopt = rc_stage_opt_parse(argc, argv, &i, &so)) != 0) {
             if (sopt < 0)
                 return RC_EXIT_ERROR;
@@ -259,11 +251,11 @@ int rc_cmd_quality(int argc, char **argv)
             static const char *const value_opts[] = {"--stage", "--against", "--model", "--text", "--json",
                                                      "--max-tokens", "--max-dnll", "--device",
                                                      "--resident-layers", "--kv-tile", NULL};
-            return usage_err(rc_arg_error_fmt(a, value_opts), a);
+            return rc_usage_error(rc_arg_error_fmt(a, value_opts), a);
         }
     }
     if (!model || !text)
-        return usage_err("quality needs --model FILE.gguf|HF_DIR and --text FILE%s", "");
+        return rc_usage_error("quality needs --model FILE.gguf|HF_DIR and --text FILE%s", "");
     const rc_stage *S = rc_stage_find(stage), *R = rc_stage_find(against);
     if (!S || !R) {
         fprintf(stderr, "harness: unknown stage '%s' (built: %s)\n", S ? against : stage, rc_stage_names());

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "compare.h"
 #include "golden.h"
 #include "weights_ref.h"
 
@@ -157,6 +158,14 @@ int rc_parse_device(const char *s, int *out)
         return 0;
     *out = (int)d;
     return 1;
+}
+
+int rc_usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "harness: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see harness --help)\n");
+    return RC_EXIT_ERROR;
 }
 
 const char *rc_arg_error_fmt(const char *arg, const char *const *value_opts)

@@ -21,6 +21,8 @@ int rc_parse_device(const char *s, int *out);
 /* The message for a command-line argument no option took ("%s" is the argument): a known option missing its
  * value at the end of the line says so; anything else is unknown. value_opts: NULL-terminated. */
 const char *rc_arg_error_fmt(const char *arg, const char *const *value_opts);
+/* Prints "harness: <fmt with arg> (see harness --help)" on stderr as one line; returns RC_EXIT_ERROR. */
+int rc_usage_error(const char *fmt, const char *arg);
 /* Runs argv (argv[0] looked up in PATH) in dir (NULL = here); stdout+stderr go to out (malloc'd, may be
  * NULL) unless out is NULL, then they pass through. Returns the exit status, 128+signal, or -1. */
 int rc_run(char *const argv[], const char *dir, char **out);
