@@ -21,12 +21,10 @@ int eng_text_open(rc_text *txt, const char *model, const char *tokenizer, rc_err
         return rc_text_load_gguf(txt, tokenizer, e);
     if (tokenizer)
         return is_dir(tokenizer) ? rc_text_load_hf(txt, tokenizer, e) : rc_text_load_tokenizer(txt, tokenizer, e);
-    if (model && rc_gguf_is_gguf(model))
-        return rc_text_load_gguf(txt, model, e);
-    if (!is_dir(model))
+    if (!model)
         return RC_OK;
-    const int rc = rc_text_load_hf(txt, model, e);
-    return rc == RC_E_MISSING ? RC_OK : rc; /* a folder without tokenizer.json: ids only */
+    const int rc = rc_text_load_model(txt, model, e);
+    return rc == RC_E_MISSING ? RC_OK : rc; /* a golden, a folder without tokenizer.json: ids only */
 }
 
 int eng_parse_ids(const char *s, int32_t **ids, int64_t *n)

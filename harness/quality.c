@@ -124,12 +124,7 @@ static int text_ids(const char *model, const char *text_path, int32_t **ids, int
     int rc;
     if (stat(model, &sb))
         return rc_fail(e, RC_E_IO, "%s: no such model file or folder", model);
-    if (rc_gguf_is_gguf(model))
-        rc = rc_text_load_gguf(&txt, model, e);
-    else if (S_ISDIR(sb.st_mode))
-        rc = rc_text_load_hf(&txt, model, e);
-    else
-        return rc_fail(e, RC_E_MISSING, "%s: has no tokenizer (quality takes a .gguf or an HF folder)", model);
+    rc = rc_text_load_model(&txt, model, e);
     if (rc)
         return rc;
     char *text = rc_read_text(text_path, "the text", 0, e);

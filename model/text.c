@@ -254,6 +254,17 @@ int rc_text_load_gguf(rc_text *t, const char *path, rc_err *e)
     return rc;
 }
 
+int rc_text_load_model(rc_text *t, const char *path, rc_err *e)
+{
+    struct stat st;
+    memset(t, 0, sizeof *t);
+    if (rc_gguf_is_gguf(path))
+        return rc_text_load_gguf(t, path, e);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return rc_text_load_hf(t, path, e);
+    return rc_fail(e, RC_E_MISSING, "%s: has no tokenizer (a .gguf or an HF folder carries one)", path);
+}
+
 void rc_text_free(rc_text *t)
 {
     rc_tokenizer_free(t->tok);

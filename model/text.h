@@ -27,6 +27,9 @@ int rc_text_load_tokenizer(rc_text *t, const char *path, rc_err *e);
 int rc_text_from_gguf(rc_text *t, const rc_tok_arrays *a, const char *chat_template, rc_err *e);
 /* A GGUF file's tokenizer.ggml.* arrays and tokenizer.chat_template (through rc_text_from_gguf). */
 int rc_text_load_gguf(rc_text *t, const char *path, rc_err *e);
+/* The text side of a model path: a .gguf's metadata or an HF folder's files; RC_E_MISSING, naming the path,
+ * when it carries no tokenizer (a golden, a folder without tokenizer.json). */
+int rc_text_load_model(rc_text *t, const char *path, rc_err *e);
 void rc_text_free(rc_text *t);
 
 typedef struct rc_chat {
