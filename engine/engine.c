@@ -22,6 +22,7 @@ struct eng {
     eng_opts o;
     eng_plan plan;
     int L, P, C, max_ctx, f32, broken;
+    int decoding; /* the chunk in flight is a decode step: one row, run by the decode kernels */
     int64_t elt, pos;
     int half_max, kvrow_max; /* max rot/2 over ropes; max Hkv*D over layers */
     cudaStream_t s_comp, s_wcopy, s_kvcopy;
@@ -883,7 +884,15 @@ int eng_prefill(eng *E, const int32_t *ids, int64_t T, float *logits, const rc_p
     return rc;
 }
 
-int eng_decode(eng *E, int32_t id, float *logits, rc_err *e) { return eng_prefill(E, &id, 1, logits, NULL, e); }
+/* A decode step runs the decode kernels (GEMV, split-KV attention); a prefill chunk of any size, even one
+ * row, runs the prefill kernels. Each phase has one fixed arithmetic whatever the memory mode or chunking. */
+int eng_decode(eng *E, int32_t id, float *logits, rc_err *e)
+{
+    E->decoding = 1;
+    int rc = eng_prefill(E, &id, 1, logits, NULL, e);
+    E->decoding = 0;
+    return rc;
+}
 
 /* ---- harness stage adapter ---- */
 typedef struct eng_stage {
