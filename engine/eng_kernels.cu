@@ -9,8 +9,7 @@
 namespace {
 
 constexpr unsigned FULL = 0xffffffffu;
-constexpr int ENGK_FAULT_NO_RESCALE = 0x100; /* fault injection (kv_offload_no_rescale): corr = 1 */
-constexpr int NORM_THREADS = 256, MM_WARPS = 8, ATT_THREADS = 256, POST_WARPS = 4;
+constexpr int NORM_THREADS = 256, MM_WARPS = 8, POST_WARPS = 4;
 
 __device__ __forceinline__ float ld1(const uint16_t *p) { return __uint_as_float((unsigned)*p << 16); }
 __device__ __forceinline__ float ld1(const float *p) { return *p; }
@@ -45,14 +44,6 @@ __device__ __forceinline__ float warp_sum(float v)
 #pragma unroll
     for (int off = 16; off; off >>= 1)
         v += __shfl_xor_sync(FULL, v, off);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v)
-{
-#pragma unroll
-    for (int off = 16; off; off >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(FULL, v, off));
     return v;
 }
 
@@ -221,101 +212,6 @@ __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post(const float *qkv, 
     }
 }
 
-/* One block per (row t, kv head g) serving the G query heads of the group; the KV tile walk and the
- * (m, l, acc) update order are fixed by the tile size P alone (see README, "determinism"). */
-template <typename KV>
-__global__ void __launch_bounds__(ATT_THREADS) k_attention(const float *q, float *ctx, float *st_m, float *st_l,
-                                                           float *st_acc, const KV *Kc, const KV *Vc,
-                                                           int64_t kv_pos0, int tile_lo, int tile_hi, int P,
-                                                           int64_t pos0, int H, int Hkv, int D, float scale,
-                                                           int window, int flags)
-{
-    extern __shared__ float sha[];
-    const int G = H / Hkv;
-    float *qs = sha, *acc = qs + G * D, *sp = acc + G * D, *sm = sp + G * P, *sl = sm + G, *sc = sl + G;
-    const int t = blockIdx.x / Hkv, g = blockIdx.x % Hkv;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nw = ATT_THREADS / 32;
-    const int64_t pos = pos0 + t;
-    const int64_t lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-    const int64_t hb = (int64_t)t * H + (int64_t)g * G; /* (t, first head of the group) in [T, H] */
-    const int64_t kvs = (int64_t)Hkv * D;
-    for (int i = tid; i < G * D; i += ATT_THREADS) {
-        qs[i] = q[hb * D + i];
-        acc[i] = (flags & ENGK_INIT) ? 0.0f : st_acc[hb * D + i];
-    }
-    for (int h = tid; h < G; h += ATT_THREADS) {
-        sm[h] = (flags & ENGK_INIT) ? -INFINITY : st_m[hb + h];
-        sl[h] = (flags & ENGK_INIT) ? 0.0f : st_l[hb + h];
-    }
-    __syncthreads();
-    for (int k = tile_lo; k < tile_hi; k++) {
-        const int64_t t0 = (int64_t)k * P;
-        const int64_t a = t0 > lo ? t0 : lo, b = t0 + P - 1 < pos ? t0 + P - 1 : pos;
-        if (a > b)
-            continue;
-        const int n = (int)(b - a + 1);
-        /* scores: one warp per (key, head), lanes stride over D, butterfly */
-        for (int idx = warp; idx < n * G; idx += nw) {
-            const int jj = idx / G, h = idx % G;
-            const KV *kr = Kc + (a + jj - kv_pos0) * kvs + (int64_t)g * D;
-            const float *qh = qs + h * D;
-            float part = 0.0f;
-            for (int d = lane; d < D; d += 32)
-                part = fmaf(qh[d], ld1(kr + d), part);
-            part = warp_sum(part);
-            if (lane == 0)
-                sp[h * P + jj] = part * scale;
-        }
-        __syncthreads();
-        /* per head: tile max, rescale factor, probabilities, tile sum */
-        for (int h = warp; h < G; h += nw) {
-            float mt = -INFINITY;
-            for (int jj = lane; jj < n; jj += 32)
-                mt = fmaxf(mt, sp[h * P + jj]);
-            mt = warp_max(mt);
-            const float mo = sm[h], mn = fmaxf(mo, mt);
-            const float corr = RC_FAULTS_BUILT && (flags & ENGK_FAULT_NO_RESCALE) ? 1.0f : expf(mo - mn);
-            float ls = 0.0f;
-            for (int jj = lane; jj < n; jj += 32) {
-                const float p = expf(sp[h * P + jj] - mn);
-                sp[h * P + jj] = p;
-                ls += p;
-            }
-            ls = warp_sum(ls);
-            __syncwarp();
-            if (lane == 0) {
-                sl[h] = fmaf(sl[h], corr, ls);
-                sm[h] = mn;
-                sc[h] = corr;
-            }
-        }
-        __syncthreads();
-        /* acc = acc * corr + sum_j p_j v_j, one thread per (head, dim), keys in order */
-        for (int i = tid; i < G * D; i += ATT_THREADS) {
-            const int h = i / D, d = i % D;
-            const float *ph = sp + h * P;
-            const KV *vr = Vc + (a - kv_pos0) * kvs + (int64_t)g * D + d;
-            float s = 0.0f;
-#pragma unroll 4
-            for (int jj = 0; jj < n; jj++)
-                s = fmaf(ph[jj], ld1(vr + jj * kvs), s);
-            acc[i] = fmaf(acc[i], sc[h], s);
-        }
-        __syncthreads();
-    }
-    if (flags & ENGK_FINAL) {
-        for (int i = tid; i < G * D; i += ATT_THREADS)
-            ctx[hb * D + i] = acc[i] / sl[i / D];
-    } else {
-        for (int i = tid; i < G * D; i += ATT_THREADS)
-            st_acc[hb * D + i] = acc[i];
-        for (int h = tid; h < G; h += ATT_THREADS) {
-            st_m[hb + h] = sm[h];
-            st_l[hb + h] = sl[h];
-        }
-    }
-}
-
 __global__ void k_glu(float *out, const float *gu, int64_t total, int I, int act)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -391,27 +287,6 @@ cudaError_t engk_qkv_post(const float *qkv, float *q, void *kdst, void *vdst, in
     else
         k_qkv_post<uint16_t><<<grid, POST_WARPS * 32, smem, s>>>(qkv, q, (uint16_t *)kdst, (uint16_t *)vdst, qn,
                                                                 kn, norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot);
-    return cudaGetLastError();
-}
-
-size_t engk_attention_smem(int G, int D, int P) { return ((size_t)2 * G * D + (size_t)G * P + 3 * (size_t)G) * 4; }
-
-cudaError_t engk_attention(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const void *K,
-                           const void *V, int f32, int64_t kv_pos0, int tile_lo, int tile_hi, int P, int T,
-                           int64_t pos0, int H, int Hkv, int D, float scale, int window, int flags, cudaStream_t s)
-{
-    const size_t smem = engk_attention_smem(H / Hkv, D, P);
-    const int grid = T * Hkv;
-    if (!(flags & ENGK_INIT) && rc_fault_active("kv_offload_no_rescale")) /* fault: a continued tile */
-        flags |= ENGK_FAULT_NO_RESCALE;
-    if (f32)
-        k_attention<float><<<grid, ATT_THREADS, smem, s>>>(q, ctx, st_m, st_l, st_acc, (const float *)K,
-                                                           (const float *)V, kv_pos0, tile_lo, tile_hi, P, pos0, H,
-                                                           Hkv, D, scale, window, flags);
-    else
-        k_attention<uint16_t><<<grid, ATT_THREADS, smem, s>>>(q, ctx, st_m, st_l, st_acc, (const uint16_t *)K,
-                                                              (const uint16_t *)V, kv_pos0, tile_lo, tile_hi, P,
-                                                              pos0, H, Hkv, D, scale, window, flags);
     return cudaGetLastError();
 }
 

@@ -13,8 +13,6 @@
 extern "C" {
 #endif
 
-enum { ENGK_INIT = 1, ENGK_FINAL = 2 };
-
 /* x[T, Hd] = E[ids[t]] (* scale when scale != 0) */
 cudaError_t engk_embed(float *x, const void *E, int f32, const int32_t *ids, int T, int Hd, float scale,
                        cudaStream_t s);
@@ -29,14 +27,6 @@ cudaError_t engk_matmul(float *y, const float *x, const void *W, int f32, const 
 cudaError_t engk_qkv_post(const float *qkv, float *q, void *kdst, void *vdst, int f32, const float *qn,
                           const float *kn, int norm_kind, float eps, const float *cos_t, const float *sin_t, int T,
                           int H, int Hkv, int D, int rot, cudaStream_t s);
-/* Online-softmax attention of q[T, H, D] (row t at position pos0 + t) over the KV rows of tiles
- * [tile_lo, tile_hi) of P positions; K/V[j - kv_pos0] hold position j ([., Hkv, D]). flags: ENGK_INIT
- * starts from (m, l, acc) = (-inf, 0, 0), else loads them from st_*; ENGK_FINAL writes ctx[T, H*D] = acc / l,
- * else stores the state ([T, H], [T, H], [T, H, D]). */
-cudaError_t engk_attention(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const void *K,
-                           const void *V, int f32, int64_t kv_pos0, int tile_lo, int tile_hi, int P, int T,
-                           int64_t pos0, int H, int Hkv, int D, float scale, int window, int flags, cudaStream_t s);
-size_t engk_attention_smem(int G, int D, int P);
 /* out[T, I] = act(gu[:, :I]) * gu[:, I:] (act: rc_act), gu [T, 2I] */
 cudaError_t engk_glu(float *out, const float *gu, int T, int I, int act, cudaStream_t s);
 /* Busy-waits about 'cycles' SM clocks on s (fault builds: makes a missing stream dependency deterministic). */

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "eng_attn.h"
 #include "eng_hgemv.h"
 #include "fault.h"
 #include "eng_kernels.h"
@@ -39,6 +40,10 @@ struct eng {
     cudaEvent_t ev_tready[2], ev_tdone[2], ev_kvhost;
     int64_t tile_uses;
     float *d_st_m, *d_st_l, *d_st_acc;
+    /* split-KV decode: tile partials, and the position as a device scalar (read by the decode kernels) */
+    float *d_part;
+    int64_t *d_pos, *h_pos, pos_on_dev;
+    int max_tiles;
     /* workspace */
     float *d_x, *d_a, *d_qkv, *d_q, *d_ctx, *d_gu, *d_act, *d_fin, *d_logits, *d_rope;
     int32_t *d_ids;
@@ -107,6 +112,18 @@ static int halloc_at(void **p, int64_t bytes, int64_t *acct, const char *what, r
 /* ---- sizes (eng_plan_bytes counts exactly what eng_open allocates) ---- */
 static int64_t kvrow(const rc_layer_desc *d) { return (int64_t)d->n_kv_heads * d->head_dim; }
 
+/* Floats of the decode partials: the largest layer's (H, D) over max_tiles tiles. */
+static int64_t part_floats(const rc_config *c, int max_tiles)
+{
+    int64_t n = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const int64_t f = engk_attn_part_floats(max_tiles, c->layers[l].n_heads, c->layers[l].head_dim);
+        if (f > n)
+            n = f;
+    }
+    return n;
+}
+
 static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, eng_plan_sizes *s)
 {
     const rc_config *c = &w->cfg;
@@ -135,6 +152,7 @@ static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, eng_plan
     s->kv_offload = (4 * (int64_t)P * kvr + 2 * (int64_t)C * kvr) * w->elt + (int64_t)C * (2 * heads + qd) * 4;
     s->workspace = 4 * ((int64_t)C * (2 * Hd + nqkv + 2 * qd + 3 * I) + Hd + (int64_t)c->n_ropes * 2 * C * half) +
                    (int64_t)C * 4 + Hd * 4; /* + ids + final norm weight */
+    s->workspace += 4 * part_floats(c, engk_attn_max_tiles(max_ctx, P)) + 8; /* decode partials + position */
 }
 
 /* ---- open / close ---- */
@@ -200,6 +218,9 @@ void eng_close(eng *E)
         if (E->ev_tdone[i]) cudaEventDestroy(E->ev_tdone[i]);
     }
     if (E->ev_kvhost) cudaEventDestroy(E->ev_kvhost);
+    cudaFree(E->d_part);
+    cudaFree(E->d_pos);
+    cudaFreeHost(E->h_pos);
     void *dev[] = {E->d_knew, E->d_vnew, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_x, E->d_a, E->d_qkv, E->d_q,
                    E->d_ctx, E->d_gu, E->d_act, E->d_fin, E->d_logits, E->d_rope, E->d_ids};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
@@ -394,6 +415,11 @@ static int open_workspace(eng *E, rc_err *e)
     ATTEMPT(DALLOC(E->d_rope, rope * 4, acct, "RoPE rows"));
     ATTEMPT(DALLOC(E->d_ids, C * 4, acct, "token ids"));
     ATTEMPT(DALLOC(E->d_final_norm, Hd * 4, acct, "the final norm"));
+    E->max_tiles = engk_attn_max_tiles(E->max_ctx, E->P);
+    ATTEMPT(DALLOC(E->d_part, 4 * part_floats(c, E->max_tiles), acct, "decode attention partials"));
+    ATTEMPT(DALLOC(E->d_pos, 8, acct, "the position"));
+    ATTEMPT(HALLOC(E->h_pos, 8, "the position"));
+    E->pos_on_dev = -1;
     CK(cudaMemcpy(E->d_final_norm, E->w->final_norm, (size_t)Hd * 4, cudaMemcpyHostToDevice));
     if (!E->plan.vocab_on_cpu)
         ATTEMPT(DALLOC(E->d_logits, c->vocab * 4, acct, "logits"));
@@ -457,7 +483,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
         const rc_layer_desc *d = &E->c->layers[l];
         if (kvrow(d) > E->kvrow_max)
             E->kvrow_max = (int)kvrow(d);
-        const size_t smem = engk_attention_smem(d->n_heads / d->n_kv_heads, d->head_dim, E->P);
+        const size_t smem = engk_attn_smem(d->n_heads / d->n_kv_heads, d->head_dim, E->P);
         if (smem > 48 * 1024) {
             free(E);
             return rc_fail(e, RC_E_UNSUPPORTED,
@@ -706,6 +732,8 @@ static void host_embed(const eng *E, const int32_t *ids, int T, float *x)
 }
 
 /* ---- attention of one layer over the cache, in tiles of P positions ---- */
+/* Decode: split-KV tile partials + a fixed-order merge (the position from the device scalar d_pos); prefill:
+ * the tiled online-softmax kernel. KV offload walks the same tiles, each uploaded into one of two buffers. */
 static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
 {
     const rc_layer_desc *d = &E->c->layers[l];
@@ -713,9 +741,20 @@ static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
     const int64_t lo0 = d->window > 0 && pos0 - d->window + 1 > 0 ? pos0 - d->window + 1 : 0;
     const int tlo = (int)(lo0 / E->P), thi = (int)(last / E->P) + 1;
     const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
+    const int dec = E->decoding;
+    if (dec && E->pos_on_dev != pos0) { /* stream-ordered; chunk_forward syncs before h_pos changes again */
+        *E->h_pos = pos0;
+        CK(cudaMemcpyAsync(E->d_pos, E->h_pos, 8, cudaMemcpyHostToDevice, E->s_comp));
+        E->pos_on_dev = pos0;
+    }
     if (!E->plan.kv_offload) {
-        CK(engk_attention(E->d_q, E->d_ctx, NULL, NULL, NULL, E->d_k[l], E->d_v[l], E->f32, 0, tlo, thi, E->P, T,
-                          pos0, H, Hkv, D, d->attn_scale, d->window, ENGK_INIT | ENGK_FINAL, E->s_comp));
+        if (dec)
+            CK(engk_attn_decode(E->d_q, E->d_ctx, E->d_part, E->d_k[l], E->d_v[l], E->f32, E->d_pos, E->max_tiles,
+                                E->P, H, Hkv, D, d->attn_scale, d->window, E->s_comp));
+        else
+            CK(engk_attn_prefill(E->d_q, E->d_ctx, NULL, NULL, NULL, E->d_k[l], E->d_v[l], E->f32, 0, last, tlo, thi,
+                                 E->P, T, pos0, H, Hkv, D, d->attn_scale, d->window, ENGK_INIT | ENGK_FINAL,
+                                 E->s_comp));
         return RC_OK;
     }
     const int64_t rb = kvrow(d) * E->elt; /* bytes per position */
@@ -732,11 +771,19 @@ static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
         CK(cudaMemcpyAsync(E->d_tv[b], hv + p0 * rb, (size_t)(np * rb), cudaMemcpyHostToDevice, E->s_kvcopy));
         CK(cudaEventRecord(E->ev_tready[b], E->s_kvcopy));
         CK(cudaStreamWaitEvent(E->s_comp, E->ev_tready[b], 0)); /* tile data ready */
-        const int flags = (k == tlo ? ENGK_INIT : 0) | (k == thi - 1 ? ENGK_FINAL : 0);
-        CK(engk_attention(E->d_q, E->d_ctx, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_tk[b], E->d_tv[b], E->f32, p0, k,
-                          k + 1, E->P, T, pos0, H, Hkv, D, d->attn_scale, d->window, flags, E->s_comp));
+        if (dec)
+            CK(engk_attn_decode_tile(E->d_q, E->d_part, E->d_tk[b], E->d_tv[b], E->f32, E->d_pos, k, E->max_tiles,
+                                     E->P, H, Hkv, D, d->attn_scale, d->window, E->s_comp));
+        else {
+            const int flags = (k == tlo ? ENGK_INIT : 0) | (k == thi - 1 ? ENGK_FINAL : 0);
+            CK(engk_attn_prefill(E->d_q, E->d_ctx, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_tk[b], E->d_tv[b],
+                                 E->f32, p0, last, k, k + 1, E->P, T, pos0, H, Hkv, D, d->attn_scale, d->window,
+                                 flags, E->s_comp));
+        }
         CK(cudaEventRecord(E->ev_tdone[b], E->s_comp));
     }
+    if (dec)
+        CK(engk_attn_decode_merge(E->d_part, E->d_ctx, E->d_pos, E->max_tiles, E->P, H, D, d->window, E->s_comp));
     return RC_OK;
 }
 

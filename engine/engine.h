@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define ENG_AUTO (-2)          /* resident_layers / kv_offload / vocab_on_cpu: not set by the user */
-#define ENG_DEFAULT_TILE 512
+#define ENG_DEFAULT_TILE 64
 #define ENG_DEFAULT_CTX 4096
 #define ENG_DEFAULT_CHUNK 256
 

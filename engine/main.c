@@ -42,7 +42,7 @@ static const char usage_text[] =
     "                       N >= layers = all resident (the default)\n"
     "  --kv-offload         KV cache in pinned host memory, walked in tiles (GPU KV memory independent of\n"
     "                       the context length)\n"
-    "  --kv-tile P          attention tile in positions (default 512); part of the numerics: output is\n"
+    "  --kv-tile P          attention tile in positions (default 64); part of the numerics: output is\n"
     "                       identical across modes for the same P\n"
     "  --vocab-on-cpu       embedding and lm_head on the host (multithreaded GEMV in the GPU's order)\n"
     "  --vram-budget BYTES  choose resident layers / KV offload / vocab placement to fit (suffix K, M, G);\n"

@@ -1,0 +1,651 @@
+/* Engine attention kernels (see eng_attn.h). Built with -fmad=false: the only fused multiply-adds are the
+ * explicit fmaf() calls and the MMA instructions, so every reduction's order and rounding is fixed by the source. */
+#include "eng_attn.h"
+
+#include <math.h>
+
+#include "fault.h"
+
+namespace {
+
+constexpr unsigned FULL = 0xffffffffu;
+constexpr int FAULT_NO_RESCALE = 0x100; /* fault injection (kv_offload_no_rescale): corr = 1 */
+constexpr int DEC_THREADS = 256, ROW_THREADS = 256, MERGE_THREADS = 128;
+constexpr int MMA_WARPS = 4, MMA_ROWS = MMA_WARPS * 16, KB = 64; /* KB: keys per MMA sub-block of a tile */
+
+__device__ __forceinline__ float kv1(const uint16_t *p) { return __uint_as_float((unsigned)__ldg(p) << 16); }
+__device__ __forceinline__ float kv1(const float *p) { return __ldg(p); }
+
+/* 8 consecutive K/V elements (16-byte aligned). */
+__device__ __forceinline__ void kv8(const uint16_t *p, float *v)
+{
+    const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+__device__ __forceinline__ void kv8(const float *p, float *v)
+{
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float4 u = __ldg(reinterpret_cast<const float4 *>(p) + i);
+        v[4 * i] = u.x; v[4 * i + 1] = u.y; v[4 * i + 2] = u.z; v[4 * i + 3] = u.w;
+    }
+}
+
+__device__ __forceinline__ float wsum(float v)
+{
+#pragma unroll
+    for (int off = 16; off; off >>= 1)
+        v += __shfl_xor_sync(FULL, v, off);
+    return v;
+}
+
+__device__ __forceinline__ float wmax(float v)
+{
+#pragma unroll
+    for (int off = 16; off; off >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(FULL, v, off));
+    return v;
+}
+
+__device__ __forceinline__ int64_t window_lo(int64_t pos, int window)
+{
+    return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
+
+/* One warp, one head over a tile's n scores sp (shared): mn = max(mo, max sp), sp <- expf(sp - mn); returns mn and
+ * the lane-strided sum of the probabilities (butterfly) in *ls. */
+__device__ __forceinline__ float tile_probs(float *sp, int n, float mo, float *ls, int lane)
+{
+    float mt = -INFINITY;
+    for (int jj = lane; jj < n; jj += 32)
+        mt = fmaxf(mt, sp[jj]);
+    const float mn = fmaxf(mo, wmax(mt));
+    float sum = 0.0f;
+    for (int jj = lane; jj < n; jj += 32) {
+        const float p = expf(sp[jj] - mn);
+        sp[jj] = p;
+        sum += p;
+    }
+    *ls = wsum(sum);
+    return mn;
+}
+
+/* sum_j p_j v_j[d] over a tile's n keys in order (vr: V of the first key at dim d, kvs: the row stride). */
+template <typename KV>
+__device__ __forceinline__ float tile_pv(const float *ph, const KV *vr, int n, int64_t kvs)
+{
+    float s = 0.0f;
+#pragma unroll 4
+    for (int jj = 0; jj < n; jj++)
+        s = fmaf(ph[jj], kv1(vr + jj * kvs), s);
+    return s;
+}
+
+/* ---------------- decode: tile partials ---------------- */
+
+/* One block per (tile k0 + blockIdx.x, kv head): scores of the tile's keys for the group's G heads (LK lanes per
+ * key, chunks of 8 dims strided over them, fmaf in order, butterfly over the LK lanes), then per head m = max,
+ * p = expf(s - m), l = lane-strided sum + butterfly, acc[d] = sum_j p_j v_j[d] in key order. */
+template <typename KV>
+__global__ void __launch_bounds__(DEC_THREADS) k_dec_part(const float *q, float *part, const KV *Kc, const KV *Vc,
+                                                          const int64_t *pos_dev, int64_t kv_pos0, int k0,
+                                                          int max_tiles, int P, int H, int Hkv, int D, float scale,
+                                                          int window)
+{
+    extern __shared__ float sd[];
+    const int G = H / Hkv, k = k0 + blockIdx.x, g = blockIdx.y;
+    const int64_t pos = *pos_dev, lo = window_lo(pos, window), t0 = (int64_t)k * P;
+    const int64_t a = t0 > lo ? t0 : lo, b = t0 + P - 1 < pos ? t0 + P - 1 : pos;
+    if (a > b)
+        return; /* not a live tile: the merge does not read its slot */
+    const int n = (int)(b - a + 1);
+    float *qs = sd, *sp = qs + G * D;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    for (int i = tid; i < G * D; i += DEC_THREADS)
+        qs[i] = q[(int64_t)g * G * D + i];
+    __syncthreads();
+    const int nc = D >> 3;
+    const int LK = nc > 16 ? 32 : nc > 8 ? 16 : nc > 4 ? 8 : nc > 2 ? 4 : nc > 1 ? 2 : 1;
+    const int per = 32 / LK, grp = lane / LK, sl = lane % LK, step = (DEC_THREADS / 32) * per;
+    const int64_t kvs = (int64_t)Hkv * D;
+    for (int j0 = warp * per; j0 < n; j0 += step) {
+        const int jj = j0 + grp;
+        const bool ok = jj < n;
+        const KV *kr = Kc + (a + (ok ? jj : 0) - kv_pos0) * kvs + (int64_t)g * D;
+        for (int h = 0; h < G; h++) {
+            const float *qh = qs + h * D;
+            float s = 0.0f;
+            if (ok)
+                for (int c = sl; c < nc; c += LK) {
+                    float v[8];
+                    kv8(kr + c * 8, v);
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        s = fmaf(qh[c * 8 + e], v[e], s);
+                }
+            for (int off = LK >> 1; off; off >>= 1)
+                s += __shfl_xor_sync(FULL, s, off);
+            if (ok && sl == 0)
+                sp[h * P + jj] = s * scale;
+        }
+    }
+    __syncthreads();
+    float *pm = part, *pl = part + (int64_t)max_tiles * H, *pa = pl + (int64_t)max_tiles * H;
+    const int64_t slot = (int64_t)k * H + (int64_t)g * G; /* (tile, first head of the group) */
+    for (int h = warp; h < G; h += DEC_THREADS / 32) {
+        float ls;
+        const float mt = tile_probs(sp + h * P, n, -INFINITY, &ls, lane);
+        if (lane == 0) {
+            pm[slot + h] = mt;
+            pl[slot + h] = ls;
+        }
+    }
+    __syncthreads();
+    for (int i = tid; i < G * D; i += DEC_THREADS) {
+        const int h = i / D, d = i % D;
+        pa[(slot + h) * D + d] = tile_pv(sp + h * P, Vc + (a - kv_pos0) * kvs + (int64_t)g * D + d, n, kvs);
+    }
+}
+
+/* One block per head: M = max of the live tiles' m; w_k = expf(m_k - M); l = sum_k l_k w_k and
+ * acc[d] = sum_k acc_k[d] w_k with fmaf in tile order; ctx = acc / l. */
+__global__ void __launch_bounds__(MERGE_THREADS) k_dec_merge(const float *part, float *ctx, const int64_t *pos_dev,
+                                                             int max_tiles, int P, int H, int D, int window)
+{
+    const int h = blockIdx.x;
+    const int64_t pos = *pos_dev;
+    const int tlo = (int)(window_lo(pos, window) / P), thi = (int)(pos / P);
+    const float *pm = part, *pl = part + (int64_t)max_tiles * H, *pa = pl + (int64_t)max_tiles * H;
+    float M = -INFINITY;
+    for (int k = tlo; k <= thi; k++)
+        M = fmaxf(M, pm[(int64_t)k * H + h]);
+    float l = 0.0f;
+    for (int k = tlo; k <= thi; k++)
+        l = fmaf(pl[(int64_t)k * H + h], expf(pm[(int64_t)k * H + h] - M), l);
+    for (int d = threadIdx.x; d < D; d += MERGE_THREADS) {
+        float acc = 0.0f;
+        for (int k = tlo; k <= thi; k++)
+            acc = fmaf(pa[((int64_t)k * H + h) * D + d], expf(pm[(int64_t)k * H + h] - M), acc);
+        ctx[(int64_t)h * D + d] = acc / l;
+    }
+}
+
+/* ---------------- prefill on CUDA cores (fp32 KV, sm < 80, other head dims) ---------------- */
+
+/* One block per (row t, kv head g) serving the G query heads of the group; the KV tile walk and the
+ * (m, l, acc) update order are fixed by the tile size P alone. */
+template <typename KV>
+__global__ void __launch_bounds__(ROW_THREADS) k_attn_rows(const float *q, float *ctx, float *st_m, float *st_l,
+                                                           float *st_acc, const KV *Kc, const KV *Vc, int64_t kv_pos0,
+                                                           int tile_lo, int tile_hi, int P, int64_t pos0, int H,
+                                                           int Hkv, int D, float scale, int window, int flags)
+{
+    extern __shared__ float sha[];
+    const int G = H / Hkv;
+    float *qs = sha, *acc = qs + G * D, *sp = acc + G * D, *sm = sp + G * P, *sl = sm + G, *sc = sl + G;
+    const int t = blockIdx.x / Hkv, g = blockIdx.x % Hkv;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nw = ROW_THREADS / 32;
+    const int64_t pos = pos0 + t, lo = window_lo(pos, window);
+    const int64_t hb = (int64_t)t * H + (int64_t)g * G; /* (t, first head of the group) in [T, H] */
+    const int64_t kvs = (int64_t)Hkv * D;
+    for (int i = tid; i < G * D; i += ROW_THREADS) {
+        qs[i] = q[hb * D + i];
+        acc[i] = (flags & ENGK_INIT) ? 0.0f : st_acc[hb * D + i];
+    }
+    for (int h = tid; h < G; h += ROW_THREADS) {
+        sm[h] = (flags & ENGK_INIT) ? -INFINITY : st_m[hb + h];
+        sl[h] = (flags & ENGK_INIT) ? 0.0f : st_l[hb + h];
+    }
+    __syncthreads();
+    for (int k = tile_lo; k < tile_hi; k++) {
+        const int64_t t0 = (int64_t)k * P;
+        const int64_t a = t0 > lo ? t0 : lo, b = t0 + P - 1 < pos ? t0 + P - 1 : pos;
+        if (a > b)
+            continue;
+        const int n = (int)(b - a + 1);
+        /* scores: one warp per (key, head), lanes stride over D, butterfly */
+        for (int idx = warp; idx < n * G; idx += nw) {
+            const int jj = idx / G, h = idx % G;
+            const KV *kr = Kc + (a + jj - kv_pos0) * kvs + (int64_t)g * D;
+            const float *qh = qs + h * D;
+            float part = 0.0f;
+            for (int d = lane; d < D; d += 32)
+                part = fmaf(qh[d], kv1(kr + d), part);
+            part = wsum(part);
+            if (lane == 0)
+                sp[h * P + jj] = part * scale;
+        }
+        __syncthreads();
+        /* per head: tile max, rescale factor, probabilities, tile sum */
+        for (int h = warp; h < G; h += nw) {
+            float ls;
+            const float mo = sm[h], mn = tile_probs(sp + h * P, n, mo, &ls, lane);
+            const float corr = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE) ? 1.0f : expf(mo - mn);
+            __syncwarp();
+            if (lane == 0) {
+                sl[h] = fmaf(sl[h], corr, ls);
+                sm[h] = mn;
+                sc[h] = corr;
+            }
+        }
+        __syncthreads();
+        /* acc = acc * corr + sum_j p_j v_j, one thread per (head, dim), keys in order */
+        for (int i = tid; i < G * D; i += ROW_THREADS) {
+            const int h = i / D, d = i % D;
+            acc[i] = fmaf(acc[i], sc[h], tile_pv(sp + h * P, Vc + (a - kv_pos0) * kvs + (int64_t)g * D + d, n, kvs));
+        }
+        __syncthreads();
+    }
+    if (flags & ENGK_FINAL) {
+        for (int i = tid; i < G * D; i += ROW_THREADS)
+            ctx[hb * D + i] = acc[i] / sl[i / D];
+    } else {
+        for (int i = tid; i < G * D; i += ROW_THREADS)
+            st_acc[hb * D + i] = acc[i];
+        for (int h = tid; h < G; h += ROW_THREADS) {
+            st_m[hb + h] = sm[h];
+            st_l[hb + h] = sl[h];
+        }
+    }
+}
+
+/* ---------------- prefill on tensor cores (bf16 KV, sm_80+) ---------------- */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 /* the MMA kernel's helpers (sm_80+ only) */
+__device__ __forceinline__ unsigned bf16_bits(float f) /* round to nearest even, as the KV store */
+{
+    const unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+__device__ __forceinline__ unsigned pack2(unsigned lo, unsigned hi) { return lo | (hi << 16); }
+
+__device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(unsigned *r, const uint16_t *p)
+{
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* 16 bytes global -> shared, or 16 zero bytes when !valid (src must still be a valid address). */
+__device__ __forceinline__ void cp16(uint16_t *dst, const uint16_t *src, bool valid)
+{
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(dst);
+    const int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* Keys of tile k: sub-blocks of KB starting at k*P + s*KB, the last one shorter when KB does not divide P. */
+__device__ __forceinline__ void sub_block(int idx, int tile_lo, int nsub, int P, int64_t *kb0, int *nb)
+{
+    const int k = tile_lo + idx / nsub, s = idx % nsub;
+    *kb0 = (int64_t)k * P + (int64_t)s * KB;
+    *nb = P - s * KB < KB ? P - s * KB : KB;
+}
+
+/* Sub-block index (relative to tile_lo) that holds position p. */
+__device__ __forceinline__ int sub_of(int64_t p, int tile_lo, int nsub, int P)
+{
+    const int64_t k = p / P;
+    return (int)((k - tile_lo) * nsub + (p - k * P) / KB);
+}
+#endif
+
+/* Block (blockIdx.x, kv head g) of MMA_ROWS packed rows r = t * G + h (the G heads of one position share
+ * the K/V rows); warp w owns rows 16w .. 16w + 15. Per sub-block of KB keys: S = Q K^T by m16n8k16 MMAs over D
+ * in order (q rounded to bf16), masked to -inf outside [lo(p), p]; per row m_new = max(m, max S),
+ * p = exp2(S - m_new) rounded to bf16, l = fmaf(l, corr, sum p) with the sum in a fixed per-quad order,
+ * acc = acc * corr, then acc += P V by MMAs over the keys in order. Rows that share nothing with a sub-block see
+ * an exact no-op, so a row's bits depend on its position and P only, not on which rows share its block. */
+template <int D>
+__global__ void __launch_bounds__(MMA_WARPS * 32) k_attn_mma(const float *q, float *ctx, float *st_m, float *st_l,
+                                                             float *st_acc, const uint16_t *Kc, const uint16_t *Vc,
+                                                             int64_t kv_pos0, int64_t kv_last, int tile_lo,
+                                                             int tile_hi, int P, int T, int64_t pos0, int H, int Hkv,
+                                                             float scale_log2, int window, int flags)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int KS = D / 16, NT = D / 8, LD = D + 8, NJ = KB / 8, NK = KB / 16;
+    extern __shared__ __align__(16) uint16_t skv[]; /* [2 buffers][K, V][KB][LD] */
+    const int G = H / Hkv, g = blockIdx.y, rows = T * G;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, qr = lane >> 2, qc = lane & 3;
+    const int64_t kvs = (int64_t)Hkv * D;
+    const int rb = blockIdx.x * MMA_ROWS;
+    const int rlast = rb + MMA_ROWS - 1 < rows - 1 ? rb + MMA_ROWS - 1 : rows - 1;
+
+    /* this thread's two rows (qr and qr + 8 of the warp's 16) */
+    bool rv[2];
+    int64_t rp[2], rlo[2], ri[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int R = rb + warp * 16 + qr + 8 * i;
+        rv[i] = R < rows;
+        const int t = rv[i] ? R / G : 0, h = rv[i] ? R % G : 0;
+        rp[i] = pos0 + t;
+        rlo[i] = window_lo(rp[i], window);
+        ri[i] = (int64_t)t * H + (int64_t)g * G + h;
+    }
+    /* key ranges: the block's and this warp's (rows are sorted by position) */
+    const int64_t cut_lo = (int64_t)tile_lo * P, cut_hi = (int64_t)tile_hi * P - 1 < kv_last ? (int64_t)tile_hi * P - 1 : kv_last;
+    int64_t blo = window_lo(pos0 + rb / G, window), bhi = pos0 + rlast / G;
+    blo = blo > cut_lo ? blo : cut_lo;
+    bhi = bhi < cut_hi ? bhi : cut_hi;
+    const int wr0 = rb + warp * 16, wr1 = wr0 + 15 < rlast ? wr0 + 15 : rlast;
+    const bool wlive = wr0 <= rlast;
+    const int64_t wlo = window_lo(pos0 + wr0 / G, window), whi = pos0 + wr1 / G;
+
+    /* Q fragments (A of S = Q K^T), rounded to bf16 */
+    unsigned qf[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float2 v = make_float2(0.0f, 0.0f);
+                if (rv[i])
+                    v = *reinterpret_cast<const float2 *>(q + ri[i] * D + ks * 16 + j * 8 + 2 * qc);
+                qf[ks][i + 2 * j] = pack2(bf16_bits(v.x), bf16_bits(v.y));
+            }
+    float o[NT][4], m[2], l[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const bool ld = !(flags & ENGK_INIT) && rv[i];
+        m[i] = ld ? st_m[ri[i]] : -INFINITY;
+        l[i] = ld ? st_l[ri[i]] : 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            float2 v = make_float2(0.0f, 0.0f);
+            if (ld)
+                v = *reinterpret_cast<const float2 *>(st_acc + ri[i] * D + nt * 8 + 2 * qc);
+            o[nt][2 * i] = v.x;
+            o[nt][2 * i + 1] = v.y;
+        }
+    }
+    const bool no_rescale = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE);
+
+    const int nsub = (P + KB - 1) / KB;
+    const int first = blo <= bhi ? sub_of(blo, tile_lo, nsub, P) : 0;
+    const int last = blo <= bhi ? sub_of(bhi, tile_lo, nsub, P) : -1;
+    auto load = [&](int idx, int buf) {
+        int64_t kb0;
+        int nb;
+        sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
+        uint16_t *Ks = skv + buf * 2 * KB * LD, *Vs = Ks + KB * LD;
+        for (int i = threadIdx.x; i < KB * (D / 8); i += MMA_WARPS * 32) {
+            const int r = i / (D / 8), c = i % (D / 8);
+            const int64_t p = kb0 + r;
+            const bool ok = r < nb && p <= kv_last;
+            const int64_t off = ok ? (p - kv_pos0) * kvs + (int64_t)g * D + c * 8 : 0;
+            cp16(Ks + r * LD + c * 8, Kc + off, ok);
+            cp16(Vs + r * LD + c * 8, Vc + off, ok);
+        }
+        cp_commit();
+    };
+    if (first <= last)
+        load(first, 0);
+    for (int idx = first; idx <= last; idx++) {
+        const int buf = (idx - first) & 1;
+        if (idx < last) {
+            load(idx + 1, buf ^ 1);
+            cp_wait<1>();
+        } else
+            cp_wait<0>();
+        __syncthreads();
+        int64_t kb0;
+        int nb;
+        sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
+        if (wlive && kb0 <= whi && kb0 + nb - 1 >= wlo) {
+            const uint16_t *Ks = skv + buf * 2 * KB * LD, *Vs = Ks + KB * LD;
+            float s[NJ][4];
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+                    if (j * 8 < nb) {
+                        const uint16_t *kr = Ks + (j * 8 + qr) * LD + ks * 16 + 2 * qc;
+                        mma16816(s[j], qf[ks], *reinterpret_cast<const unsigned *>(kr),
+                                 *reinterpret_cast<const unsigned *>(kr + 8));
+                    }
+            float corr[2], ls[2] = {0.0f, 0.0f};
+            unsigned pb[NJ][2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int jj = j * 8 + 2 * qc + e;
+                        const int64_t kp = kb0 + jj;
+                        const bool ok = rv[i] && jj < nb && kp <= rp[i] && kp >= rlo[i];
+                        const float v = ok ? s[j][2 * i + e] * scale_log2 : -INFINITY;
+                        s[j][2 * i + e] = v;
+                        mx = fmaxf(mx, v);
+                    }
+                mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
+                const float mn = fmaxf(m[i], mx), ms = mn == -INFINITY ? 0.0f : mn;
+                corr[i] = no_rescale ? 1.0f : exp2f(m[i] - ms);
+                float sum = 0.0f;
+#pragma unroll
+                for (int j = 0; j < NJ; j++) {
+                    const unsigned b0 = bf16_bits(exp2f(s[j][2 * i] - ms)), b1 = bf16_bits(exp2f(s[j][2 * i + 1] - ms));
+                    sum += __uint_as_float(b0 << 16);
+                    sum += __uint_as_float(b1 << 16);
+                    pb[j][i] = pack2(b0, b1);
+                }
+                sum += __shfl_xor_sync(FULL, sum, 1);
+                sum += __shfl_xor_sync(FULL, sum, 2);
+                ls[i] = sum;
+                m[i] = mn;
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                l[i] = fmaf(l[i], corr[i], ls[i]);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                o[nt][0] = o[nt][0] * corr[0];
+                o[nt][1] = o[nt][1] * corr[0];
+                o[nt][2] = o[nt][2] * corr[1];
+                o[nt][3] = o[nt][3] * corr[1];
+            }
+#pragma unroll
+            for (int kk = 0; kk < NK; kk++)
+                if (kk * 16 < nb) {
+                    const unsigned a[4] = {pb[2 * kk][0], pb[2 * kk][1], pb[2 * kk + 1][0], pb[2 * kk + 1][1]};
+#pragma unroll
+                    for (int np = 0; np < NT / 2; np++) {
+                        unsigned r[4];
+                        ldsm_x4_trans(r, Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + np * 16 +
+                                             (lane >> 4) * 8);
+                        mma16816(o[2 * np], a, r[0], r[1]);
+                        mma16816(o[2 * np + 1], a, r[2], r[3]);
+                    }
+                }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (!rv[i])
+            continue;
+        if (flags & ENGK_FINAL) {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                *reinterpret_cast<float2 *>(ctx + ri[i] * D + nt * 8 + 2 * qc) =
+                    make_float2(o[nt][2 * i] / l[i], o[nt][2 * i + 1] / l[i]);
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                *reinterpret_cast<float2 *>(st_acc + ri[i] * D + nt * 8 + 2 * qc) =
+                    make_float2(o[nt][2 * i], o[nt][2 * i + 1]);
+            if (qc == 0) {
+                st_m[ri[i]] = m[i];
+                st_l[ri[i]] = l[i];
+            }
+        }
+    }
+#else
+    __trap(); /* the host launches this only on sm_80+ (engk_attn_prefill_mma) */
+#endif
+}
+
+template <int D> constexpr size_t mma_smem() { return (size_t)2 * 2 * KB * (D + 8) * sizeof(uint16_t); }
+
+size_t mma_smem_of(int D)
+{
+    switch (D) {
+    case 16: return mma_smem<16>();
+    case 32: return mma_smem<32>();
+    case 64: return mma_smem<64>();
+    case 128: return mma_smem<128>();
+    case 256: return mma_smem<256>();
+    default: return 0;
+    }
+}
+
+template <int D>
+cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
+                       const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
+                       int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
+{
+    static int attr_done = 0; /* the opt-in shared memory, once per instance */
+    const size_t smem = mma_smem<D>();
+    if (!attr_done) {
+        cudaError_t err = cudaFuncSetAttribute(k_attn_mma<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess)
+            return err;
+        attr_done = 1;
+    }
+    const int G = H / Hkv;
+    const dim3 grid((unsigned)((T * G + MMA_ROWS - 1) / MMA_ROWS), (unsigned)Hkv);
+    const float scale_log2 = scale * 1.4426950408889634f;
+    k_attn_mma<D><<<grid, MMA_WARPS * 32, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo,
+                                                       tile_hi, P, T, pos0, H, Hkv, scale_log2, window, flags);
+    return cudaGetLastError();
+}
+
+size_t dec_smem(int G, int D, int P) { return ((size_t)G * D + (size_t)G * P) * sizeof(float); }
+
+size_t rows_smem(int G, int D, int P) { return ((size_t)2 * G * D + (size_t)G * P + 3 * (size_t)G) * sizeof(float); }
+
+} // namespace
+
+extern "C" {
+
+int engk_attn_max_tiles(int64_t max_ctx, int P) { return (int)((max_ctx - 1) / P + 1); }
+
+int64_t engk_attn_part_floats(int max_tiles, int H, int D) { return (int64_t)max_tiles * H * (D + 2); }
+
+size_t engk_attn_smem(int G, int D, int P)
+{
+    const size_t a = dec_smem(G, D, P), b = rows_smem(G, D, P);
+    return a > b ? a : b;
+}
+
+cudaError_t engk_attn_decode_tile(const float *q, float *part, const void *Kt, const void *Vt, int f32,
+                                  const int64_t *pos_dev, int k, int max_tiles, int P, int H, int Hkv, int D,
+                                  float scale, int window, cudaStream_t s)
+{
+    const size_t smem = dec_smem(H / Hkv, D, P);
+    const dim3 grid(1, (unsigned)Hkv);
+    const int64_t kv0 = (int64_t)k * P;
+    if (f32)
+        k_dec_part<float><<<grid, DEC_THREADS, smem, s>>>(q, part, (const float *)Kt, (const float *)Vt, pos_dev,
+                                                          kv0, k, max_tiles, P, H, Hkv, D, scale, window);
+    else
+        k_dec_part<uint16_t><<<grid, DEC_THREADS, smem, s>>>(q, part, (const uint16_t *)Kt, (const uint16_t *)Vt,
+                                                             pos_dev, kv0, k, max_tiles, P, H, Hkv, D, scale, window);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_attn_decode_merge(const float *part, float *ctx, const int64_t *pos_dev, int max_tiles, int P,
+                                   int H, int D, int window, cudaStream_t s)
+{
+    k_dec_merge<<<H, MERGE_THREADS, 0, s>>>(part, ctx, pos_dev, max_tiles, P, H, D, window);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void *K, const void *V, int f32,
+                             const int64_t *pos_dev, int max_tiles, int P, int H, int Hkv, int D, float scale,
+                             int window, cudaStream_t s)
+{
+    const size_t smem = dec_smem(H / Hkv, D, P);
+    const dim3 grid((unsigned)max_tiles, (unsigned)Hkv);
+    if (f32)
+        k_dec_part<float><<<grid, DEC_THREADS, smem, s>>>(q, part, (const float *)K, (const float *)V, pos_dev, 0, 0,
+                                                          max_tiles, P, H, Hkv, D, scale, window);
+    else
+        k_dec_part<uint16_t><<<grid, DEC_THREADS, smem, s>>>(q, part, (const uint16_t *)K, (const uint16_t *)V,
+                                                             pos_dev, 0, 0, max_tiles, P, H, Hkv, D, scale, window);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return err;
+    return engk_attn_decode_merge(part, ctx, pos_dev, max_tiles, P, H, D, window, s);
+}
+
+int engk_attn_prefill_mma(int D, int f32)
+{
+    int dev = 0, major = 0, optin = 0;
+    if (f32 || mma_smem_of(D) == 0 || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major >= 8 && mma_smem_of(D) <= (size_t)optin;
+}
+
+cudaError_t engk_attn_prefill(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const void *K,
+                              const void *V, int f32, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi,
+                              int P, int T, int64_t pos0, int H, int Hkv, int D, float scale, int window, int flags,
+                              cudaStream_t s)
+{
+    if (!(flags & ENGK_INIT) && rc_fault_active("kv_offload_no_rescale")) /* fault: a continued tile */
+        flags |= FAULT_NO_RESCALE;
+    if (!(flags & ENGK_CUDA_CORES) && engk_attn_prefill_mma(D, f32)) {
+        const uint16_t *k = (const uint16_t *)K, *v = (const uint16_t *)V;
+        switch (D) {
+        case 16: return launch_mma<16>(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale, window, flags, s);
+        case 32: return launch_mma<32>(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale, window, flags, s);
+        case 64: return launch_mma<64>(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale, window, flags, s);
+        case 128: return launch_mma<128>(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale, window, flags, s);
+        default: return launch_mma<256>(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale, window, flags, s);
+        }
+    }
+    const size_t smem = rows_smem(H / Hkv, D, P);
+    const int grid = T * Hkv;
+    if (f32)
+        k_attn_rows<float><<<grid, ROW_THREADS, smem, s>>>(q, ctx, st_m, st_l, st_acc, (const float *)K,
+                                                           (const float *)V, kv_pos0, tile_lo, tile_hi, P, pos0, H,
+                                                           Hkv, D, scale, window, flags);
+    else
+        k_attn_rows<uint16_t><<<grid, ROW_THREADS, smem, s>>>(q, ctx, st_m, st_l, st_acc, (const uint16_t *)K,
+                                                              (const uint16_t *)V, kv_pos0, tile_lo, tile_hi, P, pos0,
+                                                              H, Hkv, D, scale, window, flags);
+    return cudaGetLastError();
+}
+
+} // extern "C"

@@ -1,0 +1,60 @@
+/* The engine's attention kernels, behind C launchers: split-KV decode (tile partials merged in a fixed order)
+ * and tiled online-softmax prefill (bf16 tensor cores on sm_80+, fp32 CUDA cores otherwise). Each launcher
+ * enqueues on stream s and returns cudaGetLastError(). K/V rows are bf16 (raw uint16) or, with f32 set, fp32,
+ * laid out [position][Hkv][D]; q and ctx are fp32 [rows][H][D]. Numerics: engine/README.md, "determinism". */
+#ifndef ENG_ATTN_H
+#define ENG_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* prefill flags: ENGK_INIT starts from (m, l, acc) = (-inf, 0, 0), else loads them from st_*; ENGK_FINAL writes
+ * ctx = acc / l, else stores the state. ENGK_CUDA_CORES forces the fp32 CUDA-core kernel (tests). */
+enum { ENGK_INIT = 1, ENGK_FINAL = 2, ENGK_CUDA_CORES = 4 };
+
+/* ---- decode: one row at the position held in the device scalar *pos_dev (graph-capturable) ---- */
+
+/* Tiles of P positions covering max_ctx positions; the partials workspace holds that many tiles. */
+int engk_attn_max_tiles(int64_t max_ctx, int P);
+/* Floats of the partials workspace: per (tile, head) m and l, and acc[D]. */
+int64_t engk_attn_part_floats(int max_tiles, int H, int D);
+/* ctx[H*D] of q[H, D] over K/V positions [lo, pos] (lo = pos - window + 1 with a window, else 0): one block per
+ * (tile, kv head) writes the tile's partial (m, l, acc) into part; then tiles lo/P .. pos/P are merged in
+ * index order. Grid from max_tiles (host bound); tiles past pos exit at once. */
+cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void *K, const void *V, int f32,
+                             const int64_t *pos_dev, int max_tiles, int P, int H, int Hkv, int D, float scale,
+                             int window, cudaStream_t s);
+/* The partial of tile k alone, with K/V[j - k*P] holding position j (an uploaded tile buffer): the same kernel
+ * and slot as engk_attn_decode's, so per-tile launches + engk_attn_decode_merge give the same bits. */
+cudaError_t engk_attn_decode_tile(const float *q, float *part, const void *Kt, const void *Vt, int f32,
+                                  const int64_t *pos_dev, int k, int max_tiles, int P, int H, int Hkv, int D,
+                                  float scale, int window, cudaStream_t s);
+cudaError_t engk_attn_decode_merge(const float *part, float *ctx, const int64_t *pos_dev, int max_tiles, int P,
+                                   int H, int D, int window, cudaStream_t s);
+
+/* ---- prefill: T rows at positions pos0 .. pos0 + T - 1 ---- */
+
+/* 1 if the bf16 prefill of head_dim D runs on tensor cores on the current device (sm_80+, D in
+ * {16, 32, 64, 128, 256}, shared memory fits), else 0 (the fp32 CUDA-core kernel runs). */
+int engk_attn_prefill_mma(int D, int f32);
+/* Online-softmax attention of q[T, H, D] over the KV tiles [tile_lo, tile_hi) of P positions; K/V[j - kv_pos0]
+ * hold position j for j <= kv_last (rows past kv_last are never read). Causal, and a sliding window when
+ * window > 0. State st_m, st_l [T, H], st_acc [T, H, D] (only without ENGK_INIT / ENGK_FINAL). */
+cudaError_t engk_attn_prefill(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const void *K,
+                              const void *V, int f32, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi,
+                              int P, int T, int64_t pos0, int H, int Hkv, int D, float scale, int window, int flags,
+                              cudaStream_t s);
+/* Shared memory of the decode and CUDA-core prefill kernels at G query heads per KV head (the tile limit). */
+size_t engk_attn_smem(int G, int D, int P);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
