@@ -1,0 +1,515 @@
+/* GPU suite (gpu, engine): the engine's attention kernels (engine/eng_attn.h) against a double host reference on
+ * seeded inputs (tile edges, odd head groups, head dims 64/128/256, sliding windows, NaN-poisoned outputs and KV
+ * past the last position), plus the bit-identities the engine relies on: offload-style per-tile launches = one
+ * launch, and a prefill row's bits independent of the rows sharing its chunk. --bench: decode attention µs and KV
+ * GB/s against a measured read ceiling (llama3-8b heads, 2k / 8k / 32k), prefill TFLOP/s at T = 2048. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "eng_attn.h"
+#include "eng_weights.h"
+#include "gpu_skip.h"
+#include "test_engk_attn_read.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull; /* xorshift64, seeded: the same inputs every run */
+
+/* ---- helpers: a failed CUDA call fails the test with the call, file:line and CUDA's message ---- */
+#define CU(call)                                                                                                   \
+    do {                                                                                                           \
+        cudaError_t err_ = (call);                                                                                 \
+        if (err_ != cudaSuccess)                                                                                   \
+            fail_msg("%s failed at %s:%d: %s", #call, __FILE__, __LINE__, cudaGetErrorString(err_));                \
+    } while (0)
+
+static void *hmalloc(int64_t n, size_t size)
+{
+    void *p = calloc((size_t)(n > 0 ? n : 1), size);
+    assert_non_null(p);
+    return p;
+}
+
+static void *dmalloc(int64_t bytes)
+{
+    void *d = NULL;
+    CU(cudaMalloc(&d, (size_t)(bytes > 0 ? bytes : 1)));
+    return d;
+}
+
+static void fill_nan(void *d, int64_t bytes) /* 0xff bytes: NaN as fp32 and as bf16 */
+{
+    CU(cudaMemset(d, 0xff, (size_t)bytes));
+}
+
+static void upload(void *d, const void *h, int64_t bytes) { CU(cudaMemcpy(d, h, (size_t)bytes, cudaMemcpyHostToDevice)); }
+
+static float *download(const void *d, int64_t n)
+{
+    float *h = hmalloc(n, sizeof *h);
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemcpy(h, d, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+static float urand(double lo, double hi)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)(lo + (hi - lo) * (double)(rng >> 11) * 0x1p-53);
+}
+
+static float bf16_round(float f) { return eng_bf16_to_f32(eng_f32_to_bf16(f)); }
+
+/* Elements of got outside want ± (atol + rtol |want|), NaN/Inf counting; the line shows the worst error as a
+ * fraction of its bound (< 1 passes), and the first three failures. */
+static int64_t mismatches(const char *what, const float *got, const double *want, int64_t n, double atol,
+                          double rtol)
+{
+    int64_t bad = 0;
+    double worst = 0.0, frac = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double err = fabs((double)got[i] - want[i]), bound = atol + rtol * fabs(want[i]);
+        if (!isfinite(got[i]) || err > bound) {
+            if (++bad <= 3)
+                printf("    %s: [%lld] got %.9g want %.9g\n", what, (long long)i, got[i], want[i]);
+            continue;
+        }
+        worst = err > worst ? err : worst;
+        frac = err / bound > frac ? err / bound : frac;
+    }
+    printf("  %-64s max-abs %.3e = %.2f of bound  %s", what, worst, frac, bad ? "FAIL" : "ok");
+    printf(bad ? " (%lld of %lld out of bounds)\n" : "\n", (long long)bad, (long long)n);
+    return bad;
+}
+
+static int64_t differ_bits(const char *what, const float *a, const float *b, int64_t n)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(a + i, b + i, sizeof *a) && bad++ < 5)
+            printf("    %s: [%lld] %.9g vs %.9g\n", what, (long long)i, a[i], b[i]);
+    printf("  %-64s %s\n", what, bad ? "DIFFER" : "bit-identical");
+    return bad;
+}
+
+/* ---- a KV cache [S][Hkv][D] in storage type (host fp32 values = exactly what the kernels read) ---- */
+typedef struct kvset {
+    int S, Hkv, D, f32;
+    float *k, *v;     /* host values */
+    void *dk, *dv;    /* device, storage type; positions >= valid poisoned with NaN */
+    int64_t row;      /* elements per position */
+} kvset;
+
+static size_t elt(int f32) { return f32 ? 4 : 2; }
+
+static void kv_make(kvset *s, int S, int valid, int Hkv, int D, int f32)
+{
+    s->S = S, s->Hkv = Hkv, s->D = D, s->f32 = f32, s->row = (int64_t)Hkv * D;
+    const int64_t n = (int64_t)S * s->row;
+    s->k = hmalloc(n, sizeof(float));
+    s->v = hmalloc(n, sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        s->k[i] = urand(-1, 1);
+        s->v[i] = urand(-1, 1);
+        if (!f32) {
+            s->k[i] = bf16_round(s->k[i]);
+            s->v[i] = bf16_round(s->v[i]);
+        }
+    }
+    s->dk = dmalloc(n * (int64_t)elt(f32));
+    s->dv = dmalloc(n * (int64_t)elt(f32));
+    fill_nan(s->dk, n * (int64_t)elt(f32));
+    fill_nan(s->dv, n * (int64_t)elt(f32));
+    const int64_t m = (int64_t)valid * s->row;
+    if (f32) {
+        upload(s->dk, s->k, m * 4);
+        upload(s->dv, s->v, m * 4);
+    } else {
+        uint16_t *b = hmalloc(2 * m, sizeof *b);
+        for (int64_t i = 0; i < m; i++) {
+            b[i] = eng_f32_to_bf16(s->k[i]);
+            b[m + i] = eng_f32_to_bf16(s->v[i]);
+        }
+        upload(s->dk, b, m * 2);
+        upload(s->dv, b + m, m * 2);
+        free(b);
+    }
+}
+
+static void kv_free(kvset *s)
+{
+    free(s->k);
+    free(s->v);
+    CU(cudaFree(s->dk));
+    CU(cudaFree(s->dv));
+}
+
+/* Positions [p0, p0 + np) of s into a tile buffer of P positions whose other rows are NaN. */
+static void *tile_buffer(const kvset *s, const void *src, int64_t p0, int64_t np, int P)
+{
+    const int64_t rb = s->row * (int64_t)elt(s->f32);
+    void *t = dmalloc(P * rb);
+    fill_nan(t, P * rb);
+    CU(cudaMemcpy(t, (const char *)src + p0 * rb, (size_t)(np * rb), cudaMemcpyDeviceToDevice));
+    return t;
+}
+
+/* Double reference: ctx[T][H][D] of q[T][H][D] (row t at position pos0 + t) over keys [lo(p), p]. */
+static double *ref_attn(const float *q, const kvset *s, int T, int64_t pos0, int H, float scale, int window)
+{
+    const int D = s->D, G = H / s->Hkv;
+    double *ctx = hmalloc((int64_t)T * H * D, sizeof *ctx), *sc = hmalloc(pos0 + T, sizeof *sc);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            const int64_t p = pos0 + t, lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+            const float *qh = q + ((int64_t)t * H + h) * D;
+            double m = -INFINITY, l = 0.0;
+            for (int64_t j = lo; j <= p; j++) {
+                const float *kr = s->k + j * s->row + (int64_t)(h / G) * D;
+                double d = 0.0;
+                for (int i = 0; i < D; i++)
+                    d += (double)qh[i] * kr[i];
+                sc[j] = d * scale;
+                if (sc[j] > m)
+                    m = sc[j];
+            }
+            double *o = ctx + ((int64_t)t * H + h) * D;
+            for (int64_t j = lo; j <= p; j++) {
+                const double w = exp(sc[j] - m);
+                l += w;
+                const float *vr = s->v + j * s->row + (int64_t)(h / G) * D;
+                for (int i = 0; i < D; i++)
+                    o[i] += w * vr[i];
+            }
+            for (int i = 0; i < D; i++)
+                o[i] /= l;
+        }
+    free(sc);
+    return ctx;
+}
+
+static float *rand_q(int64_t n)
+{
+    float *q = hmalloc(n, sizeof *q);
+    for (int64_t i = 0; i < n; i++)
+        q[i] = urand(-1, 1);
+    return q;
+}
+
+/* ---- the checkers themselves can fail ---- */
+static void test_checker_fails(void **state)
+{
+    (void)state;
+    float a[40];
+    double b[40];
+    for (int i = 0; i < 40; i++)
+        a[i] = (float)(b[i] = i);
+    assert_int_equal(mismatches("checker: equal", a, b, 40, 0, 0), 0);
+    a[17] += 1e-3f;
+    assert_int_equal(mismatches("checker: one element off by 1e-3 (must FAIL)", a, b, 40, 1e-4, 0), 1);
+    float c[40];
+    memcpy(c, a, sizeof c);
+    assert_int_equal(differ_bits("checker: same bits", a, c, 40), 0);
+    c[3] = -0.0f;
+    a[3] = 0.0f;
+    assert_int_equal(differ_bits("checker: +0 vs -0 (must DIFFER)", a, c, 40), 1);
+    a[5] = NAN;
+    assert_int_equal(mismatches("checker: one NaN (must FAIL)", a, b, 40, 1.0, 1.0), 1);
+}
+
+/* ---- decode: split-KV partials + merge, one launch and offload-style per-tile launches ---- */
+static void test_decode(void **state)
+{
+    (void)state;
+    static const int Gs[] = {1, 4, 5}, Ds[] = {64, 128, 256}, Ps[] = {8, 64};
+    const int Hkv = 2;
+    int64_t fails = 0;
+    char what[160];
+    for (int f32 = 0; f32 < 2; f32++)
+        for (size_t gi = 0; gi < 3; gi++)
+            for (size_t di = 0; di < 3; di++)
+                for (size_t pi = 0; pi < 2; pi++) {
+                    const int G = Gs[gi], D = Ds[di], P = Ps[pi], H = G * Hkv;
+                    const int64_t poss[] = {P - 1, P, P + 1, 3 * P + 5};
+                    const int S = 4 * P + 16, max_tiles = engk_attn_max_tiles(S, P);
+                    for (size_t k = 0; k < 4; k++)
+                        for (int w = 0; w < 2; w++) {
+                            const int64_t pos = poss[k];
+                            const int window = w ? P + 3 : 0;
+                            const float scale = (float)(1.0 / sqrt((double)D));
+                            kvset s;
+                            kv_make(&s, S, (int)pos + 1, Hkv, D, f32);
+                            float *q = rand_q((int64_t)H * D);
+                            double *want = ref_attn(q, &s, 1, pos, H, scale, window);
+                            const int64_t pf = engk_attn_part_floats(max_tiles, H, D);
+                            float *dq = dmalloc((int64_t)H * D * 4), *dctx = dmalloc((int64_t)H * D * 4);
+                            float *dctx2 = dmalloc((int64_t)H * D * 4), *dpart = dmalloc(pf * 4);
+                            int64_t *dpos = dmalloc(8);
+                            upload(dq, q, (int64_t)H * D * 4);
+                            upload(dpos, &pos, 8);
+                            fill_nan(dctx, (int64_t)H * D * 4);
+                            fill_nan(dctx2, (int64_t)H * D * 4);
+                            fill_nan(dpart, pf * 4);
+                            CU(engk_attn_decode(dq, dctx, dpart, s.dk, s.dv, f32, dpos, max_tiles, P, H, Hkv, D,
+                                                scale, window, 0));
+                            float *got = download(dctx, (int64_t)H * D);
+                            snprintf(what, sizeof what, "decode %s G=%d D=%d P=%d pos=%lld window=%d",
+                                     f32 ? "f32 " : "bf16", G, D, P, (long long)pos, window);
+                            fails += mismatches(what, got, want, (int64_t)H * D, 2e-5, 1e-5);
+                            /* offload: each live tile from its own NaN-padded buffer, then the merge */
+                            fill_nan(dpart, pf * 4);
+                            const int64_t lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+                            for (int64_t t = lo / P; t <= pos / P; t++) {
+                                const int64_t np = pos + 1 - t * P < P ? pos + 1 - t * P : P;
+                                void *tk = tile_buffer(&s, s.dk, t * P, np, P), *tv = tile_buffer(&s, s.dv, t * P, np, P);
+                                CU(engk_attn_decode_tile(dq, dpart, tk, tv, f32, dpos, (int)t, max_tiles, P, H, Hkv,
+                                                         D, scale, window, 0));
+                                CU(cudaDeviceSynchronize());
+                                CU(cudaFree(tk));
+                                CU(cudaFree(tv));
+                            }
+                            CU(engk_attn_decode_merge(dpart, dctx2, dpos, max_tiles, P, H, D, window, 0));
+                            float *got2 = download(dctx2, (int64_t)H * D);
+                            snprintf(what, sizeof what, "  per-tile launches = one launch (%s)", f32 ? "f32" : "bf16");
+                            fails += differ_bits(what, got2, got, (int64_t)H * D);
+                            free(q); free(want); free(got); free(got2);
+                            CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dpart));
+                            CU(cudaFree(dpos));
+                            kv_free(&s);
+                        }
+                }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- prefill: one launch, offload-style per-tile launches with the state in memory, and other chunkings ---- */
+typedef struct pcase {
+    int f32, flags, G, D, T, P, window;
+    int64_t pos0;
+} pcase;
+
+/* ctx [T][H][D] of rows [r0, r0 + n) of the case in one launch over the resident cache. */
+static void run_rows(const pcase *c, const kvset *s, const float *dq, float *dctx, int r0, int n, float scale)
+{
+    const int H = c->G * s->Hkv, D = c->D;
+    const int64_t p0 = c->pos0 + r0, last = p0 + n - 1;
+    const int64_t lo = c->window > 0 && p0 - c->window + 1 > 0 ? p0 - c->window + 1 : 0;
+    CU(engk_attn_prefill(dq + (int64_t)r0 * H * D, dctx + (int64_t)r0 * H * D, NULL, NULL, NULL, s->dk, s->dv, c->f32,
+                         0, last, (int)(lo / c->P), (int)(last / c->P) + 1, c->P, n, p0, H, s->Hkv, D, scale,
+                         c->window, c->flags | ENGK_INIT | ENGK_FINAL, 0));
+}
+
+static int64_t check_prefill(const pcase *c)
+{
+    const int Hkv = 2, H = c->G * Hkv, D = c->D, T = c->T, P = c->P;
+    const int64_t n = (int64_t)T * H * D, last = c->pos0 + T - 1;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const int mma = !(c->flags & ENGK_CUDA_CORES) && engk_attn_prefill_mma(D, c->f32);
+    kvset s;
+    kv_make(&s, (int)last + 1 + P, (int)last + 1, Hkv, D, c->f32);
+    float *q = rand_q(n);
+    float *qr = hmalloc(n, sizeof *qr); /* the tensor-core path rounds q to bf16 for the MMA */
+    for (int64_t i = 0; i < n; i++)
+        qr[i] = mma ? bf16_round(q[i]) : q[i];
+    double *want = ref_attn(qr, &s, T, c->pos0, H, scale, c->window);
+    float *dq = dmalloc(n * 4), *dctx = dmalloc(n * 4), *dctx2 = dmalloc(n * 4), *dctx3 = dmalloc(n * 4);
+    float *dm = dmalloc((int64_t)T * H * 4), *dl = dmalloc((int64_t)T * H * 4), *dacc = dmalloc(n * 4);
+    upload(dq, q, n * 4);
+    fill_nan(dctx, n * 4);
+    fill_nan(dctx2, n * 4);
+    fill_nan(dctx3, n * 4);
+    fill_nan(dm, (int64_t)T * H * 4);
+    fill_nan(dl, (int64_t)T * H * 4);
+    fill_nan(dacc, n * 4);
+    run_rows(c, &s, dq, dctx, 0, T, scale);
+    float *got = download(dctx, n);
+    char what[160];
+    snprintf(what, sizeof what, "prefill %s G=%d D=%d T=%d P=%d pos0=%lld window=%d",
+             mma ? "bf16 tensor cores" : c->f32 ? "f32 CUDA cores " : "bf16 CUDA cores", c->G, D, T, P,
+             (long long)c->pos0, c->window);
+    /* bounds: fp32 arithmetic ~1e-6; the MMA path also rounds each probability to bf16 (relative 2^-9 per
+     * weight, normalized by the same rounded weights): |ctx error| <= 2 * 2^-9 * max|v| = 3.9e-3 */
+    int64_t fails = mismatches(what, got, want, n, mma ? 3.9e-3 + 1e-5 : 2e-5, mma ? 0.0 : 1e-5);
+    /* offload: tile k from its own NaN-padded buffer, the state through memory */
+    const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
+    const int tlo = (int)(lo0 / P), thi = (int)(last / P) + 1;
+    for (int k = tlo; k < thi; k++) {
+        const int64_t p0 = (int64_t)k * P, np = last + 1 - p0 < P ? last + 1 - p0 : P;
+        void *tk = tile_buffer(&s, s.dk, p0, np, P), *tv = tile_buffer(&s, s.dv, p0, np, P);
+        const int fl = c->flags | (k == tlo ? ENGK_INIT : 0) | (k == thi - 1 ? ENGK_FINAL : 0);
+        CU(engk_attn_prefill(dq, dctx2, dm, dl, dacc, tk, tv, c->f32, p0, last, k, k + 1, P, T, c->pos0, H, Hkv, D,
+                             scale, c->window, fl, 0));
+        CU(cudaDeviceSynchronize());
+        CU(cudaFree(tk));
+        CU(cudaFree(tv));
+    }
+    float *got2 = download(dctx2, n);
+    fails += differ_bits("  per-tile launches, state in memory = one launch", got2, got, n);
+    /* chunking: row 0 alone, then chunks of 5 (each sees only the cache up to its own last row) */
+    run_rows(c, &s, dq, dctx3, 0, 1, scale);
+    for (int r = 1; r < T; r += 5)
+        run_rows(c, &s, dq, dctx3, r, T - r < 5 ? T - r : 5, scale);
+    float *got3 = download(dctx3, n);
+    fails += differ_bits("  chunks 1 + 5 + 5 ... = one chunk", got3, got, n);
+    free(q); free(qr); free(want); free(got); free(got2); free(got3);
+    CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dctx3));
+    CU(cudaFree(dm)); CU(cudaFree(dl)); CU(cudaFree(dacc));
+    kv_free(&s);
+    return fails;
+}
+
+static void test_prefill(void **state)
+{
+    (void)state;
+    static const int Gs[] = {1, 4, 5}, Ds[] = {64, 128, 256}, Ts[] = {1, 7, 33};
+    static const struct { int P; int64_t pos0; int window; } ps[] = {
+        {8, 0, 0}, {8, 7, 0}, {8, 9, 5}, {64, 63, 0}, {64, 0, 20}, {100, 101, 0}, {100, 0, 0},
+    };
+    static const struct { int f32, flags; } paths[] = {{0, 0}, {0, ENGK_CUDA_CORES}, {1, 0}};
+    int64_t fails = 0;
+    for (size_t a = 0; a < 3; a++)
+        for (size_t gi = 0; gi < 3; gi++)
+            for (size_t di = 0; di < 3; di++)
+                for (size_t ti = 0; ti < 3; ti++)
+                    for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
+                        if ((gi + di + ti + pi) % 2 && Ts[ti] != 33) /* half the small-T cases: time */
+                            continue;
+                        const pcase c = {paths[a].f32, paths[a].flags, Gs[gi], Ds[di], Ts[ti], ps[pi].P,
+                                         ps[pi].window, ps[pi].pos0};
+                        fails += check_prefill(&c);
+                    }
+    /* the small head dims of the tiny goldens on tensor cores */
+    for (int D = 16; D <= 32; D += 16) {
+        const pcase c = {0, 0, 2, D, 40, 8, 0, 0};
+        fails += check_prefill(&c);
+    }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- --bench ---- */
+static void flush_l2(void *junk, size_t bytes) { CU(cudaMemsetAsync(junk, (int)(bytes & 0x7f), bytes, 0)); }
+
+static double read_ceiling(void *buf, size_t bytes, unsigned *sink)
+{
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    double best = 1e30;
+    for (int i = 0; i < 6; i++) {
+        float ms = 0.0f;
+        CU(cudaEventRecord(e0, 0));
+        CU(engk_test_read(buf, bytes, sink, 0));
+        CU(cudaEventRecord(e1, 0));
+        CU(cudaEventSynchronize(e1));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        if (i > 0 && ms < best)
+            best = ms;
+    }
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    return (double)bytes / (best * 1e-3);
+}
+
+static void bench(void)
+{
+    const int H = 32, Hkv = 8, D = 128, reps = 20;
+    const int64_t maxS = 32768, row = (int64_t)Hkv * D;
+    const size_t kvb = (size_t)(maxS * row * 2), junkb = (size_t)512 << 20;
+    void *dk = dmalloc((int64_t)kvb), *dv = dmalloc((int64_t)kvb), *junk = dmalloc((int64_t)junkb);
+    unsigned *sink = dmalloc(4096);
+    CU(cudaMemset(dk, 0x3c, kvb)); /* bf16 1.15: finite */
+    CU(cudaMemset(dv, 0x3c, kvb));
+    const double ceil_bps = read_ceiling(junk, junkb, sink);
+    printf("bench read ceiling (512 MiB, 16-byte loads): %.0f GB/s\n", ceil_bps / 1e9);
+    float *dq = dmalloc(2048 * H * D * 4), *dctx = dmalloc(2048 * H * D * 4);
+    CU(cudaMemset(dq, 0, 2048 * H * D * 4));
+    int64_t *dpos = dmalloc(8);
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    static const int ctxs[] = {2048, 8192, 32768}, Ps[] = {32, 64, 128, 256};
+    for (size_t c = 0; c < 3; c++)
+        for (size_t pi = 0; pi < 4; pi++) {
+            const int P = Ps[pi], mt = engk_attn_max_tiles(maxS, P);
+            const int64_t pos = ctxs[c] - 1;
+            float *dpart = dmalloc(engk_attn_part_floats(mt, H, D) * 4);
+            upload(dpos, &pos, 8);
+            double total = 0.0;
+            for (int r = 0; r < reps + 1; r++) {
+                flush_l2(junk, junkb);
+                float ms = 0.0f;
+                CU(cudaEventRecord(e0, 0));
+                CU(engk_attn_decode(dq, dctx, dpart, dk, dv, 0, dpos, mt, P, H, Hkv, D, 0.088f, 0, 0));
+                CU(cudaEventRecord(e1, 0));
+                CU(cudaEventSynchronize(e1));
+                CU(cudaEventElapsedTime(&ms, e0, e1));
+                if (r > 0)
+                    total += ms;
+            }
+            const double us = 1e3 * total / reps, bytes = 2.0 * (double)ctxs[c] * (double)row * 2.0;
+            printf("bench decode attention ctx=%-5d P=%-3d H=32/8 D=128 bf16  %8.1f us/layer  KV %6.0f GB/s  "
+                   "(%4.1f%% of the read ceiling)\n",
+                   ctxs[c], P, us, bytes / (us * 1e-6) / 1e9, 100.0 * bytes / (us * 1e-6) / ceil_bps);
+            CU(cudaFree(dpart));
+        }
+    /* prefill T = 2048 from position 0, causal: one chunk, and 8 chunks of 256 rows as the engine runs it */
+    const int T = 2048, P = 64;
+    const double flops = 4.0 * D * H * ((double)T * (T + 1) / 2.0);
+    static const struct { const char *name; int flags, chunk; } pv[] = {
+        {"tensor cores, 1 chunk of 2048", 0, 2048},
+        {"tensor cores, 8 chunks of 256", 0, 256},
+        {"CUDA cores,   8 chunks of 256", ENGK_CUDA_CORES, 256},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        if (!(pv[i].flags & ENGK_CUDA_CORES) && !engk_attn_prefill_mma(D, 0)) {
+            printf("bench prefill attention %s: no tensor-core path on this device\n", pv[i].name);
+            continue;
+        }
+        const int r_n = pv[i].flags ? 1 : 5;
+        double total = 0.0;
+        for (int r = 0; r < r_n + 1; r++) {
+            float ms = 0.0f;
+            CU(cudaEventRecord(e0, 0));
+            for (int c0 = 0; c0 < T; c0 += pv[i].chunk) {
+                const int64_t last = c0 + pv[i].chunk - 1;
+                CU(engk_attn_prefill(dq + (int64_t)c0 * H * D, dctx, NULL, NULL, NULL, dk, dv, 0, 0, last, 0,
+                                     (int)(last / P) + 1, P, pv[i].chunk, c0, H, Hkv, D, 0.088f, 0,
+                                     pv[i].flags | ENGK_INIT | ENGK_FINAL, 0));
+            }
+            CU(cudaEventRecord(e1, 0));
+            CU(cudaEventSynchronize(e1));
+            CU(cudaEventElapsedTime(&ms, e0, e1));
+            if (r > 0)
+                total += ms;
+        }
+        const double ms = total / r_n;
+        printf("bench prefill attention T=2048 causal H=32/8 D=128 bf16 %s  %9.3f ms/layer  %7.1f TFLOP/s\n",
+               pv[i].name, ms, flops / (ms * 1e-3) / 1e12);
+    }
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    CU(cudaFree(dk)); CU(cudaFree(dv)); CU(cudaFree(junk)); CU(cudaFree(sink));
+    CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dpos));
+}
+
+int main(int argc, char **argv)
+{
+    gpu_skip_unless_present("engine.kernels.attn");
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
+        bench();
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_checker_fails),
+        cmocka_unit_test(test_decode),
+        cmocka_unit_test(test_prefill),
+    };
+    return cmocka_run_group_tests_name("engine.kernels.attn", tests, NULL, NULL);
+}
