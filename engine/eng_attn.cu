@@ -275,12 +275,19 @@ __device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ void ldsm_x4_trans(unsigned *r, const uint16_t *p)
+/* Four 8x8 b16 matrices: lanes 8q .. 8q + 7 give the row addresses of matrix q; register q of lane l gets row
+ * l / 4, elements 2 (l % 4) and 2 (l % 4) + 1 of matrix q (of its transpose with trans). */
+template <bool trans> __device__ __forceinline__ void ldsm_x4(unsigned *r, const uint16_t *p)
 {
     const unsigned addr = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
+    if (trans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
 }
 
 /* 16 bytes global -> shared, or 16 zero bytes when !valid (src must still be a valid address). */
@@ -422,11 +429,14 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_attn_mma(const float *q, flo
 #pragma unroll
             for (int ks = 0; ks < KS; ks++)
 #pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    if (j * 8 < nb) {
-                        const uint16_t *kr = Ks + (j * 8 + qr) * LD + ks * 16 + 2 * qc;
-                        mma16816(s[j], qf[ks], *reinterpret_cast<const unsigned *>(kr),
-                                 *reinterpret_cast<const unsigned *>(kr + 8));
+                for (int jp = 0; jp < NJ / 2; jp++)
+                    if (jp * 16 < nb) { /* B fragments of key groups 2jp, 2jp + 1: K rows as stored */
+                        unsigned r[4];
+                        ldsm_x4<false>(r, Ks + ((2 * jp + (lane >> 4)) * 8 + (lane & 7)) * LD + ks * 16 +
+                                              ((lane >> 3) & 1) * 8);
+                        mma16816(s[2 * jp], qf[ks], r[0], r[1]);
+                        if (jp * 16 + 8 < nb)
+                            mma16816(s[2 * jp + 1], qf[ks], r[2], r[3]);
                     }
             float corr[2], ls[2] = {0.0f, 0.0f};
             unsigned pb[NJ][2];
@@ -478,7 +488,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_attn_mma(const float *q, flo
 #pragma unroll
                     for (int np = 0; np < NT / 2; np++) {
                         unsigned r[4];
-                        ldsm_x4_trans(r, Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + np * 16 +
+                        ldsm_x4<true>(r, Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + np * 16 +
                                              (lane >> 4) * 8);
                         mma16816(o[2 * np], a, r[0], r[1]);
                         mma16816(o[2 * np + 1], a, r[2], r[3]);
