@@ -16,6 +16,14 @@ constexpr int MMA_WARPS = 4, MMA_ROWS = MMA_WARPS * 16, KB = 64; /* KB: keys per
 __device__ __forceinline__ float kv1(const uint16_t *p) { return __uint_as_float((unsigned)__ldg(p) << 16); }
 __device__ __forceinline__ float kv1(const float *p) { return __ldg(p); }
 
+/* 2 consecutive K/V elements (4- or 8-byte aligned). */
+__device__ __forceinline__ float2 kv2(const uint16_t *p)
+{
+    const unsigned u = __ldg(reinterpret_cast<const unsigned *>(p));
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+__device__ __forceinline__ float2 kv2(const float *p) { return __ldg(reinterpret_cast<const float2 *>(p)); }
+
 /* 8 consecutive K/V elements (16-byte aligned). */
 __device__ __forceinline__ void kv8(const uint16_t *p, float *v)
 {
@@ -113,24 +121,32 @@ __global__ void __launch_bounds__(DEC_THREADS) k_dec_part(const float *q, float 
     const int LK = nc > 16 ? 32 : nc > 8 ? 16 : nc > 4 ? 8 : nc > 2 ? 4 : nc > 1 ? 2 : 1;
     const int per = 32 / LK, grp = lane / LK, sl = lane % LK, step = (DEC_THREADS / 32) * per;
     const int64_t kvs = (int64_t)Hkv * D;
+#pragma unroll 2
     for (int j0 = warp * per; j0 < n; j0 += step) {
         const int jj = j0 + grp;
-        const bool ok = jj < n;
-        const KV *kr = Kc + (a + (ok ? jj : 0) - kv_pos0) * kvs + (int64_t)g * D;
+        const bool ok = jj < n && sl < nc;
+        const KV *kr = Kc + (a + (jj < n ? jj : 0) - kv_pos0) * kvs + (int64_t)g * D;
+        float k8[8];
+        if (ok)
+            kv8(kr + sl * 8, k8); /* the lane's first chunk, loaded once for the G heads */
         for (int h = 0; h < G; h++) {
             const float *qh = qs + h * D;
             float s = 0.0f;
-            if (ok)
-                for (int c = sl; c < nc; c += LK) {
+            if (ok) {
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    s = fmaf(qh[sl * 8 + e], k8[e], s);
+                for (int c = sl + LK; c < nc; c += LK) { /* D > 256 only */
                     float v[8];
                     kv8(kr + c * 8, v);
 #pragma unroll
                     for (int e = 0; e < 8; e++)
                         s = fmaf(qh[c * 8 + e], v[e], s);
                 }
+            }
             for (int off = LK >> 1; off; off >>= 1)
                 s += __shfl_xor_sync(FULL, s, off);
-            if (ok && sl == 0)
+            if (jj < n && sl == 0)
                 sp[h * P + jj] = s * scale;
         }
     }
@@ -146,9 +162,20 @@ __global__ void __launch_bounds__(DEC_THREADS) k_dec_part(const float *q, float 
         }
     }
     __syncthreads();
-    for (int i = tid; i < G * D; i += DEC_THREADS) {
-        const int h = i / D, d = i % D;
-        pa[(slot + h) * D + d] = tile_pv(sp + h * P, Vc + (a - kv_pos0) * kvs + (int64_t)g * D + d, n, kvs);
+    const int D2 = D >> 1; /* one thread per (head, pair of dims): 4- or 8-byte V loads */
+    for (int i = tid; i < G * D2; i += DEC_THREADS) {
+        const int h = i / D2, d = 2 * (i % D2);
+        const float *ph = sp + h * P;
+        const KV *vr = Vc + (a - kv_pos0) * kvs + (int64_t)g * D + d;
+        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll 8
+        for (int jj = 0; jj < n; jj++) {
+            const float2 v = kv2(vr + jj * kvs);
+            s0 = fmaf(ph[jj], v.x, s0);
+            s1 = fmaf(ph[jj], v.y, s1);
+        }
+        pa[(slot + h) * D + d] = s0;
+        pa[(slot + h) * D + d + 1] = s1;
     }
 }
 
