@@ -10,7 +10,7 @@ namespace {
 
 constexpr unsigned FULL = 0xffffffffu;
 constexpr int FAULT_NO_RESCALE = 0x100; /* fault injection (kv_offload_no_rescale): corr = 1 */
-constexpr int DEC_THREADS = 256, ROW_THREADS = 256, MERGE_THREADS = 128;
+constexpr int DEC_THREADS = 256, ROW_THREADS = 256, MERGE_SMEM_TILES = 12288; /* 48 KiB of weights */
 constexpr int MMA_WARPS = 4, MMA_ROWS = MMA_WARPS * 16, KB = 64; /* KB: keys per MMA sub-block of a tile */
 
 __device__ __forceinline__ float kv1(const uint16_t *p) { return __uint_as_float((unsigned)__ldg(p) << 16); }
@@ -179,27 +179,35 @@ __global__ void __launch_bounds__(DEC_THREADS) k_dec_part(const float *q, float 
     }
 }
 
-/* One block per head: M = max of the live tiles' m; w_k = expf(m_k - M); l = sum_k l_k w_k and
- * acc[d] = sum_k acc_k[d] w_k with fmaf in tile order; ctx = acc / l. */
-__global__ void __launch_bounds__(MERGE_THREADS) k_dec_merge(const float *part, float *ctx, const int64_t *pos_dev,
-                                                             int max_tiles, int P, int H, int D, int window)
+/* One warp per (head, 32 dims): M = max of the live tiles' m; w_k = expf(m_k - M) (kept in shared memory when
+ * wsm, else recomputed: the same bits); l = sum_k l_k w_k and acc[d] = sum_k acc_k[d] w_k with fmaf in tile
+ * order; ctx = acc / l. */
+__global__ void __launch_bounds__(32) k_dec_merge(const float *part, float *ctx, const int64_t *pos_dev,
+                                                  int max_tiles, int P, int H, int D, int window, int wsm)
 {
-    const int h = blockIdx.x;
+    extern __shared__ float sw[];
+    const int h = blockIdx.x, lane = threadIdx.x, d = blockIdx.y * 32 + lane;
     const int64_t pos = *pos_dev;
     const int tlo = (int)(window_lo(pos, window) / P), thi = (int)(pos / P);
     const float *pm = part, *pl = part + (int64_t)max_tiles * H, *pa = pl + (int64_t)max_tiles * H;
     float M = -INFINITY;
-    for (int k = tlo; k <= thi; k++)
+    for (int k = tlo + lane; k <= thi; k += 32)
         M = fmaxf(M, pm[(int64_t)k * H + h]);
-    float l = 0.0f;
-    for (int k = tlo; k <= thi; k++)
-        l = fmaf(pl[(int64_t)k * H + h], expf(pm[(int64_t)k * H + h] - M), l);
-    for (int d = threadIdx.x; d < D; d += MERGE_THREADS) {
-        float acc = 0.0f;
-        for (int k = tlo; k <= thi; k++)
-            acc = fmaf(pa[((int64_t)k * H + h) * D + d], expf(pm[(int64_t)k * H + h] - M), acc);
-        ctx[(int64_t)h * D + d] = acc / l;
+    M = wmax(M);
+    if (wsm) {
+        for (int k = tlo + lane; k <= thi; k += 32)
+            sw[k - tlo] = expf(pm[(int64_t)k * H + h] - M);
+        __syncwarp();
     }
+    float l = 0.0f, acc = 0.0f;
+    for (int k = tlo; k <= thi; k++) {
+        const float w = wsm ? sw[k - tlo] : expf(pm[(int64_t)k * H + h] - M);
+        l = fmaf(pl[(int64_t)k * H + h], w, l);
+        if (d < D)
+            acc = fmaf(pa[((int64_t)k * H + h) * D + d], w, acc);
+    }
+    if (d < D)
+        ctx[(int64_t)h * D + d] = acc / l;
 }
 
 /* ---------------- prefill on CUDA cores (fp32 KV, sm < 80, other head dims) ---------------- */
@@ -621,7 +629,10 @@ cudaError_t engk_attn_decode_tile(const float *q, float *part, const void *Kt, c
 cudaError_t engk_attn_decode_merge(const float *part, float *ctx, const int64_t *pos_dev, int max_tiles, int P,
                                    int H, int D, int window, cudaStream_t s)
 {
-    k_dec_merge<<<H, MERGE_THREADS, 0, s>>>(part, ctx, pos_dev, max_tiles, P, H, D, window);
+    const int wsm = max_tiles <= MERGE_SMEM_TILES;
+    const dim3 grid((unsigned)H, (unsigned)((D + 31) / 32));
+    k_dec_merge<<<grid, 32, wsm ? (size_t)max_tiles * sizeof(float) : 0, s>>>(part, ctx, pos_dev, max_tiles, P, H,
+                                                                            D, window, wsm);
     return cudaGetLastError();
 }
 
