@@ -313,9 +313,9 @@ int eng_gemm_run(eng_gemm *g, float *y, const float *x, const uint16_t *W, const
         RT(engk_matmul(y, x, W, 0, b, res, M, N, K, s));
         return RC_OK;
     }
-    if (misaligned(y) || misaligned(W) || misaligned(res))
-        return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM N=%d K=%d: y, W and res must be %d-byte aligned", N, K,
-                       ENG_GEMM_ALIGN);
+    if (misaligned(y) || misaligned(W) || misaligned(res) || (uintptr_t)x % 16)
+        return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM N=%d K=%d: y, W and res must be %d-byte aligned, x 16",
+                       N, K, ENG_GEMM_ALIGN);
     if (b && res && N > g->scratch_n)
         return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM N=%d K=%d: bias and residual need %d scratch columns, "
                        "opened with %d", N, K, N, g->scratch_n);
