@@ -102,17 +102,18 @@ static int64_t bit_diffs(const char *what, const float *got, const float *want, 
     return bad;
 }
 
-/* Host reference of rows [r0, r1): want = res + ((sum_k bf16(x) w) + b) in double, and the bound
+/* Host reference of rows [r0, r1): want = res + ((sum_k bf16(x) w) + b) in double (x unrounded when the shape fell
+ * back to k_matmul, which reads fp32 activations), and the bound
  * tol = (K + 4) 2^-23 (sum_k |bf16(x) w| + |b| + |res|): K fp32 additions, each rounded (or truncated, as tensor
  * cores align and add) with an error <= 2^-23 of a running magnitude <= the sum of |terms|, and the epilogue's
  * two roundings. */
 static void reference(const float *x, const uint16_t *W, const float *b, const float *res, int64_t r0, int64_t r1,
-                      int N, int K, double *want, double *tol)
+                      int N, int K, int round_x, double *want, double *tol)
 {
     float *xr = xmalloc((size_t)(K) * sizeof *xr);
     for (int64_t r = r0; r < r1; r++) {
         for (int k = 0; k < K; k++)
-            xr[k] = eng_bf16_to_f32(eng_f32_to_bf16(x[r * K + k]));
+            xr[k] = round_x ? eng_bf16_to_f32(eng_f32_to_bf16(x[r * K + k])) : x[r * K + k];
         for (int n = 0; n < N; n++) {
             const uint16_t *wr = W + (int64_t)n * K;
             double s = 0.0, a = 0.0;
@@ -265,10 +266,11 @@ static void test_values(void **state)
         for (int v = 0; v < 5; v++)
             from_dev(h[v], y[v], ny);
         double *want = xmalloc((size_t)(ny) * sizeof *want), *tol = xmalloc((size_t)(ny) * sizeof *tol);
-        reference(x, W, NULL, NULL, 0, M, N, K, want, tol);
+        const int pinned = eng_gemm_pinned(g, N, K) == 1;
+        reference(x, W, NULL, NULL, 0, M, N, K, pinned, want, tol);
         snprintf(what, sizeof what, "M=%d N=%d K=%d vs double reference", M, N, K);
         fails += out_of_bound(what, h[0], want, tol, ny);
-        reference(x, W, b, res, 0, M, N, K, want, tol);
+        reference(x, W, b, res, 0, M, N, K, pinned, want, tol);
         snprintf(what, sizeof what, "M=%d N=%d K=%d bias+residual vs double reference", M, N, K);
         fails += out_of_bound(what, h[3], want, tol, ny);
         /* the epilogue, exactly: from the plain accumulators, in k_matmul's order */
@@ -361,7 +363,7 @@ static void test_batch_invariance(void **state)
             if (mode == 0) { /* values of rows 0 and R-1 against the double reference */
                 double *want = xmalloc((size_t)(N) * sizeof *want), *tol = xmalloc((size_t)(N) * sizeof *tol);
                 for (int r = 0; r < R; r += R - 1) {
-                    reference(x, W, NULL, NULL, r, r + 1, N, K, want, tol);
+                    reference(x, W, NULL, NULL, r, r + 1, N, K, eng_gemm_pinned(g, N, K) == 1, want, tol);
                     snprintf(what, sizeof what, "N=%d K=%d row %d vs double reference", N, K, r);
                     fails += out_of_bound(what, ref + (int64_t)r * N, want, tol, N);
                 }
