@@ -145,7 +145,7 @@ static int pin_shape(eng_gemm *g, gemm_shape *s, FILE *log, rc_err *e)
     const char *why = st == CUBLAS_STATUS_SUCCESS ? "no candidate passed the checks" : cublasLtGetStatusString(st);
     if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
         return lt_fail(e, st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-    const int rows[] = {1, ENG_GEMM_REF_ROWS, g->max_rows};
+    const int rows[] = {1, ENG_GEMM_REF_ROWS}; /* constants: the choice must not depend on --prefill-chunk */
     for (int i = 0; i < got && !s->pinned; i++) {
         if (res[i].state != CUBLAS_STATUS_SUCCESS)
             continue;

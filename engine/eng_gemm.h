@@ -36,9 +36,10 @@ int eng_gemm_supported(int device, char *why, size_t cap);
 int64_t eng_gemm_device_bytes(int max_rows, int max_k, int scratch_n);
 
 /* On the current device: a cuBLASLt handle and, per shape, the first algorithm of cuBLASLt's heuristic at
- * ENG_GEMM_REF_ROWS rows that runs with split-K 1, no reduction, no workspace and fp32 accumulation at 1,
- * ENG_GEMM_REF_ROWS and max_rows rows. A shape without one runs on the CUDA-core engk_matmul for every chunk
- * (decided here, never per call). log (may be NULL): one line per shape. Device bytes are added to *acct. */
+ * ENG_GEMM_REF_ROWS rows that runs with split-K 1, no reduction, no workspace and fp32 accumulation at 1 and
+ * ENG_GEMM_REF_ROWS rows (other row counts: checked on first use, refused if rejected). A shape without one
+ * runs on the CUDA-core engk_matmul for every chunk (decided here from constants, never per call or from
+ * max_rows). log (may be NULL): one line per shape. Device bytes are added to *acct. */
 int eng_gemm_open(eng_gemm **out, const eng_gemm_shape *shapes, int n_shapes, int max_rows, int scratch_n,
                   FILE *log, int64_t *acct, rc_err *e);
 /* y[M, N] = bf16(x[M, K]) W^T, then v = acc + b[n] (b may be NULL), then y = res + v (res may be NULL or
