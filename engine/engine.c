@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "eng_attn.h"
+#include "eng_gemm.h"
 #include "eng_hgemv.h"
 #include "fault.h"
 #include "eng_kernels.h"
@@ -24,6 +25,8 @@ struct eng {
     eng_plan plan;
     int L, P, C, max_ctx, f32, broken;
     int decoding; /* the chunk in flight is a decode step: one row, run by the decode kernels */
+    int use_gemm; /* bf16 weights on a device with bf16 tensor cores: prefill chunks run eng_gemm */
+    eng_gemm *gemm;
     int64_t elt, pos;
     int half_max, kvrow_max; /* max rot/2 over ropes; max Hkv*D over layers */
     cudaStream_t s_comp, s_wcopy, s_kvcopy;
@@ -124,7 +127,21 @@ static int64_t part_floats(const rc_config *c, int max_tiles)
     return n;
 }
 
-static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, eng_plan_sizes *s)
+/* The prefill GEMM's widest K and, when a layer has a bias and a residual on one matmul (o, down), the width of
+ * its accumulator scratch. */
+static void gemm_dims(const eng_weights *w, int *max_k, int *scratch_n)
+{
+    *max_k = (int)w->cfg.hidden;
+    *scratch_n = 0;
+    for (int l = 0; l < w->cfg.n_layers; l++) {
+        const eng_layer_layout *Ly = &w->lay[l];
+        if (Ly->qd > *max_k) *max_k = Ly->qd;
+        if (Ly->inter > *max_k) *max_k = Ly->inter;
+        if (Ly->bo >= 0 || Ly->bdown >= 0) *scratch_n = (int)w->cfg.hidden;
+    }
+}
+
+static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, int gemm, eng_plan_sizes *s)
 {
     const rc_config *c = &w->cfg;
     int64_t qd = 0, nqkv = 0, I = 0, kvr = 0, heads = 0, half = 0, kv = 0;
@@ -153,6 +170,11 @@ static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, eng_plan
     s->workspace = 4 * ((int64_t)C * (2 * Hd + nqkv + 2 * qd + 3 * I) + Hd + (int64_t)c->n_ropes * 2 * C * half) +
                    (int64_t)C * 4 + Hd * 4; /* + ids + final norm weight */
     s->workspace += 4 * part_floats(c, engk_attn_max_tiles(max_ctx, P)) + 8; /* decode partials + position */
+    if (gemm) {
+        int max_k, scratch_n;
+        gemm_dims(w, &max_k, &scratch_n);
+        s->workspace += eng_gemm_device_bytes(C, max_k, scratch_n);
+    }
 }
 
 /* ---- open / close ---- */
@@ -190,6 +212,7 @@ void eng_close(eng *E)
     cudaDeviceSynchronize();
     cudaGetLastError();
     const int L = E->L;
+    eng_gemm_close(E->gemm);
     if (E->d_layer && !E->registered) /* streamed / zero-copy entries are not allocations */
         for (int l = 0; l < L; l++)
             cudaFree(E->d_layer[l]);
@@ -253,7 +276,7 @@ void eng_close(eng *E)
 static int choose_plan(eng *E, rc_err *e)
 {
     eng_plan_sizes s;
-    plan_sizes(E->w, E->max_ctx, E->C, E->P, &s);
+    plan_sizes(E->w, E->max_ctx, E->C, E->P, E->use_gemm, &s);
     const eng_opts *o = &E->o;
     if (o->vram_budget > 0) {
         ATTEMPT(eng_plan_choose(&s, o->vram_budget, o->resident_layers, o->kv_offload == ENG_AUTO ? -1 : o->kv_offload,
@@ -391,6 +414,27 @@ static int open_kv(eng *E, rc_err *e)
     return RC_OK;
 }
 
+/* The prefill GEMM over the four matmul shapes of every layer (lm_head stays on the GEMV path). */
+static int open_gemm(eng *E, rc_err *e)
+{
+    eng_gemm_shape *sh = rc_calloc(4 * (int64_t)E->L, sizeof *sh, e, "GEMM shapes");
+    if (!sh)
+        return e->code;
+    const int Hd = (int)E->c->hidden;
+    for (int l = 0; l < E->L; l++) {
+        const eng_layer_layout *Ly = &E->w->lay[l];
+        sh[4 * l] = (eng_gemm_shape){Ly->nqkv, Hd};
+        sh[4 * l + 1] = (eng_gemm_shape){Hd, Ly->qd};
+        sh[4 * l + 2] = (eng_gemm_shape){2 * Ly->inter, Hd};
+        sh[4 * l + 3] = (eng_gemm_shape){Hd, Ly->inter};
+    }
+    int max_k, scratch_n;
+    gemm_dims(E->w, &max_k, &scratch_n);
+    int rc = eng_gemm_open(&E->gemm, sh, 4 * E->L, E->C, scratch_n, E->o.log, &E->mem.workspace, e);
+    free(sh);
+    return rc;
+}
+
 static int open_workspace(eng *E, rc_err *e)
 {
     const rc_config *c = E->c;
@@ -492,6 +536,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
                            o.kv_tile, smem, d->n_heads / d->n_kv_heads, d->head_dim);
         }
     }
+    E->use_gemm = !E->f32 && eng_gemm_supported(o.device, NULL, 0);
     if ((rc = choose_plan(E, e))) {
         free(E);
         return rc;
@@ -513,6 +558,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     if (!rc) rc = open_workspace(E, e);
     if (!rc) rc = open_kv(E, e);
     if (!rc) rc = open_weights(E, e);
+    if (!rc && E->use_gemm) rc = open_gemm(E, e);
     if (!rc && E->plan.vocab_on_cpu) {
         rc = eng_pool_create(&E->pool, o.threads, e);
         if (!rc)
@@ -788,6 +834,17 @@ static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
 }
 
 /* ---- one chunk of T rows at E->pos through every layer ---- */
+/* y = x W^T (+ b) (+ res): a prefill chunk (any T, even 1) with bf16 weights runs the pinned tensor-core GEMM,
+ * a decode step, --f32 and sm < 80 the CUDA-core k_matmul. */
+static int matmul(eng *E, float *y, const float *x, const void *W, const float *b, const float *res, int T, int N,
+                  int K, rc_err *e)
+{
+    if (E->gemm && !E->decoding)
+        return eng_gemm_run(E->gemm, y, x, W, b, res, T, N, K, E->s_comp, e);
+    CK(engk_matmul(y, x, W, E->f32, b, res, T, N, K, E->s_comp));
+    return RC_OK;
+}
+
 static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
 {
     const rc_config *c = E->c;
@@ -801,7 +858,7 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
     PROBE(l, "in", 2, Hd, 0, E->d_x, Hd, 0, T);
     CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->attn_norm), T, Hd, c->eps, c->norm, E->s_comp));
     PROBE(l, "attn_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
-    CK(engk_matmul(E->d_qkv, E->d_a, W + Ly->wqkv, E->f32, VEC(Ly->bqkv), NULL, T, nqkv, Hd, E->s_comp));
+    ATTEMPT(matmul(E, E->d_qkv, E->d_a, W + Ly->wqkv, VEC(Ly->bqkv), NULL, T, nqkv, Hd, e));
     PROBE(l, "attn.q", 3, H, D, E->d_qkv, nqkv, 0, T);
     PROBE(l, "attn.k", 3, Hkv, D, E->d_qkv + qd, nqkv, 0, T);
     PROBE(l, "attn.v", 3, Hkv, D, E->d_qkv + qd + kd, nqkv, 0, T);
@@ -823,16 +880,16 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
     PROBE(l, "attn.k_rope", 3, Hkv, D, kdst, kd, !E->f32, T);
     ATTEMPT(attention(E, l, T, kdst, vdst, e));
     PROBE(l, "attn.ctx", 2, qd, 0, E->d_ctx, qd, 0, T);
-    CK(engk_matmul(E->d_x, E->d_ctx, W + Ly->wo, E->f32, VEC(Ly->bo), E->d_x, T, Hd, qd, E->s_comp));
+    ATTEMPT(matmul(E, E->d_x, E->d_ctx, W + Ly->wo, VEC(Ly->bo), E->d_x, T, Hd, qd, e));
     PROBE(l, "mid", 2, Hd, 0, E->d_x, Hd, 0, T);
     CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), T, Hd, c->eps, c->norm, E->s_comp));
     PROBE(l, "mlp_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
-    CK(engk_matmul(E->d_gu, E->d_a, W + Ly->wgu, E->f32, VEC(Ly->bgu), NULL, T, 2 * I, Hd, E->s_comp));
+    ATTEMPT(matmul(E, E->d_gu, E->d_a, W + Ly->wgu, VEC(Ly->bgu), NULL, T, 2 * I, Hd, e));
     PROBE(l, "mlp.gate", 2, I, 0, E->d_gu, 2 * I, 0, T);
     PROBE(l, "mlp.up", 2, I, 0, E->d_gu + I, 2 * I, 0, T);
     CK(engk_glu(E->d_act, E->d_gu, T, I, c->act, E->s_comp));
     PROBE(l, "mlp.act", 2, I, 0, E->d_act, I, 0, T);
-    CK(engk_matmul(E->d_x, E->d_act, W + Ly->wdown, E->f32, VEC(Ly->bdown), E->d_x, T, Hd, I, E->s_comp));
+    ATTEMPT(matmul(E, E->d_x, E->d_act, W + Ly->wdown, VEC(Ly->bdown), E->d_x, T, Hd, I, e));
     PROBE(l, "out", 2, Hd, 0, E->d_x, Hd, 0, T);
 #undef VEC
     return release_layer(E, l, e);
