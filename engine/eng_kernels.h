@@ -37,6 +37,16 @@ cudaError_t engk_attention(const float *q, float *ctx, float *st_m, float *st_l,
                            const void *V, int f32, int64_t kv_pos0, int tile_lo, int tile_hi, int P, int T,
                            int64_t pos0, int H, int Hkv, int D, float scale, int window, int flags, cudaStream_t s);
 size_t engk_attention_smem(int G, int D, int P);
+/* Decode (one row) with the position in device memory (*pos_dev, read by the kernel, so a captured CUDA graph
+ * replays every step): engk_qkv_post writing K/V at kbase/vbase + (*pos_dev - back) rows of Hkv*D (pos_dev
+ * NULL: at kbase/vbase; back = 1 only for the kv_stale_slot fault), and engk_attention over the resident cache
+ * with the tile range [lo / P, pos / P] derived in the kernel as attention() derives it on the host. */
+cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vbase, const int64_t *pos_dev, int back,
+                              int f32, const float *qn, const float *kn, int norm_kind, float eps, const float *cos_t,
+                              const float *sin_t, int H, int Hkv, int D, int rot, cudaStream_t s);
+cudaError_t engk_attention_dev(const float *q, float *ctx, const void *K, const void *V, int f32,
+                               const int64_t *pos_dev, int P, int H, int Hkv, int D, float scale, int window,
+                               cudaStream_t s);
 /* out[T, I] = act(gu[:, :I]) * gu[:, I:] (act: rc_act), gu [T, 2I] */
 cudaError_t engk_glu(float *out, const float *gu, int T, int I, int act, cudaStream_t s);
 /* Busy-waits about 'cycles' SM clocks on s (fault builds: makes a missing stream dependency deterministic). */
