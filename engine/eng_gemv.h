@@ -21,7 +21,7 @@ extern "C" {
 /* y[N] = W[N, K] x[K] (+ b[N]) (+ res[N], which may alias y). */
 cudaError_t engk_gemv(float *y, const float *x, const void *W, int f32, const float *b, const float *res, int N,
                       int K, cudaStream_t s);
-/* 1 if the fused norm fits (the normed row in shared memory: K * 4 + 32 <= 48 KiB). */
+/* 1 if the fused norm fits (the row in shared memory: K * 4 + 64 <= 48 KiB, i.e. K <= 12272). */
 int engk_gemv_norm_fits(int K);
 /* y[N] = W rmsnorm(x) (+ b): each block normalizes x[K] exactly as engk_rmsnorm (same block sum, inv_rms and
  * weight) into shared memory; xn (if not NULL) receives the normed row, bit-identical to engk_rmsnorm's. */
@@ -41,6 +41,10 @@ cudaError_t engk_argmax(int32_t *out, const float *x, int64_t V, void *scratch, 
 int engk_gemv_variants(void);
 const char *engk_gemv_variant_name(int v);
 cudaError_t engk_gemv_variant(int v, float *y, const float *x, const void *W, int f32, int N, int K, cudaStream_t s);
+
+/* Reads bytes (a multiple of 16) at p with the GEMV's 16-byte streaming loads and nothing else: the read
+ * ceiling the micro-benchmark measures the GEMVs against. sink: 1024 floats (written only to keep the loads). */
+cudaError_t engk_read_ceiling(const void *p, int64_t bytes, float *sink, cudaStream_t s);
 
 #ifdef __cplusplus
 }
