@@ -161,18 +161,25 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(float *y, float *xn, const 
     }
 }
 
-/* Plain GEMVs: 8 warps a block; the fused norm: 16 (half the blocks, so half the per-block norm prologues). */
+/* 8 warps a block; the fused norm with at least 16384 weight rows: 16 (half the blocks, so half the per-block
+ * norm prologues; fewer rows keep 8, so that every SM gets about the same number of blocks). */
 template <typename W, int R, int U, bool NORM, bool GLU>
 cudaError_t launch(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *Wm,
                    const float *b, const float *res, int N, int K, int act, cudaStream_t s)
 {
-    constexpr int RP = GLU ? R / 2 : R, WARPS = NORM ? 16 : 8;
+    constexpr int RP = GLU ? R / 2 : R, WIDE = NORM ? 16 : 8;
     if (N < 1 || K < 8 || K % 8 || (NORM && !engk_gemv_norm_fits(K)))
         return cudaErrorInvalidValue;
-    const unsigned grid = (unsigned)(((int64_t)N + WARPS * RP - 1) / (WARPS * RP));
     const size_t smem = NORM ? (size_t)K * sizeof(float) : 0;
-    k_gemv<W, R, U, WARPS, NORM, GLU><<<grid, WARPS * 32, smem, s>>>(y, xn, x, nw, eps, kind, (const W *)Wm, b, res,
-                                                                      N, K, act);
+    if (NORM && (int64_t)N * (GLU ? 2 : 1) >= 16384) {
+        const unsigned grid = (unsigned)(((int64_t)N + WIDE * RP - 1) / (WIDE * RP));
+        k_gemv<W, R, U, WIDE, NORM, GLU><<<grid, WIDE * 32, smem, s>>>(y, xn, x, nw, eps, kind, (const W *)Wm, b, res,
+                                                                        N, K, act);
+    } else {
+        const unsigned grid = (unsigned)(((int64_t)N + 8 * RP - 1) / (8 * RP));
+        k_gemv<W, R, U, 8, NORM, GLU><<<grid, 8 * 32, smem, s>>>(y, xn, x, nw, eps, kind, (const W *)Wm, b, res, N, K,
+                                                                  act);
+    }
     return cudaGetLastError();
 }
 

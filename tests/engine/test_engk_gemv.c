@@ -175,11 +175,12 @@ static void test_gemv(void **state)
     assert_int_equal(fails, 0);
 }
 
-/* ---- RMSNorm fused into the GEMV: normed row = engk_rmsnorm's bits, output = GEMV of it ---- */
+/* ---- RMSNorm fused into the GEMV: normed row = engk_rmsnorm's bits, output = GEMV of it (N >= 16384
+ * weight rows takes the 16-warp block) ---- */
 static void test_gemv_norm(void **state)
 {
     (void)state;
-    static const struct { int N, K; } cs[] = {{1, 8}, {35, 256}, {77, 264}, {300, 1000}, {513, 4096}, {9, 12272}};
+    static const struct { int N, K; } cs[] = {{1, 8}, {35, 256}, {77, 264}, {300, 1000}, {513, 4096}, {9, 12272}, {16411, 264}};
     int64_t fails = 0;
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int kind = 0; kind <= 3; kind++) {
@@ -224,7 +225,7 @@ static void test_gemv_norm(void **state)
 static void test_gemv_glu(void **state)
 {
     (void)state;
-    static const struct { int I, K; } cs[] = {{1, 8}, {3, 256}, {45, 264}, {129, 1000}, {1000, 4096}};
+    static const struct { int I, K; } cs[] = {{1, 8}, {3, 256}, {45, 264}, {129, 1000}, {1000, 4096}, {8195, 256}};
     int64_t fails = 0;
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int act = 0; act < 2; act++)
