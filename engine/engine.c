@@ -1012,10 +1012,15 @@ static int decode_graph(eng *E, rc_err *e)
         CK(cudaStreamBeginCapture(E->s_comp, cudaStreamCaptureModeThreadLocal));
         int rc = decode_enqueue(E, e);
         cudaError_t err = cudaStreamEndCapture(E->s_comp, &g);
+        size_t nodes = 0;
+        if (!rc && err == cudaSuccess)
+            err = cudaGraphGetNodes(g, NULL, &nodes);
         if (!rc && err == cudaSuccess)
             err = cudaGraphInstantiateWithFlags(&E->gexec, g, 0);
         if (g)
             cudaGraphDestroy(g);
+        if (!rc && err == cudaSuccess && E->o.log)
+            fprintf(E->o.log, "engine: decode step captured as a CUDA graph (%zu nodes), replayed every step\n", nodes);
         if (rc || err != cudaSuccess) {
             E->gexec = NULL;
             E->graph_off = 1;
