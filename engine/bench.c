@@ -38,10 +38,11 @@ static int run_mode(const eng_weights *w, const eng_opts *o, int prompt_len, int
         r->ttft_ms = 1e3 * (eng_now() - t0);
         for (int s = 0; s < steps && !rc; s++) {
             double t1 = eng_now();
-            rc = eng_decode(E, tok, lg, &e);
-            tok = eng_argmax(lg, V);
+            rc = eng_decode_greedy(E, tok, &tok, NULL, &e);
             dt[s] = eng_now() - t1;
         }
+        if (!rc && eng_decode_graphed(E))
+            snprintf(r->mode + strlen(r->mode), sizeof r->mode - strlen(r->mode), ", decode graph");
     }
     if (!rc) {
         for (int i = 1; i < steps; i++) /* median decode step */

@@ -67,6 +67,10 @@ int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *me
         *mem_flag = 1;
         return 1;
     }
+    if (!strcmp(a, "--no-graph")) {
+        o->no_graph = 1;
+        return 1;
+    }
     if (!has)
         return 0;
     const char *val = argv[*i + 1];

@@ -6,75 +6,11 @@
 
 #include "fault.h"
 
+#include "eng_kdev.cuh"
+
 namespace {
 
-constexpr unsigned FULL = 0xffffffffu;
-constexpr int NORM_THREADS = 256, MM_WARPS = 8, POST_WARPS = 4;
-
-__device__ __forceinline__ float ld1(const uint16_t *p) { return __uint_as_float((unsigned)*p << 16); }
-__device__ __forceinline__ float ld1(const float *p) { return *p; }
-
-__device__ __forceinline__ void st1(uint16_t *p, float f)
-{
-    unsigned u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        *p = (uint16_t)((u >> 16) | 0x40u);
-    else
-        *p = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* round to nearest even, as the host */
-}
-__device__ __forceinline__ void st1(float *p, float f) { *p = f; }
-
-/* 8 consecutive elements (16-byte aligned for bf16, 32 for f32). */
-__device__ __forceinline__ void load8(const uint16_t *p, float *v)
-{
-    const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
-    v[0] = __uint_as_float(u.x << 16); v[1] = __uint_as_float(u.x & 0xffff0000u);
-    v[2] = __uint_as_float(u.y << 16); v[3] = __uint_as_float(u.y & 0xffff0000u);
-    v[4] = __uint_as_float(u.z << 16); v[5] = __uint_as_float(u.z & 0xffff0000u);
-    v[6] = __uint_as_float(u.w << 16); v[7] = __uint_as_float(u.w & 0xffff0000u);
-}
-__device__ __forceinline__ void load8(const float *p, float *v)
-{
-    const float4 a = __ldg(reinterpret_cast<const float4 *>(p)), b = __ldg(reinterpret_cast<const float4 *>(p + 4));
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-}
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int off = 16; off; off >>= 1)
-        v += __shfl_xor_sync(FULL, v, off);
-    return v;
-}
-
-/* Sum over a block of NORM_THREADS: warp butterflies, then the warp partials in index order. */
-__device__ float block_sum(float v, float *part)
-{
-    v = warp_sum(v);
-    if ((threadIdx.x & 31) == 0)
-        part[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float s = 0.0f;
-    for (int i = 0; i < NORM_THREADS / 32; i++)
-        s += part[i];
-    return s;
-}
-
-__device__ __forceinline__ float inv_rms(float ss, int n, float eps)
-{
-    const float ms = ss / (float)n;
-    return (float)(1.0 / sqrt((double)(ms + eps)));
-}
-
-__device__ __forceinline__ float norm_apply(float x, float inv, const float *w, int i, int kind)
-{
-    const float h = x * inv;
-    switch (kind) {
-    case 1: return h * (1.0f + w[i]); /* RC_NORM_1PW */
-    case 3: return h;                 /* RC_NORM_POW */
-    default: return h * w[i];         /* RC_NORM_W, RC_NORM_POW_W */
-    }
-}
+constexpr int MM_WARPS = 8, POST_WARPS = 4;
 
 template <typename W>
 __global__ void k_embed(float *x, const W *E, const int32_t *ids, int Hd, float scale)
@@ -156,8 +92,13 @@ template <typename KV>
 __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post(const float *qkv, float *q, KV *kdst, KV *vdst,
                                                               const float *qn, const float *kn, int kind, float eps,
                                                               const float *cos_t, const float *sin_t, int H,
-                                                              int Hkv, int D, int rot)
+                                                              int Hkv, int D, int rot, const int64_t *pos_dev,
+                                                              int64_t pos_row, int back)
 {
+    if (pos_dev) { /* decode: the destination row is the device-side position (minus 'back', a fault) */
+        kdst += (*pos_dev - back) * pos_row;
+        vdst += (*pos_dev - back) * pos_row;
+    }
     extern __shared__ float shq[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int t = blockIdx.y, hh = blockIdx.x * POST_WARPS + warp;
@@ -218,13 +159,7 @@ __global__ void k_glu(float *out, const float *gu, int64_t total, int I, int act
     if (i >= total)
         return;
     const int64_t t = i / I, c = i % I;
-    const double d = gu[t * 2 * I + c];
-    float a;
-    if (act == 1) /* RC_ACT_GELU_TANH */
-        a = (float)(0.5 * d * (1.0 + tanh(0.7978845608028654 * (d + 0.044715 * d * d * d))));
-    else
-        a = (float)(d / (1.0 + exp(-d)));
-    out[i] = a * gu[t * 2 * I + I + c];
+    out[i] = glu_apply(gu[t * 2 * I + c], gu[t * 2 * I + I + c], act);
 }
 
 __global__ void k_spin(long long cycles)
@@ -283,10 +218,29 @@ cudaError_t engk_qkv_post(const float *qkv, float *q, void *kdst, void *vdst, in
     const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
     if (f32)
         k_qkv_post<float><<<grid, POST_WARPS * 32, smem, s>>>(qkv, q, (float *)kdst, (float *)vdst, qn, kn,
-                                                             norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot);
+                                                             norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot, nullptr, 0, 0);
     else
         k_qkv_post<uint16_t><<<grid, POST_WARPS * 32, smem, s>>>(qkv, q, (uint16_t *)kdst, (uint16_t *)vdst, qn,
-                                                                kn, norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot);
+                                                                kn, norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot, nullptr,
+                                                                0, 0);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vbase, const int64_t *pos_dev, int back,
+                              int f32, const float *qn, const float *kn, int norm_kind, float eps, const float *cos_t,
+                              const float *sin_t, int H, int Hkv, int D, int rot, cudaStream_t s)
+{
+    const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, 1);
+    const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
+    const int64_t row = (int64_t)Hkv * D;
+    if (f32)
+        k_qkv_post<float><<<grid, POST_WARPS * 32, smem, s>>>(qkv, q, (float *)kbase, (float *)vbase, qn, kn,
+                                                             norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot, pos_dev,
+                                                             pos_dev ? row : 0, back);
+    else
+        k_qkv_post<uint16_t><<<grid, POST_WARPS * 32, smem, s>>>(qkv, q, (uint16_t *)kbase, (uint16_t *)vbase, qn,
+                                                                kn, norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot,
+                                                                pos_dev, pos_dev ? row : 0, back);
     return cudaGetLastError();
 }
 

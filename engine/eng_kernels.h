@@ -27,6 +27,12 @@ cudaError_t engk_matmul(float *y, const float *x, const void *W, int f32, const 
 cudaError_t engk_qkv_post(const float *qkv, float *q, void *kdst, void *vdst, int f32, const float *qn,
                           const float *kn, int norm_kind, float eps, const float *cos_t, const float *sin_t, int T,
                           int H, int Hkv, int D, int rot, cudaStream_t s);
+/* Decode (one row) with the position in device memory (*pos_dev, read by the kernel, so a captured CUDA graph
+ * replays every step): engk_qkv_post writing K/V at kbase/vbase + (*pos_dev - back) rows of Hkv*D (pos_dev
+ * NULL: at kbase/vbase; back = 1 only for the kv_stale_slot fault). Attention: eng_attn.h. */
+cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vbase, const int64_t *pos_dev, int back,
+                              int f32, const float *qn, const float *kn, int norm_kind, float eps, const float *cos_t,
+                              const float *sin_t, int H, int Hkv, int D, int rot, cudaStream_t s);
 /* out[T, I] = act(gu[:, :I]) * gu[:, I:] (act: rc_act), gu [T, 2I] */
 cudaError_t engk_glu(float *out, const float *gu, int T, int I, int act, cudaStream_t s);
 /* Busy-waits about 'cycles' SM clocks on s (fault builds: makes a missing stream dependency deterministic). */

@@ -57,6 +57,8 @@ int32_t eng_argmax(const float *x, int64_t V)
     return (int32_t)best;
 }
 
+int eng_sampler_greedy(const eng_sampler *s) { return !(s->temperature > 0) || s->top_k == 1; }
+
 /* a before b: larger logit, then smaller id. */
 static int before(const float *x, int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); }
 
@@ -94,7 +96,7 @@ int eng_sample(eng_sampler *s, const float *x, int64_t V, int32_t *tok, rc_err *
     int32_t best = eng_argmax(x, V);
     if (best < 0)
         return rc_fail(e, RC_E_RANGE, "sampler: every logit is NaN");
-    if (!(s->temperature > 0) || s->top_k == 1) {
+    if (eng_sampler_greedy(s)) {
         *tok = best;
         return RC_OK;
     }

@@ -22,6 +22,8 @@ void eng_sampler_init(eng_sampler *s, double temperature, int64_t top_k, double 
 void eng_sampler_free(eng_sampler *s);
 /* The first index of the largest logit (NaN never wins); -1 if every logit is NaN. */
 int32_t eng_argmax(const float *logits, int64_t V);
+/* 1 if eng_sample is eng_argmax with these settings (temperature <= 0 or top-k 1). */
+int eng_sampler_greedy(const eng_sampler *s);
 /* Picks one token from logits[V]. RC_E_RANGE if no logit is a number. */
 int eng_sample(eng_sampler *s, const float *logits, int64_t V, int32_t *tok, rc_err *e);
 /* Next uniform double in [0, 1) (exposed for tests). */

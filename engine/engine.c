@@ -11,10 +11,12 @@
 
 #include "eng_attn.h"
 #include "eng_gemm.h"
+#include "eng_gemv.h"
 #include "eng_hgemv.h"
 #include "fault.h"
 #include "eng_kernels.h"
 #include "eng_pool.h"
+#include "eng_sample.h"
 #include "rope.h"
 #include "softcap.h"
 
@@ -43,9 +45,8 @@ struct eng {
     cudaEvent_t ev_tready[2], ev_tdone[2], ev_kvhost;
     int64_t tile_uses;
     float *d_st_m, *d_st_l, *d_st_acc;
-    /* split-KV decode: tile partials, and the position as a device scalar (read by the decode kernels) */
+    /* split-KV decode: tile partials (the position is the device scalar d_pos below) */
     float *d_part;
-    int64_t *d_pos, *h_pos, pos_on_dev;
     int max_tiles;
     /* workspace */
     float *d_x, *d_a, *d_qkv, *d_q, *d_ctx, *d_gu, *d_act, *d_fin, *d_logits, *d_rope;
@@ -54,6 +55,13 @@ struct eng {
     float *h_rope, *h_x, *h_fin, *h_logits;
     int32_t *h_ids;
     float *inv[RC_MAX_ROPES], *tmp_cos, *tmp_sin;
+    /* decode step: device position / next token / argmax scratch (d_dec), their pinned twins (h_dec), the
+     * step's launches captured once as a graph (gexec) */
+    void *d_dec, *h_dec, *d_amax;
+    int64_t *d_pos, *h_pos;
+    int32_t *d_next, *h_next;
+    cudaGraphExec_t gexec;
+    int graph_off, graphed;
     /* vocab on CPU */
     eng_pool *pool;
     eng_hgemv *hg;
@@ -113,6 +121,8 @@ static int halloc_at(void **p, int64_t bytes, int64_t *acct, const char *what, r
 #define HALLOC(p, bytes, what) halloc_at((void **)&(p), (bytes), &E->mem.host_pinned, (what), e, __FILE__, __LINE__)
 
 /* ---- sizes (eng_plan_bytes counts exactly what eng_open allocates) ---- */
+#define ENG_DEC_BYTES (16 + ENGK_ARGMAX_SCRATCH) /* decode: position (int64), next token (int32), argmax scratch */
+
 static int64_t kvrow(const rc_layer_desc *d) { return (int64_t)d->n_kv_heads * d->head_dim; }
 
 /* Floats of the decode partials: the largest layer's (H, D) over max_tiles tiles. */
@@ -168,8 +178,8 @@ static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, int gemm
     s->kv_resident = kv;
     s->kv_offload = (4 * (int64_t)P * kvr + 2 * (int64_t)C * kvr) * w->elt + (int64_t)C * (2 * heads + qd) * 4;
     s->workspace = 4 * ((int64_t)C * (2 * Hd + nqkv + 2 * qd + 3 * I) + Hd + (int64_t)c->n_ropes * 2 * C * half) +
-                   (int64_t)C * 4 + Hd * 4; /* + ids + final norm weight */
-    s->workspace += 4 * part_floats(c, engk_attn_max_tiles(max_ctx, P)) + 8; /* decode partials + position */
+                   (int64_t)C * 4 + Hd * 4 + ENG_DEC_BYTES; /* + ids + final norm weight + decode scalars */
+    s->workspace += 4 * part_floats(c, engk_attn_max_tiles(max_ctx, P)); /* decode attention partials */
     if (gemm) {
         int max_k, scratch_n;
         gemm_dims(w, &max_k, &scratch_n);
@@ -242,13 +252,12 @@ void eng_close(eng *E)
     }
     if (E->ev_kvhost) cudaEventDestroy(E->ev_kvhost);
     cudaFree(E->d_part);
-    cudaFree(E->d_pos);
-    cudaFreeHost(E->h_pos);
-    void *dev[] = {E->d_knew, E->d_vnew, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_x, E->d_a, E->d_qkv, E->d_q,
+    if (E->gexec) cudaGraphExecDestroy(E->gexec);
+    void *dev[] = {E->d_dec, E->d_knew, E->d_vnew, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_x, E->d_a, E->d_qkv, E->d_q,
                    E->d_ctx, E->d_gu, E->d_act, E->d_fin, E->d_logits, E->d_rope, E->d_ids};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         cudaFree(dev[i]);
-    void *host[] = {E->h_rope, E->h_x, E->h_fin, E->h_logits, E->h_ids};
+    void *host[] = {E->h_dec, E->h_rope, E->h_x, E->h_fin, E->h_logits, E->h_ids};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         cudaFreeHost(host[i]);
     if (E->s_comp) cudaStreamDestroy(E->s_comp);
@@ -461,9 +470,13 @@ static int open_workspace(eng *E, rc_err *e)
     ATTEMPT(DALLOC(E->d_final_norm, Hd * 4, acct, "the final norm"));
     E->max_tiles = engk_attn_max_tiles(E->max_ctx, E->P);
     ATTEMPT(DALLOC(E->d_part, 4 * part_floats(c, E->max_tiles), acct, "decode attention partials"));
-    ATTEMPT(DALLOC(E->d_pos, 8, acct, "the position"));
-    ATTEMPT(HALLOC(E->h_pos, 8, "the position"));
-    E->pos_on_dev = -1;
+    ATTEMPT(DALLOC(E->d_dec, ENG_DEC_BYTES, acct, "decode scalars"));
+    E->d_pos = E->d_dec;
+    E->d_next = (int32_t *)((char *)E->d_dec + 8);
+    E->d_amax = (char *)E->d_dec + 16;
+    ATTEMPT(HALLOC(E->h_dec, 16, "decode scalars"));
+    E->h_pos = E->h_dec;
+    E->h_next = (int32_t *)((char *)E->h_dec + 8);
     CK(cudaMemcpy(E->d_final_norm, E->w->final_norm, (size_t)Hd * 4, cudaMemcpyHostToDevice));
     if (!E->plan.vocab_on_cpu)
         ATTEMPT(DALLOC(E->d_logits, c->vocab * 4, acct, "logits"));
@@ -745,11 +758,11 @@ static int probes_emit(probes *P, rc_err *e)
 #define PROBE(...) ATTEMPT(probe_rows(E, P, __VA_ARGS__, e))
 
 /* ---- host-side rows: ids, RoPE cos/sin (rc_rope_table: angle = fl32(fl32(p) * inv_freq)) ---- */
-static int upload_rows(eng *E, const int32_t *ids, int T, rc_err *e)
+/* Fills the pinned rows of T tokens at E->pos; copy_rows enqueues their upload (a decode graph replays it). */
+static void fill_rows(eng *E, const int32_t *ids, int T)
 {
     const rc_config *c = E->c;
     memcpy(E->h_ids, ids, (size_t)T * sizeof *ids);
-    CK(cudaMemcpyAsync(E->d_ids, E->h_ids, (size_t)T * 4, cudaMemcpyHostToDevice, E->s_comp));
     for (int r = 0; r < c->n_ropes; r++) {
         const int rot = c->ropes[r].rot_dim, half = rot / 2;
         rc_rope_table(E->tmp_cos, E->tmp_sin, E->inv[r], &c->ropes[r], E->pos, T);
@@ -759,10 +772,25 @@ static int upload_rows(eng *E, const int32_t *ids, int T, rc_err *e)
                 hc[t * half + i] = E->tmp_cos[(int64_t)t * rot + i];
                 hs[t * half + i] = E->tmp_sin[(int64_t)t * rot + i];
             }
-        CK(cudaMemcpyAsync(E->d_rope + (hc - E->h_rope), hc, (size_t)T * half * 2 * 4, cudaMemcpyHostToDevice,
+    }
+}
+
+static int copy_rows(eng *E, int T, rc_err *e)
+{
+    const rc_config *c = E->c;
+    CK(cudaMemcpyAsync(E->d_ids, E->h_ids, (size_t)T * 4, cudaMemcpyHostToDevice, E->s_comp));
+    for (int r = 0; r < c->n_ropes; r++) {
+        const int64_t off = (int64_t)r * 2 * E->C * E->half_max, half = c->ropes[r].rot_dim / 2;
+        CK(cudaMemcpyAsync(E->d_rope + off, E->h_rope + off, (size_t)(T * half * 2 * 4), cudaMemcpyHostToDevice,
                            E->s_comp));
     }
     return RC_OK;
+}
+
+static int upload_rows(eng *E, const int32_t *ids, int T, rc_err *e)
+{
+    fill_rows(E, ids, T);
+    return copy_rows(E, T, e);
 }
 
 static void host_embed(const eng *E, const int32_t *ids, int T, float *x)
@@ -788,11 +816,6 @@ static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
     const int tlo = (int)(lo0 / E->P), thi = (int)(last / E->P) + 1;
     const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
     const int dec = E->decoding;
-    if (dec && E->pos_on_dev != pos0) { /* stream-ordered; chunk_forward syncs before h_pos changes again */
-        *E->h_pos = pos0;
-        CK(cudaMemcpyAsync(E->d_pos, E->h_pos, 8, cudaMemcpyHostToDevice, E->s_comp));
-        E->pos_on_dev = pos0;
-    }
     if (!E->plan.kv_offload) {
         if (dec)
             CK(engk_attn_decode(E->d_q, E->d_ctx, E->d_part, E->d_k[l], E->d_v[l], E->f32, E->d_pos, E->max_tiles,
@@ -988,15 +1011,191 @@ int eng_prefill(eng *E, const int32_t *ids, int64_t T, float *logits, const rc_p
     return rc;
 }
 
-/* A decode step runs the decode kernels (GEMV, split-KV attention); a prefill chunk of any size, even one
- * row, runs the prefill kernels. Each phase has one fixed arithmetic whatever the memory mode or chunking. */
-int eng_decode(eng *E, int32_t id, float *logits, rc_err *e)
+/* ---- decode: one row through the decode kernels (eng_gemv.cu: GEMV, fused norm / GLU, argmax); a prefill
+ * chunk of any size, even one row, runs the prefill kernels. Each phase has one fixed arithmetic whatever
+ * the memory mode or chunking. Position-dependent arguments live in device memory (*d_pos, the RoPE rows),
+ * so one captured graph replays every step. ---- */
+static int layer_decode(eng *E, int l, rc_err *e)
 {
+    const rc_config *c = E->c;
+    const rc_layer_desc *d = &c->layers[l];
+    const eng_layer_layout *Ly = &E->w->lay[l];
+    const int Hd = (int)c->hidden, H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
+    const int fuse = engk_gemv_norm_fits(Hd); /* RMSNorm inside the first GEMV of each half */
+    const char *W = NULL;
+    ATTEMPT(acquire_layer(E, l, &W, e));
+#define VEC(off) ((off) >= 0 ? (const float *)(W + (off)) : NULL)
+    if (fuse)
+        CK(engk_gemv_norm(E->d_qkv, NULL, E->d_x, VEC(Ly->attn_norm), c->eps, c->norm, W + Ly->wqkv, E->f32,
+                          VEC(Ly->bqkv), Ly->nqkv, Hd, E->s_comp));
+    else {
+        CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->attn_norm), 1, Hd, c->eps, c->norm, E->s_comp));
+        CK(engk_gemv(E->d_qkv, E->d_a, W + Ly->wqkv, E->f32, VEC(Ly->bqkv), NULL, Ly->nqkv, Hd, E->s_comp));
+    }
+    const float *cs = E->d_rope + (int64_t)d->rope * 2 * E->C * E->half_max;
+    const int rot = c->ropes[d->rope].rot_dim;
+    if (E->plan.kv_offload) {
+        CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_knew, E->d_vnew, NULL, 0, E->f32, VEC(Ly->q_norm),
+                             VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
+        ATTEMPT(attention(E, l, 1, E->d_knew, E->d_vnew, e));
+    } else {
+        /* fault: a decode step writes its K/V row into the previous slot, leaving its own stale */
+        const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");
+        CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_k[l], E->d_v[l], E->d_pos, back, E->f32, VEC(Ly->q_norm),
+                             VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
+        ATTEMPT(attention(E, l, 1, NULL, NULL, e)); /* split-KV over the resident cache, position from d_pos */
+    }
+    CK(engk_gemv(E->d_x, E->d_ctx, W + Ly->wo, E->f32, VEC(Ly->bo), E->d_x, Hd, Ly->qd, E->s_comp));
+    if (fuse)
+        CK(engk_gemv_glu(E->d_act, NULL, E->d_x, VEC(Ly->mlp_norm), c->eps, c->norm, W + Ly->wgu, E->f32,
+                         VEC(Ly->bgu), Ly->inter, Hd, c->act, E->s_comp));
+    else {
+        CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), 1, Hd, c->eps, c->norm, E->s_comp));
+        CK(engk_gemv_glu(E->d_act, NULL, E->d_a, NULL, 0.0f, -1, W + Ly->wgu, E->f32, VEC(Ly->bgu), Ly->inter, Hd,
+                         c->act, E->s_comp));
+    }
+    CK(engk_gemv(E->d_x, E->d_act, W + Ly->wdown, E->f32, VEC(Ly->bdown), E->d_x, Hd, Ly->inter, E->s_comp));
+#undef VEC
+    return release_layer(E, l, e);
+}
+
+/* Enqueues one decode step on s_comp without a host sync (so it can be captured): the row upload (filled by
+ * fill_rows and *h_pos), embedding, layers, final norm, and on the GPU lm_head + argmax into *h_next. */
+static int decode_enqueue(eng *E, rc_err *e)
+{
+    const rc_config *c = E->c;
+    const int Hd = (int)c->hidden, V = (int)c->vocab;
+    ATTEMPT(copy_rows(E, 1, e));
+    CK(cudaMemcpyAsync(E->d_pos, E->h_pos, 8, cudaMemcpyHostToDevice, E->s_comp));
+    if (E->plan.vocab_on_cpu) {
+        host_embed(E, E->h_ids, 1, E->h_x);
+        CK(cudaMemcpyAsync(E->d_x, E->h_x, (size_t)Hd * 4, cudaMemcpyHostToDevice, E->s_comp));
+    } else
+        CK(engk_embed(E->d_x, E->d_embed, E->f32, E->d_ids, 1, Hd, c->emb_scale, E->s_comp));
+    for (int l = 0; l < E->L; l++)
+        ATTEMPT(layer_decode(E, l, e));
+    if (E->plan.vocab_on_cpu || !engk_gemv_norm_fits(Hd)) {
+        CK(engk_rmsnorm(E->d_fin, E->d_x, E->d_final_norm, 1, Hd, c->eps, c->norm, E->s_comp));
+        if (E->plan.vocab_on_cpu)
+            return RC_OK; /* lm_head on the host: decode_finish */
+        CK(engk_gemv(E->d_logits, E->d_fin, E->d_lm_head, E->f32, NULL, NULL, V, Hd, E->s_comp));
+    } else
+        CK(engk_gemv_norm(E->d_logits, E->d_fin, E->d_x, E->d_final_norm, c->eps, c->norm, E->d_lm_head, E->f32,
+                          NULL, V, Hd, E->s_comp));
+    CK(engk_argmax(E->d_next, E->d_logits, V, E->d_amax, E->s_comp));
+    CK(cudaMemcpyAsync(E->h_next, E->d_next, 4, cudaMemcpyDeviceToHost, E->s_comp));
+    return RC_OK;
+}
+
+/* The graph needs fixed pointers and no host work inside the step: every layer resident, KV and vocab on the
+ * GPU. The kv_stale_slot fault's slot offset is a launch argument, so the graph is off while it is active. */
+static int graph_eligible(const eng *E)
+{
+    return !E->o.no_graph && !E->graph_off && E->plan.resident_layers < 0 && !E->plan.kv_offload &&
+           !E->plan.vocab_on_cpu && !rc_fault_active("kv_stale_slot");
+}
+
+/* Replays the captured step (capturing it on first use). A capture CUDA refuses turns the graph off for
+ * this engine (same kernels launched directly: same bits) and says so in the log. */
+static int decode_graph(eng *E, rc_err *e)
+{
+    if (!E->gexec) {
+        cudaGraph_t g = NULL;
+        CK(cudaStreamBeginCapture(E->s_comp, cudaStreamCaptureModeThreadLocal));
+        int rc = decode_enqueue(E, e);
+        cudaError_t err = cudaStreamEndCapture(E->s_comp, &g);
+        size_t nodes = 0;
+        if (!rc && err == cudaSuccess)
+            err = cudaGraphGetNodes(g, NULL, &nodes);
+        if (!rc && err == cudaSuccess)
+            err = cudaGraphInstantiateWithFlags(&E->gexec, g, 0);
+        if (g)
+            cudaGraphDestroy(g);
+        if (!rc && err == cudaSuccess && E->o.log)
+            fprintf(E->o.log, "engine: decode step captured as a CUDA graph (%zu nodes), replayed every step\n", nodes);
+        if (rc || err != cudaSuccess) {
+            E->gexec = NULL;
+            E->graph_off = 1;
+            cudaGetLastError();
+            if (E->o.log)
+                fprintf(E->o.log, "engine: decode graph capture failed (%s): launching each step directly\n",
+                        rc ? e->msg : cudaGetErrorString(err));
+            e->code = RC_OK;
+            e->msg[0] = 0;
+            return decode_enqueue(E, e);
+        }
+    }
+    CK(cudaGraphLaunch(E->gexec, E->s_comp));
+    return RC_OK;
+}
+
+/* After the step's launches: the next token and/or the logits to the host. */
+static int decode_finish(eng *E, int32_t *next, float *logits, rc_err *e)
+{
+    const int64_t V = E->c->vocab;
+    if (E->plan.vocab_on_cpu || E->c->final_softcap != 0.0f) { /* host logits (softcap: rc_softcap on the host) */
+        float *lg = logits ? logits : E->h_logits;
+        if (E->plan.vocab_on_cpu)
+            ATTEMPT(head_rows(E, E->d_fin, 1, lg, e));
+        else {
+            CK(cudaMemcpyAsync(E->h_logits, E->d_logits, (size_t)V * 4, cudaMemcpyDeviceToHost, E->s_comp));
+            CK(cudaStreamSynchronize(E->s_comp));
+            if (lg != E->h_logits)
+                memcpy(lg, E->h_logits, (size_t)V * 4);
+            rc_softcap(lg, V, E->c->final_softcap);
+        }
+        if (next)
+            *next = eng_argmax(lg, V);
+        return RC_OK;
+    }
+    if (logits)
+        CK(cudaMemcpyAsync(E->h_logits, E->d_logits, (size_t)V * 4, cudaMemcpyDeviceToHost, E->s_comp));
+    CK(cudaStreamSynchronize(E->s_comp));
+    if (logits)
+        memcpy(logits, E->h_logits, (size_t)V * 4);
+    if (next)
+        *next = *E->h_next;
+    return RC_OK;
+}
+
+static int decode_step(eng *E, int32_t id, int32_t *next, float *logits, rc_err *e)
+{
+    e->code = RC_OK;
+    if (E->broken)
+        return rc_fail(e, RC_E_USAGE, "engine: an earlier call failed; eng_reset first");
+    if (E->pos >= E->max_ctx)
+        return rc_fail(e, RC_E_RANGE, "engine: a token at position %lld does not fit the cache (--max-ctx %d)",
+                       (long long)E->pos, E->max_ctx);
+    if (id < 0 || id >= E->c->vocab)
+        return rc_fail(e, RC_E_RANGE, "engine: token id %d at index 0 is outside the vocabulary [0, %lld)", id,
+                       (long long)E->c->vocab);
     E->decoding = 1;
-    int rc = eng_prefill(E, &id, 1, logits, NULL, e);
+    fill_rows(E, &id, 1);
+    *E->h_pos = E->pos;
+    E->graphed = graph_eligible(E);
+    int rc = E->graphed ? decode_graph(E, e) : decode_enqueue(E, e);
+    E->graphed = E->graphed && !E->graph_off;
+    if (!rc)
+        rc = decode_finish(E, next, logits, e);
     E->decoding = 0;
+    if (rc)
+        E->broken = 1;
+    else
+        E->pos++;
     return rc;
 }
+
+int eng_decode(eng *E, int32_t id, float *logits, rc_err *e) { return decode_step(E, id, NULL, logits, e); }
+
+int eng_decode_greedy(eng *E, int32_t id, int32_t *next, float *logits, rc_err *e)
+{
+    int rc = decode_step(E, id, next, logits, e);
+    if (!rc && *next < 0)
+        return rc_fail(e, RC_E_RANGE, "engine: every logit is NaN");
+    return rc;
+}
+
+int eng_decode_graphed(const eng *E) { return E->graphed; }
 
 /* ---- harness stage adapter ---- */
 typedef struct eng_stage {

@@ -33,6 +33,7 @@ typedef struct eng_opts {
     int max_ctx;          /* positions the cache holds */
     int prefill_chunk;    /* prompt rows per forward pass (the result does not depend on it) */
     int threads;          /* host threads for the vocab on CPU (0 = every CPU) */
+    int no_graph;         /* 1: decode steps launch their kernels directly (same kernels, same bits) */
     FILE *log;            /* plan and memory lines; NULL = quiet */
 } eng_opts;
 
@@ -57,6 +58,12 @@ const eng_plan *eng_get_plan(const eng *E);
 int eng_prefill(eng *E, const int32_t *ids, int64_t T, float *logits, const rc_probe_sink *sink, rc_err *e);
 /* One decode step: token id at the current position; logits [V]. */
 int eng_decode(eng *E, int32_t id, float *logits, rc_err *e);
+/* One greedy decode step: *next = eng_argmax of this step's logits, chosen on the device (the same total
+ * order; with a final softcap, on the host after rc_softcap); logits [V] copied out only if not NULL.
+ * RC_E_RANGE if every logit is NaN. */
+int eng_decode_greedy(eng *E, int32_t id, int32_t *next, float *logits, rc_err *e);
+/* 1 if the last decode step replayed the captured CUDA graph (all resident, vocab and KV on the GPU). */
+int eng_decode_graphed(const eng *E);
 
 /* Device bytes held (weights, KV / state, workspace) and pinned host bytes. */
 typedef struct eng_mem {

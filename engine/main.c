@@ -50,6 +50,7 @@ static const char usage_text[] =
     "  --max-ctx N          positions the cache holds (default 4096)\n"
     "  --prefill-chunk N    prompt rows per pass (default 256; does not change the output)\n"
     "  --threads N          host threads for --vocab-on-cpu (default: all CPUs)\n"
+    "  --no-graph           launch each decode step's kernels directly instead of replaying its CUDA graph\n"
     "  --device N           GPU ordinal (default 0)\n"
     "  --quiet              no stderr report\n"
     "exit: 0 ok; 2 bad usage or input (missing file, bad token id, prompt longer than the cache, budget too\n"
@@ -254,9 +255,13 @@ static int cmd_run(int argc, char **argv)
     for (long s = 0; s < steps && !rc; s++) {
         if (s) {
             double t1 = eng_now();
-            rc = eng_decode(E, out[s - 1], lg + s * V, &e);
-            if (!rc)
-                rc = eng_sample(&smp, lg + s * V, V, &out[s], &e);
+            if (eng_sampler_greedy(&smp)) /* the argmax on the device; logits copied only for --logits */
+                rc = eng_decode_greedy(E, out[s - 1], &out[s], logits_path ? lg + s * V : NULL, &e);
+            else {
+                rc = eng_decode(E, out[s - 1], lg + s * V, &e);
+                if (!rc)
+                    rc = eng_sample(&smp, lg + s * V, V, &out[s], &e);
+            }
             tdec += eng_now() - t1;
             if (rc)
                 break;

@@ -81,7 +81,7 @@ identity | identity-synth)
         smallest=$("$ENGINE" "${src[@]}" "${f[@]}" --vram-budget 1 2>&1 | sed -n 's/.*smallest plan.* needs \([0-9.]*\) \([KMG]\)iB.*/\1 \2/p')
         budget=$(echo "$smallest" | awk '{m = $2 == "K" ? 1 : $2 == "M" ? 1024 : 1048576; printf "%dK", $1 * m * 1.1 + 1}')
         [ -n "$smallest" ] || { echo "FAIL: no smallest plan from --vram-budget 1"; exit 1; }
-        run_group 8 "full|" "rerun|" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
+        run_group 8 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
             "resident-layers 2|--resident-layers 2" "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" \
             "prefill-chunk 5|--prefill-chunk 5" "rl1+kv-offload|--resident-layers 1 --kv-offload" \
             "rl0+kv-offload+vocab-on-cpu|--resident-layers 0 --kv-offload --vocab-on-cpu" \
@@ -95,7 +95,7 @@ identity | identity-synth)
         run_group 16 "sample full|${s[*]}" \
             "sample rl1+kv-offload+vocab-on-cpu|${s[*]} --resident-layers 1 --kv-offload --vocab-on-cpu"
     else
-        run_group 4 "full|" "rerun|" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
+        run_group 4 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
             "resident-layers 2|--resident-layers 2" "resident-layers 3|--resident-layers 3" \
             "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" "prefill-chunk 3|--prefill-chunk 3" \
             "rl2+kv-offload+vocab-on-cpu|--resident-layers 2 --kv-offload --vocab-on-cpu" \

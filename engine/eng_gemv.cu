@@ -1,0 +1,355 @@
+/* Decode GEMV family and device argmax (see eng_gemv.h). Built with -fmad=false like eng_kernels.cu: the only
+ * fused multiply-adds are the explicit fmaf() calls. Speed comes from memory-level parallelism, never from a
+ * different order: each lane issues U chunks of R rows (16-byte loads) before it consumes them in order. */
+#include "eng_gemv.h"
+
+#include "eng_kdev.cuh"
+
+namespace {
+
+constexpr int GV_WARPS = NORM_THREADS / 32; /* the argmax block */
+
+__device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
+{
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+}
+
+/* 8 consecutive weights in flight: raw bits, converted when consumed. */
+template <typename W> struct Chunk;
+template <> struct Chunk<uint16_t> {
+    uint4 u;
+    __device__ __forceinline__ void load(const uint16_t *p) { u = ld_stream(p); }
+    __device__ __forceinline__ void get(float *v) const
+    {
+        v[0] = __uint_as_float(u.x << 16); v[1] = __uint_as_float(u.x & 0xffff0000u);
+        v[2] = __uint_as_float(u.y << 16); v[3] = __uint_as_float(u.y & 0xffff0000u);
+        v[4] = __uint_as_float(u.z << 16); v[5] = __uint_as_float(u.z & 0xffff0000u);
+        v[6] = __uint_as_float(u.w << 16); v[7] = __uint_as_float(u.w & 0xffff0000u);
+    }
+};
+template <> struct Chunk<float> {
+    float4 a, b;
+    __device__ __forceinline__ void load(const float *p)
+    {
+        a = __ldg(reinterpret_cast<const float4 *>(p));
+        b = __ldg(reinterpret_cast<const float4 *>(p + 4));
+    }
+    __device__ __forceinline__ void get(float *v) const
+    {
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    }
+};
+
+/* One warp per R weight rows (GLU: R/2 gate rows n and the R/2 up rows I + n), WARPS warps per block. NORM:
+ * the block first normalizes x into shared memory exactly as k_rmsnorm (its first 256 threads run the same
+ * strided fmaf, block_sum over warps 0..7, inv_rms, norm_apply) while the first U chunks of every row are
+ * already in flight. Per row: lane l accumulates chunks l, l+32, ... in order, then warp_sum. */
+template <typename W, int R, int U, int WARPS, bool NORM, bool GLU>
+__global__ void __launch_bounds__(WARPS * 32) k_gemv(float *y, float *xn, const float *x, const float *nw, float eps,
+                                                     int kind, const W *Wm, const float *b, const float *res, int N,
+                                                     int K, int act)
+{
+    static_assert(!NORM || WARPS >= NORM_THREADS / 32, "the fused norm needs k_rmsnorm's 256 threads");
+    extern __shared__ float xs[];
+    __shared__ float part[WARPS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    constexpr int RP = GLU ? R / 2 : R; /* outputs per warp */
+    const int64_t o0 = ((int64_t)blockIdx.x * WARPS + warp) * RP;
+    const int nc = K >> 3;
+    const W *wr[R];
+    bool ok[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t o = o0 + (GLU ? r % RP : r);
+        ok[r] = o < N;
+        const int64_t row = GLU && r >= RP ? N + o : o;
+        wr[r] = Wm + (ok[r] ? row : 0) * K;
+    }
+    Chunk<W> ch[U][R];
+    auto load_batch = [&](int c0) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + 32 * u;
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (c < nc && ok[r])
+                    ch[u][r].load(wr[r] + (int64_t)c * 8);
+        }
+    };
+    load_batch(lane);
+    if (NORM) {
+        float ss = 0.0f;
+        if (threadIdx.x < NORM_THREADS)
+            for (int i = threadIdx.x; i < K; i += NORM_THREADS) {
+                const float v = x[i];
+                xs[i] = v;
+                ss = fmaf(v, v, ss);
+            }
+        const float inv = inv_rms(block_sum(ss, part), K, eps);
+        if (threadIdx.x < NORM_THREADS)
+            for (int i = threadIdx.x; i < K; i += NORM_THREADS) {
+                const float v = norm_apply(xs[i], inv, nw, i, kind);
+                xs[i] = v;
+                if (xn && blockIdx.x == 0)
+                    xn[i] = v;
+            }
+        __syncthreads();
+    }
+    if (o0 >= N)
+        return;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        acc[r] = 0.0f;
+    for (int c0 = lane; c0 < nc; c0 += 32 * U) {
+        if (c0 != lane)
+            load_batch(c0);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + 32 * u;
+            if (c >= nc)
+                break;
+            float xa[8];
+            if (NORM) {
+                const float4 p = *reinterpret_cast<const float4 *>(xs + c * 8);
+                const float4 q = *reinterpret_cast<const float4 *>(xs + c * 8 + 4);
+                xa[0] = p.x; xa[1] = p.y; xa[2] = p.z; xa[3] = p.w; xa[4] = q.x; xa[5] = q.y; xa[6] = q.z; xa[7] = q.w;
+            } else
+                load8(x + (int64_t)c * 8, xa);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (ok[r]) {
+                    float w8[8];
+                    ch[u][r].get(w8);
+                    float sum = acc[r];
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        sum = fmaf(w8[e], xa[e], sum);
+                    acc[r] = sum;
+                }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        acc[r] = warp_sum(acc[r]);
+    if (lane != 0)
+        return;
+#pragma unroll
+    for (int q = 0; q < RP; q++) {
+        const int64_t o = o0 + q;
+        if (o >= N)
+            break;
+        if (GLU) {
+            float g = acc[q], u = acc[RP + q];
+            if (b) {
+                g = g + b[o];
+                u = u + b[N + o];
+            }
+            y[o] = glu_apply(g, u, act);
+        } else {
+            float v = acc[q];
+            if (b)
+                v = v + b[o];
+            if (res)
+                v = res[o] + v;
+            y[o] = v;
+        }
+    }
+}
+
+/* 8 warps a block; the fused norm with at least 16384 weight rows: 16 (half the blocks, so half the per-block
+ * norm prologues; fewer rows keep 8, so that every SM gets about the same number of blocks). */
+template <typename W, int R, int U, bool NORM, bool GLU>
+cudaError_t launch(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *Wm,
+                   const float *b, const float *res, int N, int K, int act, cudaStream_t s)
+{
+    constexpr int RP = GLU ? R / 2 : R, WIDE = NORM ? 16 : 8;
+    if (N < 1 || K < 8 || K % 8 || (NORM && !engk_gemv_norm_fits(K)))
+        return cudaErrorInvalidValue;
+    const size_t smem = NORM ? (size_t)K * sizeof(float) : 0;
+    if (NORM && (int64_t)N * (GLU ? 2 : 1) >= 16384) {
+        const unsigned grid = (unsigned)(((int64_t)N + WIDE * RP - 1) / (WIDE * RP));
+        k_gemv<W, R, U, WIDE, NORM, GLU><<<grid, WIDE * 32, smem, s>>>(y, xn, x, nw, eps, kind, (const W *)Wm, b, res,
+                                                                        N, K, act);
+    } else {
+        const unsigned grid = (unsigned)(((int64_t)N + 8 * RP - 1) / (8 * RP));
+        k_gemv<W, R, U, 8, NORM, GLU><<<grid, 8 * 32, smem, s>>>(y, xn, x, nw, eps, kind, (const W *)Wm, b, res, N, K,
+                                                                  act);
+    }
+    return cudaGetLastError();
+}
+
+template <int R, int U, bool NORM, bool GLU>
+cudaError_t launch_t(int f32, float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *Wm,
+                     const float *b, const float *res, int N, int K, int act, cudaStream_t s)
+{
+    return f32 ? launch<float, R, U, NORM, GLU>(y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s)
+               : launch<uint16_t, R, U, NORM, GLU>(y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+}
+
+/* eng_argmax's order: a before b iff a is a number and (b is none, or larger, or equal with a smaller index). */
+__device__ __forceinline__ bool better(float av, int ai, float bv, int bi)
+{
+    if (ai < 0)
+        return false;
+    if (bi < 0)
+        return true;
+    return av > bv || (av == bv && ai < bi);
+}
+
+/* The best (v, i) of a block of NORM_THREADS; the order is total, so the result does not depend on the
+ * reduction's shape. Returns it in thread 0. */
+__device__ void block_best(float &v, int &i)
+{
+    __shared__ float sv[GV_WARPS];
+    __shared__ int si[GV_WARPS];
+#pragma unroll
+    for (int off = 16; off; off >>= 1) {
+        const float ov = __shfl_xor_sync(FULL, v, off);
+        const int oi = __shfl_xor_sync(FULL, i, off);
+        if (better(ov, oi, v, i)) {
+            v = ov;
+            i = oi;
+        }
+    }
+    if ((threadIdx.x & 31) == 0) {
+        sv[threadIdx.x >> 5] = v;
+        si[threadIdx.x >> 5] = i;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int w = 1; w < GV_WARPS; w++)
+            if (better(sv[w], si[w], v, i)) {
+                v = sv[w];
+                i = si[w];
+            }
+}
+
+__global__ void __launch_bounds__(NORM_THREADS) k_argmax_part(float *pv, int *pi, const float *x, int64_t V)
+{
+    float v = -INFINITY;
+    int i = -1;
+    for (int64_t k = (int64_t)blockIdx.x * NORM_THREADS + threadIdx.x; k < V; k += (int64_t)gridDim.x * NORM_THREADS) {
+        const float xk = x[k];
+        if (!isnan(xk) && better(xk, (int)k, v, i)) {
+            v = xk;
+            i = (int)k;
+        }
+    }
+    block_best(v, i);
+    if (threadIdx.x == 0) {
+        pv[blockIdx.x] = v;
+        pi[blockIdx.x] = i;
+    }
+}
+
+__global__ void __launch_bounds__(NORM_THREADS) k_argmax_final(int32_t *out, const float *pv, const int *pi, int n)
+{
+    float v = -INFINITY;
+    int i = -1;
+    for (int k = threadIdx.x; k < n; k += NORM_THREADS)
+        if (better(pv[k], pi[k], v, i)) {
+            v = pv[k];
+            i = pi[k];
+        }
+    block_best(v, i);
+    if (threadIdx.x == 0)
+        *out = i;
+}
+
+__global__ void __launch_bounds__(NORM_THREADS) k_read(const uint16_t *p, int64_t n16, float *sink)
+{
+    unsigned acc = 0;
+    const int64_t stride = (int64_t)gridDim.x * NORM_THREADS;
+    int64_t i = (int64_t)blockIdx.x * NORM_THREADS + threadIdx.x;
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        uint4 a[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            a[u] = ld_stream(p + (i + u * stride) * 8);
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            acc ^= a[u].x ^ a[u].y ^ a[u].z ^ a[u].w;
+    }
+    for (; i < n16; i += stride) {
+        const uint4 a = ld_stream(p + i * 8);
+        acc ^= a.x ^ a.y ^ a.z ^ a.w;
+    }
+    if (acc == 0x9e3779b9u) /* practically never: keeps the loads */
+        sink[blockIdx.x & 1023] = 1.0f;
+}
+
+} // namespace
+
+extern "C" {
+
+cudaError_t engk_read_ceiling(const void *p, int64_t bytes, float *sink, cudaStream_t s)
+{
+    int dev = 0, sms = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess)
+        return err;
+    if (bytes < 16 || bytes % 16)
+        return cudaErrorInvalidValue;
+    k_read<<<sms * 8, NORM_THREADS, 0, s>>>((const uint16_t *)p, bytes / 16, sink);
+    return cudaGetLastError();
+}
+
+int engk_gemv_norm_fits(int K) { return K > 0 && (size_t)K * sizeof(float) + 16 * sizeof(float) <= 48 * 1024; }
+
+cudaError_t engk_gemv(float *y, const float *x, const void *W, int f32, const float *b, const float *res, int N,
+                      int K, cudaStream_t s)
+{
+    return launch_t<2, 4, false, false>(f32, y, nullptr, x, nullptr, 0.0f, 0, W, b, res, N, K, 0, s);
+}
+
+cudaError_t engk_gemv_norm(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
+                           int f32, const float *b, int N, int K, cudaStream_t s)
+{
+    return launch_t<2, 4, true, false>(f32, y, xn, x, nw, eps, kind, W, b, nullptr, N, K, 0, s);
+}
+
+cudaError_t engk_gemv_glu(float *out, float *xn, const float *x, const float *nw, float eps, int kind,
+                          const void *Wgu, int f32, const float *bgu, int I, int K, int act, cudaStream_t s)
+{
+    if (kind < 0)
+        return launch_t<2, 4, false, true>(f32, out, nullptr, x, nullptr, 0.0f, 0, Wgu, bgu, nullptr, I, K, act, s);
+    return launch_t<2, 4, true, true>(f32, out, xn, x, nw, eps, kind, Wgu, bgu, nullptr, I, K, act, s);
+}
+
+cudaError_t engk_argmax(int32_t *out, const float *x, int64_t V, void *scratch, cudaStream_t s)
+{
+    if (V < 1 || V > 0x7fffffff)
+        return cudaErrorInvalidValue;
+    float *pv = (float *)scratch;
+    int *pi = (int *)(pv + ENGK_ARGMAX_BLOCKS);
+    k_argmax_part<<<ENGK_ARGMAX_BLOCKS, NORM_THREADS, 0, s>>>(pv, pi, x, V);
+    k_argmax_final<<<1, NORM_THREADS, 0, s>>>(out, pv, pi, ENGK_ARGMAX_BLOCKS);
+    return cudaGetLastError();
+}
+
+static const char *const variant_names[] = {"1 row/warp, 4 chunks/lane in flight", "2 rows/warp, 4 chunks/lane",
+                                            "4 rows/warp, 4 chunks/lane", "2 rows/warp, 8 chunks/lane"};
+
+int engk_gemv_variants(void) { return (int)(sizeof variant_names / sizeof variant_names[0]); }
+
+const char *engk_gemv_variant_name(int v) { return v >= 0 && v < engk_gemv_variants() ? variant_names[v] : "?"; }
+
+cudaError_t engk_gemv_variant(int v, float *y, const float *x, const void *W, int f32, int N, int K, cudaStream_t s)
+{
+    switch (v) {
+    case 0: return launch_t<1, 4, false, false>(f32, y, nullptr, x, nullptr, 0.0f, 0, W, nullptr, nullptr, N, K, 0, s);
+    case 1: return launch_t<2, 4, false, false>(f32, y, nullptr, x, nullptr, 0.0f, 0, W, nullptr, nullptr, N, K, 0, s);
+    case 2: return launch_t<4, 4, false, false>(f32, y, nullptr, x, nullptr, 0.0f, 0, W, nullptr, nullptr, N, K, 0, s);
+    case 3: return launch_t<2, 8, false, false>(f32, y, nullptr, x, nullptr, 0.0f, 0, W, nullptr, nullptr, N, K, 0, s);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+} // extern "C"

@@ -1,0 +1,53 @@
+/* Decode kernels for one row (E->decoding): GEMV at the bandwidth limit, RMSNorm fused into the first GEMV of
+ * a block, the GLU fused into the gate|up GEMV, and the greedy argmax over the logits on the device. Every
+ * output row keeps engk_matmul's order exactly (lane l: chunks l, l+32, ... of 8 k's, fmaf in order from 0,
+ * then the xor butterfly; eng_dot_model is its host model), so decode rows equal prefill rows and the CPU
+ * lm_head (eng_hgemv) stays bit-identical. Matrices bf16 (raw uint16) or f32 (f32 set), K % 8 == 0. */
+#ifndef ENG_GEMV_H
+#define ENG_GEMV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ENGK_ARGMAX_BLOCKS 256
+#define ENGK_ARGMAX_SCRATCH (ENGK_ARGMAX_BLOCKS * 8) /* bytes of device scratch engk_argmax needs */
+
+/* y[N] = W[N, K] x[K] (+ b[N]) (+ res[N], which may alias y). */
+cudaError_t engk_gemv(float *y, const float *x, const void *W, int f32, const float *b, const float *res, int N,
+                      int K, cudaStream_t s);
+/* 1 if the fused norm fits (the row in shared memory: K * 4 + 64 <= 48 KiB, i.e. K <= 12272). */
+int engk_gemv_norm_fits(int K);
+/* y[N] = W rmsnorm(x) (+ b): each block normalizes x[K] exactly as engk_rmsnorm (same block sum, inv_rms and
+ * weight) into shared memory; xn (if not NULL) receives the normed row, bit-identical to engk_rmsnorm's. */
+cudaError_t engk_gemv_norm(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
+                           int f32, const float *b, int N, int K, cudaStream_t s);
+/* out[I] = act(Wgu[0:I] h + bgu[0:I]) * (Wgu[I:2I] h + bgu[I:2I]), h = rmsnorm(x) as engk_gemv_norm (kind < 0:
+ * h = x, no norm; xn ignored): one warp computes gate row n and up row I + n, then engk_glu's arithmetic. */
+cudaError_t engk_gemv_glu(float *out, float *xn, const float *x, const float *nw, float eps, int kind,
+                          const void *Wgu, int f32, const float *bgu, int I, int K, int act, cudaStream_t s);
+/* *out (device) = the first index of the largest of x[V], NaN never winning (eng_argmax's total order:
+ * larger value, then smaller index); -1 if every x is NaN. scratch: ENGK_ARGMAX_SCRATCH device bytes. */
+cudaError_t engk_argmax(int32_t *out, const float *x, int64_t V, void *scratch, cudaStream_t s);
+
+/* Micro-benchmark: the plain GEMV's launch shapes (rows per warp x chunks in flight per lane). Every variant
+ * has the same per-row arithmetic, hence the same bits; engk_gemv uses variant ENGK_GEMV_DEFAULT. */
+#define ENGK_GEMV_DEFAULT 1
+int engk_gemv_variants(void);
+const char *engk_gemv_variant_name(int v);
+cudaError_t engk_gemv_variant(int v, float *y, const float *x, const void *W, int f32, int N, int K, cudaStream_t s);
+
+/* Reads bytes (a multiple of 16) at p with the GEMV's 16-byte streaming loads and nothing else: the read
+ * ceiling the micro-benchmark measures the GEMVs against. sink: 1024 floats (written only to keep the loads). */
+cudaError_t engk_read_ceiling(const void *p, int64_t bytes, float *sink, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

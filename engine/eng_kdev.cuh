@@ -1,0 +1,101 @@
+/* Device helpers shared by the engine's .cu files (eng_kernels.cu, eng_gemv.cu): loads, stores and the
+ * reductions whose order the README fixes. Internal linkage, so each translation unit inlines its own copy. */
+#ifndef ENG_KDEV_CUH
+#define ENG_KDEV_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr unsigned FULL = 0xffffffffu;
+constexpr int NORM_THREADS = 256;
+
+__device__ __forceinline__ float ld1(const uint16_t *p) { return __uint_as_float((unsigned)*p << 16); }
+__device__ __forceinline__ float ld1(const float *p) { return *p; }
+
+__device__ __forceinline__ void st1(uint16_t *p, float f)
+{
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        *p = (uint16_t)((u >> 16) | 0x40u);
+    else
+        *p = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* round to nearest even, as the host */
+}
+__device__ __forceinline__ void st1(float *p, float f) { *p = f; }
+
+/* 8 consecutive elements (16-byte aligned for bf16, 32 for f32). */
+__device__ __forceinline__ void load8(const uint16_t *p, float *v)
+{
+    const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
+    v[0] = __uint_as_float(u.x << 16); v[1] = __uint_as_float(u.x & 0xffff0000u);
+    v[2] = __uint_as_float(u.y << 16); v[3] = __uint_as_float(u.y & 0xffff0000u);
+    v[4] = __uint_as_float(u.z << 16); v[5] = __uint_as_float(u.z & 0xffff0000u);
+    v[6] = __uint_as_float(u.w << 16); v[7] = __uint_as_float(u.w & 0xffff0000u);
+}
+__device__ __forceinline__ void load8(const float *p, float *v)
+{
+    const float4 a = __ldg(reinterpret_cast<const float4 *>(p)), b = __ldg(reinterpret_cast<const float4 *>(p + 4));
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int off = 16; off; off >>= 1)
+        v += __shfl_xor_sync(FULL, v, off);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int off = 16; off; off >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(FULL, v, off));
+    return v;
+}
+
+/* Sum over a block of NORM_THREADS: warp butterflies, then the warp partials in index order. */
+__device__ __forceinline__ float block_sum(float v, float *part)
+{
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int i = 0; i < NORM_THREADS / 32; i++)
+        s += part[i];
+    return s;
+}
+
+__device__ __forceinline__ float inv_rms(float ss, int n, float eps)
+{
+    const float ms = ss / (float)n;
+    return (float)(1.0 / sqrt((double)(ms + eps)));
+}
+
+__device__ __forceinline__ float norm_apply(float x, float inv, const float *w, int i, int kind)
+{
+    const float h = x * inv;
+    switch (kind) {
+    case 1: return h * (1.0f + w[i]); /* RC_NORM_1PW */
+    case 3: return h;                 /* RC_NORM_POW */
+    default: return h * w[i];         /* RC_NORM_W, RC_NORM_POW_W */
+    }
+}
+
+/* act(gate) * up of one GLU element (act: rc_act), the activation in double, rounded once. */
+__device__ __forceinline__ float glu_apply(float gate, float up, int act)
+{
+    const double d = gate;
+    float a;
+    if (act == 1) /* RC_ACT_GELU_TANH */
+        a = (float)(0.5 * d * (1.0 + tanh(0.7978845608028654 * (d + 0.044715 * d * d * d))));
+    else
+        a = (float)(d / (1.0 + exp(-d)));
+    return a * up;
+}
+
+} // namespace
+
+#endif

@@ -1,0 +1,522 @@
+/* GPU suite: the engine's decode kernels (eng_gemv.h) bit for bit against their host model (eng_dot_model, the
+ * per-row order) and against the prefill kernels they replace (engk_rmsnorm, engk_matmul, engk_glu), the
+ * device argmax against eng_argmax, and the device-position qkv_post / attention against the host-position
+ * launch; with --bench, GB/s of every llama3-8b decode GEMV shape against a read ceiling measured in the same
+ * run (and cuBLAS's GEMV when built with it). Seeded inputs, odd N, K at chunk and lane-stride edges,
+ * NaN-poisoned outputs. Exit 77 without a GPU. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <cuda_runtime_api.h>
+#ifdef ENG_TEST_CUBLAS
+#include <cublas_v2.h>
+#endif
+
+#include "eng_gemv.h"
+#include "eng_hgemv.h"
+#include "eng_kernels.h"
+#include "eng_sample.h"
+#include "eng_weights.h"
+
+#define CU(call)                                                                                                   \
+    do {                                                                                                           \
+        cudaError_t err_ = (call);                                                                                 \
+        if (err_ != cudaSuccess)                                                                                   \
+            fail_msg("%s failed at %s:%d: %s", #call, __FILE__, __LINE__, cudaGetErrorString(err_));              \
+    } while (0)
+
+/* ---- seeded inputs (splitmix64) ---- */
+static uint64_t rng_state = 0x5eed;
+
+static double uniform(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+
+static float *rand_floats(int64_t n, double lo, double hi)
+{
+    float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(lo + (hi - lo) * uniform());
+    return x;
+}
+
+/* A matrix [n] in storage type (bf16 raw when !f32) with random values; *vals gets the stored values as float. */
+static void *rand_matrix(int64_t n, int f32)
+{
+    float *v = rand_floats(n, -1, 1);
+    if (f32)
+        return v;
+    uint16_t *h = malloc((size_t)n * 2);
+    assert_non_null(h);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = eng_f32_to_bf16(v[i]);
+    free(v);
+    return h;
+}
+
+static void *to_dev(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    CU(cudaMalloc(&d, bytes ? bytes : 1));
+    if (bytes)
+        CU(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static float *dev_nan(int64_t n)
+{
+    float *h = malloc((size_t)n * sizeof *h);
+    assert_non_null(h);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = NAN;
+    float *d = to_dev(h, (size_t)n * sizeof *h);
+    free(h);
+    return d;
+}
+
+static void *from_dev(const void *d, size_t bytes)
+{
+    void *h = malloc(bytes ? bytes : 1);
+    assert_non_null(h);
+    CU(cudaDeviceSynchronize());
+    if (bytes)
+        CU(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* Elements whose bits differ (a NaN left in got counts); prints the first three. */
+static int64_t bit_diffs(const char *what, const float *got, const float *want, int64_t n)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0 && bad++ < 3)
+            printf("    %s: [%lld] got %.9g want %.9g\n", what, (long long)i, got[i], want[i]);
+    printf("  %-64s %s\n", what, bad ? "FAIL" : "bit-identical");
+    return bad;
+}
+
+/* ---- the checker must be able to fail ---- */
+static void test_checker_fails(void **state)
+{
+    (void)state;
+    float a[5] = {1, 2, 3, 4, 5}, b[5] = {1, 2, 3, 4, 5};
+    assert_int_equal(bit_diffs("checker: equal", a, b, 5), 0);
+    b[2] = nextafterf(b[2], 10.0f);
+    assert_int_equal(bit_diffs("checker: one ulp apart (must FAIL)", a, b, 5), 1);
+    b[2] = 3;
+    a[4] = NAN;
+    assert_int_equal(bit_diffs("checker: a NaN (must FAIL)", a, b, 5), 1);
+    a[4] = -0.0f;
+    b[4] = 0.0f;
+    assert_int_equal(bit_diffs("checker: -0 vs +0 (must FAIL)", a, b, 5), 1);
+}
+
+/* ---- plain GEMV: every variant and engk_gemv (bias, residual) against eng_dot_model and engk_matmul ---- */
+static const struct { int N, K; } gemv_shapes[] = {
+    {1, 8}, {3, 16}, {33, 248}, {37, 256}, {65, 264}, {17, 512}, {100, 1000}, {257, 4096}, {31, 14336}, {129, 2056},
+};
+
+static void test_gemv(void **state)
+{
+    (void)state;
+    int64_t fails = 0;
+    for (size_t c = 0; c < sizeof gemv_shapes / sizeof gemv_shapes[0]; c++)
+        for (int f32 = 0; f32 < 2; f32++) {
+            const int N = gemv_shapes[c].N, K = gemv_shapes[c].K;
+            const size_t es = f32 ? 4 : 2;
+            void *W = rand_matrix((int64_t)N * K, f32);
+            float *x = rand_floats(K, -1, 1), *b = rand_floats(N, -1, 1), *res = rand_floats(N, -4, 4);
+            float *want = malloc((size_t)N * 4), *want_br = malloc((size_t)N * 4);
+            for (int n = 0; n < N; n++) {
+                want[n] = eng_dot_model((const char *)W + (size_t)n * K * es, f32, x, K);
+                want_br[n] = res[n] + (want[n] + b[n]);
+            }
+            void *dW = to_dev(W, (size_t)N * K * es);
+            float *dx = to_dev(x, (size_t)K * 4), *db = to_dev(b, (size_t)N * 4), *dy = dev_nan(N);
+            char what[128];
+            for (int v = 0; v < engk_gemv_variants(); v++) {
+                CU(cudaMemset(dy, 0xff, (size_t)N * 4)); /* NaN */
+                CU(engk_gemv_variant(v, dy, dx, dW, f32, N, K, 0));
+                float *got = from_dev(dy, (size_t)N * 4);
+                snprintf(what, sizeof what, "gemv %s N=%d K=%d vs eng_dot_model [%s]", f32 ? "f32" : "bf16", N, K,
+                         engk_gemv_variant_name(v));
+                fails += bit_diffs(what, got, want, N);
+                free(got);
+            }
+            /* bias, then the residual in place (y aliases res), as the engine's o / down projections */
+            float *dres = to_dev(res, (size_t)N * 4);
+            CU(engk_gemv(dres, dx, dW, f32, db, dres, N, K, 0));
+            float *got = from_dev(dres, (size_t)N * 4);
+            snprintf(what, sizeof what, "gemv %s N=%d K=%d +bias +residual in place", f32 ? "f32" : "bf16", N, K);
+            fails += bit_diffs(what, got, want_br, N);
+            free(got);
+            /* the prefill kernel, one row */
+            float *dm = dev_nan(N);
+            CU(engk_matmul(dm, dx, dW, f32, NULL, NULL, 1, N, K, 0));
+            got = from_dev(dm, (size_t)N * 4);
+            snprintf(what, sizeof what, "gemv %s N=%d K=%d vs engk_matmul T=1", f32 ? "f32" : "bf16", N, K);
+            fails += bit_diffs(what, got, want, N);
+            free(got);
+            free(W); free(x); free(b); free(res); free(want); free(want_br);
+            CU(cudaFree(dW)); CU(cudaFree(dx)); CU(cudaFree(db)); CU(cudaFree(dy)); CU(cudaFree(dres)); CU(cudaFree(dm));
+        }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- RMSNorm fused into the GEMV: normed row = engk_rmsnorm's bits, output = GEMV of it (N >= 16384
+ * weight rows takes the 16-warp block) ---- */
+static void test_gemv_norm(void **state)
+{
+    (void)state;
+    static const struct { int N, K; } cs[] = {{1, 8}, {35, 256}, {77, 264}, {300, 1000}, {513, 4096}, {9, 12272}, {16411, 264}};
+    int64_t fails = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+        for (int kind = 0; kind <= 3; kind++) {
+            const int N = cs[c].N, K = cs[c].K, f32 = (int)((c + (size_t)kind) % 2), bias = kind % 2;
+            const size_t es = f32 ? 4 : 2;
+            void *W = rand_matrix((int64_t)N * K, f32);
+            float *x = rand_floats(K, -3, 3), *w = rand_floats(K, 0.5, 1.5), *b = rand_floats(N, -1, 1);
+            void *dW = to_dev(W, (size_t)N * K * es);
+            float *dx = to_dev(x, (size_t)K * 4), *dw = kind == 3 ? NULL : to_dev(w, (size_t)K * 4);
+            float *db = bias ? to_dev(b, (size_t)N * 4) : NULL;
+            float *dn_ref = dev_nan(K), *dy_ref = dev_nan(N), *dn = dev_nan(K), *dy = dev_nan(N);
+            CU(engk_rmsnorm(dn_ref, dx, dw, 1, K, 1e-5f, kind, 0));
+            CU(engk_matmul(dy_ref, dn_ref, dW, f32, db, NULL, 1, N, K, 0));
+            CU(engk_gemv_norm(dy, dn, dx, dw, 1e-5f, kind, dW, f32, db, N, K, 0));
+            float *n_ref = from_dev(dn_ref, (size_t)K * 4), *y_ref = from_dev(dy_ref, (size_t)N * 4);
+            float *n_got = from_dev(dn, (size_t)K * 4), *y_got = from_dev(dy, (size_t)N * 4);
+            char what[128];
+            snprintf(what, sizeof what, "norm(kind %d)+gemv %s N=%d K=%d%s: normed row", kind, f32 ? "f32" : "bf16", N,
+                     K, bias ? " +bias" : "");
+            fails += bit_diffs(what, n_got, n_ref, K);
+            snprintf(what, sizeof what, "norm(kind %d)+gemv %s N=%d K=%d%s: output", kind, f32 ? "f32" : "bf16", N, K,
+                     bias ? " +bias" : "");
+            fails += bit_diffs(what, y_got, y_ref, N);
+            /* and the host model of each row */
+            for (int n = 0; n < N; n++) {
+                float m = eng_dot_model((const char *)W + (size_t)n * K * es, f32, n_ref, K);
+                y_ref[n] = bias ? m + b[n] : m;
+            }
+            snprintf(what, sizeof what, "norm(kind %d)+gemv %s N=%d K=%d: vs eng_dot_model", kind, f32 ? "f32" : "bf16",
+                     N, K);
+            fails += bit_diffs(what, y_got, y_ref, N);
+            free(W); free(x); free(w); free(b); free(n_ref); free(y_ref); free(n_got); free(y_got);
+            CU(cudaFree(dW)); CU(cudaFree(dx)); CU(cudaFree(dn_ref)); CU(cudaFree(dy_ref)); CU(cudaFree(dn));
+            CU(cudaFree(dy));
+            if (dw) CU(cudaFree(dw));
+            if (db) CU(cudaFree(db));
+        }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- GLU fused into gate|up (with and without the norm) = rmsnorm, engk_matmul, engk_glu ---- */
+static void test_gemv_glu(void **state)
+{
+    (void)state;
+    static const struct { int I, K; } cs[] = {{1, 8}, {3, 256}, {45, 264}, {129, 1000}, {1000, 4096}, {8195, 256}};
+    int64_t fails = 0;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
+        for (int act = 0; act < 2; act++)
+            for (int f32 = 0; f32 < 2; f32++) {
+                const int I = cs[c].I, K = cs[c].K, bias = (int)(c % 2);
+                const size_t es = f32 ? 4 : 2;
+                void *W = rand_matrix((int64_t)2 * I * K, f32);
+                float *x = rand_floats(K, -3, 3), *w = rand_floats(K, 0.5, 1.5), *b = rand_floats(2 * I, -1, 1);
+                void *dW = to_dev(W, (size_t)2 * I * K * es);
+                float *dx = to_dev(x, (size_t)K * 4), *dw = to_dev(w, (size_t)K * 4);
+                float *db = bias ? to_dev(b, (size_t)2 * I * 4) : NULL;
+                float *dn = dev_nan(K), *dgu = dev_nan(2 * I), *dref = dev_nan(I), *d1 = dev_nan(I), *d2 = dev_nan(I);
+                CU(engk_rmsnorm(dn, dx, dw, 1, K, 1e-6f, 0, 0));
+                CU(engk_matmul(dgu, dn, dW, f32, db, NULL, 1, 2 * I, K, 0));
+                CU(engk_glu(dref, dgu, 1, I, act, 0));
+                CU(engk_gemv_glu(d1, NULL, dx, dw, 1e-6f, 0, dW, f32, db, I, K, act, 0));
+                CU(engk_gemv_glu(d2, NULL, dn, NULL, 0.0f, -1, dW, f32, db, I, K, act, 0));
+                float *ref = from_dev(dref, (size_t)I * 4), *g1 = from_dev(d1, (size_t)I * 4),
+                      *g2 = from_dev(d2, (size_t)I * 4);
+                char what[128];
+                snprintf(what, sizeof what, "norm+gate|up+%s %s I=%d K=%d%s", act ? "gelu_tanh" : "silu",
+                         f32 ? "f32" : "bf16", I, K, bias ? " +bias" : "");
+                fails += bit_diffs(what, g1, ref, I);
+                snprintf(what, sizeof what, "gate|up+%s (no norm) %s I=%d K=%d%s", act ? "gelu_tanh" : "silu",
+                         f32 ? "f32" : "bf16", I, K, bias ? " +bias" : "");
+                fails += bit_diffs(what, g2, ref, I);
+                free(W); free(x); free(w); free(b); free(ref); free(g1); free(g2);
+                CU(cudaFree(dW)); CU(cudaFree(dx)); CU(cudaFree(dw)); CU(cudaFree(dn)); CU(cudaFree(dgu));
+                CU(cudaFree(dref)); CU(cudaFree(d1)); CU(cudaFree(d2));
+                if (db) CU(cudaFree(db));
+            }
+    assert_int_equal(fails, 0);
+}
+
+/* ---- device argmax = eng_argmax: ties (smaller id), NaN never wins, -0 == +0, all NaN -> -1 ---- */
+static int32_t dev_argmax(const float *x, int64_t V, void *scratch, int32_t *dout)
+{
+    float *dx = to_dev(x, (size_t)V * 4);
+    CU(cudaMemset(dout, 0x7f, 4));
+    CU(engk_argmax(dout, dx, V, scratch, 0));
+    int32_t *h = from_dev(dout, 4), r = *h;
+    free(h);
+    CU(cudaFree(dx));
+    return r;
+}
+
+static void test_argmax(void **state)
+{
+    (void)state;
+    void *scratch = NULL;
+    int32_t *dout = NULL;
+    CU(cudaMalloc(&scratch, ENGK_ARGMAX_SCRATCH));
+    CU(cudaMalloc((void **)&dout, 4));
+    int fails = 0;
+    const int64_t Vs[] = {1, 2, 255, 256, 257, 65537, 128256, 262144 + 3};
+    for (size_t c = 0; c < sizeof Vs / sizeof Vs[0]; c++)
+        for (int pat = 0; pat < 7; pat++) {
+            const int64_t V = Vs[c];
+            float *x = rand_floats(V, -5, 5);
+            const char *name = "random";
+            if (pat == 1) { /* ties at the maximum: the smallest id wins */
+                name = "ties at the max";
+                for (int64_t i = V / 3; i < V; i += 1 + V / 7)
+                    x[i] = 9.0f;
+            } else if (pat == 2) { /* NaN everywhere but a few numbers, including at the end */
+                name = "mostly NaN";
+                for (int64_t i = 0; i < V; i++)
+                    x[i] = i % 97 == 5 || i == V - 1 ? x[i] : NAN;
+            } else if (pat == 3) {
+                name = "all NaN";
+                for (int64_t i = 0; i < V; i++)
+                    x[i] = NAN;
+            } else if (pat == 4) { /* -0 before +0 at the maximum: equal, the first wins */
+                name = "-0 and +0";
+                for (int64_t i = 0; i < V; i++)
+                    x[i] = -1.0f - x[i] * x[i];
+                x[V / 2] = -0.0f;
+                if (V / 2 + 1 < V)
+                    x[V / 2 + 1] = 0.0f;
+            } else if (pat == 5) {
+                name = "all -inf";
+                for (int64_t i = 0; i < V; i++)
+                    x[i] = -INFINITY;
+            } else if (pat == 6) {
+                name = "+inf and NaN";
+                x[V - 1] = INFINITY;
+                x[0] = NAN;
+                x[V / 2] = INFINITY;
+            }
+            const int32_t want = eng_argmax(x, V), got = dev_argmax(x, V, scratch, dout);
+            const int ok = got == want;
+            printf("  argmax V=%-7lld %-16s got %-7d want %-7d %s\n", (long long)V, name, got, want, ok ? "ok" : "FAIL");
+            fails += !ok;
+            free(x);
+        }
+    CU(cudaFree(scratch));
+    CU(cudaFree(dout));
+    assert_int_equal(fails, 0);
+}
+
+/* ---- the device-position K/V store equals the host-position one (a decode graph replays the former; the
+ * device-position attention is checked by engine.kernels.attn) ---- */
+static void test_pos_dev(void **state)
+{
+    (void)state;
+    const int H = 4, Hkv = 2, D = 16, rot = 16;
+    const int64_t S = 23, kvs = (int64_t)Hkv * D;
+    int fails = 0;
+    for (int f32 = 0; f32 < 2; f32++)
+            for (int64_t pos = 0; pos < S; pos += 7) {
+                const size_t es = f32 ? 4 : 2, cache = (size_t)S * kvs * es;
+                float *qkv = rand_floats((H + 2 * Hkv) * D, -1, 1), *cs = rand_floats(rot, -1, 1);
+                float *qn = rand_floats(D, 0.5, 1.5), *kn = rand_floats(D, 0.5, 1.5);
+                void *kc = rand_matrix(S * kvs, f32), *vc = rand_matrix(S * kvs, f32);
+                float *dqkv = to_dev(qkv, (size_t)(H + 2 * Hkv) * D * 4), *dcs = to_dev(cs, (size_t)rot * 4);
+                float *dqn = to_dev(qn, (size_t)D * 4), *dkn = to_dev(kn, (size_t)D * 4);
+                char *k1 = to_dev(kc, cache), *v1 = to_dev(vc, cache), *k2 = to_dev(kc, cache), *v2 = to_dev(vc, cache);
+                int64_t *dpos = to_dev(&pos, 8);
+                float *q1 = dev_nan(H * D), *q2 = dev_nan(H * D);
+                const int64_t at = pos * kvs * (int64_t)es;
+                CU(engk_qkv_post(dqkv, q1, k1 + at, v1 + at, f32, dqn, dkn, 0, 1e-6f, dcs, dcs + rot / 2, 1, H, Hkv, D,
+                                 rot, 0));
+                CU(engk_qkv_post_dev(dqkv, q2, k2, v2, dpos, 0, f32, dqn, dkn, 0, 1e-6f, dcs, dcs + rot / 2, H, Hkv, D,
+                                     rot, 0));
+                float *hq1 = from_dev(q1, (size_t)H * D * 4), *hq2 = from_dev(q2, (size_t)H * D * 4);
+                char *hk1 = from_dev(k1, cache), *hk2 = from_dev(k2, cache), *hv1 = from_dev(v1, cache),
+                     *hv2 = from_dev(v2, cache);
+                char what[128];
+                snprintf(what, sizeof what, "qkv_post_dev %s pos %lld: q", f32 ? "f32" : "bf16", (long long)pos);
+                fails += bit_diffs(what, hq2, hq1, H * D) != 0;
+                const int kv_same = !memcmp(hk1, hk2, cache) && !memcmp(hv1, hv2, cache);
+                printf("  %-64s %s\n", "  K/V caches after the store (row at *pos_dev)", kv_same ? "bit-identical" : "FAIL");
+                fails += !kv_same;
+                free(qkv); free(cs); free(qn); free(kn); free(kc); free(vc);
+                free(hq1); free(hq2); free(hk1); free(hk2); free(hv1); free(hv2);
+                void *dev[] = {dqkv, dcs, dqn, dkn, k1, v1, k2, v2, dpos, q1, q2};
+                for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+                    CU(cudaFree(dev[i]));
+            }
+    assert_int_equal(fails, 0);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    float *d = dev_nan(64);
+    assert_int_equal(engk_gemv(d, d, d, 1, NULL, NULL, 4, 12, 0), cudaErrorInvalidValue); /* K % 8 */
+    assert_int_equal(engk_gemv(d, d, d, 1, NULL, NULL, 0, 8, 0), cudaErrorInvalidValue);
+    assert_int_equal(engk_gemv_norm(d, NULL, d, d, 1e-6f, 0, d, 1, NULL, 4, 16384, 0), cudaErrorInvalidValue);
+    assert_int_equal(engk_gemv_norm_fits(12272), 1);
+    assert_int_equal(engk_gemv_norm_fits(12280), 0);
+    assert_int_equal(engk_argmax((int32_t *)d, d, 0, d, 0), cudaErrorInvalidValue);
+    CU(cudaFree(d));
+}
+
+/* ---- --bench: GB/s per llama3-8b decode shape against a read ceiling measured here ---- */
+/* The median of reps timings of one launch (events around each), after three warm-up launches. */
+static double time_ms(cudaError_t (*fn)(void *), void *arg, int reps)
+{
+    enum { MAXREP = 64 };
+    cudaEvent_t ev[MAXREP + 1];
+    float t[MAXREP];
+    reps = reps < MAXREP ? reps : MAXREP;
+    for (int i = 0; i <= reps; i++)
+        CU(cudaEventCreate(&ev[i]));
+    for (int i = 0; i < 3; i++)
+        CU(fn(arg));
+    CU(cudaEventRecord(ev[0], 0));
+    for (int i = 0; i < reps; i++) {
+        CU(fn(arg));
+        CU(cudaEventRecord(ev[i + 1], 0));
+    }
+    CU(cudaEventSynchronize(ev[reps]));
+    for (int i = 0; i < reps; i++) {
+        CU(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            const float tmp = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = tmp;
+        }
+    }
+    for (int i = 0; i <= reps; i++)
+        CU(cudaEventDestroy(ev[i]));
+    return t[reps / 2];
+}
+
+typedef struct bench_op {
+    int kind; /* 0 variant, 1 norm+gemv, 2 norm+glu, 3 read ceiling, 4 cublas, 5 argmax */
+    int v, N, K;
+    float *y, *x, *nw;
+    void *W, *scratch;
+    void *handle;
+} bench_op;
+
+static cudaError_t run_op(void *p)
+{
+    bench_op *o = p;
+    switch (o->kind) {
+    case 0: return engk_gemv_variant(o->v, o->y, o->x, o->W, 0, o->N, o->K, 0);
+    case 1: return engk_gemv_norm(o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, o->N, o->K, 0);
+    case 2: return engk_gemv_glu(o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, o->N / 2, o->K, 0, 0);
+    case 3: return engk_read_ceiling(o->W, (int64_t)o->N * o->K * 2, o->y, 0);
+    case 5: return engk_argmax((int32_t *)o->scratch, o->y, o->N, (char *)o->scratch + 64, 0);
+#ifdef ENG_TEST_CUBLAS
+    case 4: {
+        const float one = 1.0f, zero = 0.0f;
+        cublasStatus_t st = cublasGemmEx((cublasHandle_t)o->handle, CUBLAS_OP_T, CUBLAS_OP_N, o->N, 1, o->K, &one,
+                                         o->W, CUDA_R_16BF, o->K, o->scratch, CUDA_R_16BF, o->K, &zero, o->y,
+                                         CUDA_R_32F, o->N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+    }
+#endif
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+static void bench(void)
+{
+    static const struct { const char *name; int N, K, kind; } shapes[] = {
+        {"q|k|v (norm fused)", 6144, 4096, 1}, {"q|k|v", 6144, 4096, 0},  {"o", 4096, 4096, 0},
+        {"gate|up (norm+GLU fused)", 28672, 4096, 2}, {"gate|up", 28672, 4096, 0}, {"down", 4096, 14336, 0},
+        {"lm_head (norm fused)", 128256, 4096, 1}, {"lm_head", 128256, 4096, 0},
+    };
+    const int64_t big = (int64_t)128256 * 4096; /* elements: the largest matrix */
+    void *W = NULL, *xb = NULL;
+    float *x = NULL, *y = NULL, *nw = NULL;
+    CU(cudaMalloc(&W, (size_t)big * 2));
+    CU(cudaMemset(W, 0x3c, (size_t)big * 2));
+    CU(cudaMalloc((void **)&x, 14336 * 4));
+    CU(cudaMalloc((void **)&nw, 14336 * 4));
+    CU(cudaMalloc(&xb, 14336 * 2 + 64 + ENGK_ARGMAX_SCRATCH));
+    CU(cudaMalloc((void **)&y, (size_t)128256 * 4));
+    CU(cudaMemset(x, 0, 14336 * 4));
+    CU(cudaMemset(nw, 0, 14336 * 4));
+    CU(cudaMemset(xb, 0, 14336 * 2));
+    CU(cudaMemset(y, 0, (size_t)128256 * 4));
+    bench_op ceil = {.kind = 3, .N = 1 << 19, .K = 1024, .W = W, .y = y}; /* 1 GiB of bf16 */
+    const double ceil_ms = time_ms(run_op, &ceil, 10), ceil_gbs = (double)(1 << 30) / ceil_ms / 1e6;
+    printf("bench read ceiling: 1 GiB read-only kernel (16-byte loads) %.3f ms = %.0f GB/s\n", ceil_ms, ceil_gbs);
+    void *handle = NULL;
+#ifdef ENG_TEST_CUBLAS
+    cublasHandle_t h;
+    if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS)
+        handle = h;
+#endif
+    printf("%-26s %7s %6s %-40s %9s %8s %7s\n", "shape (bf16)", "N", "K", "kernel", "us", "GB/s", "%ceil");
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int N = shapes[s].N, K = shapes[s].K;
+        const double bytes = (double)N * K * 2;
+        const int nv = shapes[s].kind ? 1 : engk_gemv_variants() + (handle ? 1 : 0);
+        for (int v = 0; v < nv; v++) {
+            bench_op o = {.kind = shapes[s].kind, .v = v, .N = N, .K = K, .y = y, .x = x, .nw = nw, .W = W,
+                          .scratch = xb, .handle = handle};
+            const char *kname = shapes[s].kind == 1 ? "engk_gemv_norm" : shapes[s].kind == 2 ? "engk_gemv_glu"
+                                                                                              : NULL;
+            if (!shapes[s].kind && v == engk_gemv_variants()) {
+                o.kind = 4;
+                kname = "cublasGemmEx (peer, bf16 x)";
+            } else if (!kname)
+                kname = engk_gemv_variant_name(v);
+            const double ms = time_ms(run_op, &o, 20), gbs = bytes / ms / 1e6;
+            printf("%-26s %7d %6d %-40s %9.1f %8.0f %6.1f%%%s\n", shapes[s].name, N, K, kname, 1e3 * ms, gbs,
+                   100.0 * gbs / ceil_gbs, !shapes[s].kind && v == ENGK_GEMV_DEFAULT ? "  (engk_gemv)" : "");
+        }
+    }
+    bench_op am = {.kind = 5, .N = 128256, .y = y, .scratch = xb};
+    printf("%-26s %7d %6s %-40s %9.1f\n", "argmax of the logits", 128256, "", "engk_argmax", 1e3 * time_ms(run_op, &am, 20));
+#ifdef ENG_TEST_CUBLAS
+    if (handle)
+        cublasDestroy((cublasHandle_t)handle);
+#endif
+    CU(cudaFree(W)); CU(cudaFree(x)); CU(cudaFree(nw)); CU(cudaFree(xb)); CU(cudaFree(y));
+}
+
+int main(int argc, char **argv)
+{
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess || n < 1) {
+        printf("engine.kernels.gemv: SKIP: no usable CUDA device (%s)\n",
+               err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+        return 77;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--bench")) {
+        bench();
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_checker_fails), cmocka_unit_test(test_gemv),   cmocka_unit_test(test_gemv_norm),
+        cmocka_unit_test(test_gemv_glu),      cmocka_unit_test(test_argmax), cmocka_unit_test(test_pos_dev),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests_name("engine.kernels.gemv", tests, NULL, NULL);
+}
