@@ -60,7 +60,7 @@ static double median_of(double *v, int n)
 }
 
 /* t[rounds * per] seconds, round-major. spread = max(MAD, half the range of the round medians): the margin
- * report --diff scales (harness/README.md, "speed"). */
+ * report --diff scales (bench/README.md, "Speed in the reports"). */
 static void stats_of(const double *t, int rounds, int per, stats *s)
 {
     const int n = rounds * per;

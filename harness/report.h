@@ -58,7 +58,7 @@ void rc_report_md_speed(rc_sbuf *b, const cJSON *bench);
 /* report --diff's speed part: a row's median (prefill ms, decode ms/token) is a regression when B is slower than A
  * by more than RC_SPEED_K x the larger of the two rows' spreads (each run's measured noise) plus the floor
  * max(RC_SPEED_REL_FLOOR x A, RC_SPEED_ABS_FLOOR_MS) (what one run cannot measure: the GPU's state between runs;
- * harness/README.md, "speed"); a row failed in B is one too. Returns the regressions; *missing: rows of A absent
+ * bench/README.md, "Speed in the reports"); a row failed in B is one too. Returns the regressions; *missing: rows of A absent
  * from B (printed, not regressions). Tables of different devices or shapes are not compared. */
 #define RC_SPEED_K 3.0
 #define RC_SPEED_REL_FLOOR 0.04
