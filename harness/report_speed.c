@@ -26,9 +26,10 @@ void rc_report_md_speed(rc_sbuf *b, const cJSON *bench)
     rc_sb(b, "\n## Speed (engine bench)\n\n");
     rc_sb(b, "- %s %s on %s; %d rounds x (prefill, %d decode steps) per row; medians\n", rc_jstr(bench, "shape"),
           rc_jstr(bench, "dtype"), rc_jstr(bench, "device"), (int)rc_jnum(bench, "rounds"), (int)rc_jnum(bench, "steps"));
-    rc_sb(b, "- rooflines: read %.0f GB/s, device copy %.0f GB/s, pinned H2D %.1f GB/s, bf16 peak %.0f TFLOP/s (%s)\n\n",
-          rc_jnum(rf, "read_gbs"), rc_jnum(rf, "d2d_gbs"), rc_jnum(rf, "h2d_gbs"), rc_jnum(rf, "peak_tflops"),
-          rc_jstr(rf, "peak_source"));
+    char peak[32];
+    cell(peak, sizeof peak, "%.0f TFLOP/s", rc_jnum(rf, "peak_tflops"));
+    rc_sb(b, "- rooflines: read %.0f GB/s, device copy %.0f GB/s, pinned H2D %.1f GB/s, bf16 peak %s (%s)\n\n",
+          rc_jnum(rf, "read_gbs"), rc_jnum(rf, "d2d_gbs"), rc_jnum(rf, "h2d_gbs"), peak, rc_jstr(rf, "peak_source"));
     rc_sb(b, "| row | prompt | prefill ms | prefill tok/s | %% of roofline | ms/token | tok/s | floor ms | %% of floor | "
              "spread ms (prefill / decode) | plan |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     cJSON_ArrayForEach(r, rc_jget(bench, "rows"))
