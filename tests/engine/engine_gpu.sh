@@ -4,7 +4,7 @@
 #   engine_gpu.sh identity GOLDEN f32|bf16                 logits files byte-identical across every mode
 #   engine_gpu.sh identity-synth f32|bf16                  the same on a random 4-layer model (slots wrap)
 #   engine_gpu.sh bad-input                                bad inputs: exit 2, one error line (no GPU needed)
-#   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs
+#   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs; its --json has every row
 #   engine_gpu.sh text                                     a text prompt: same logits as its ids, streamed text =
 #                                                          the ids' decode, the TTFT / tok/s line (needs $TOKENIZE)
 # Exit 77 (skip) when no GPU can run the engine (bad-input runs regardless).
