@@ -1,74 +1,364 @@
-/* engine bench: ms/token of a realistic-size model with random bf16 weights (synthesized directly, no fp32
- * copy), fully resident and in a streaming mode, against rooflines measured on this machine. */
+/* engine bench: prefill and decode of a realistic-size model with random bf16 weights (synthesized directly, no
+ * fp32 copy), fully resident after several prompt lengths and in a streaming mode, against rooflines measured
+ * in the same run; every row also as JSON (--json), with the spread of its repeated timings. */
+#include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "eng_bw.h"
 #include "eng_cli.h"
 #include "eng_sample.h"
 
-typedef struct result {
-    char mode[96];
-    double ms_tok, floor_ms, ttft_ms;
-    eng_mem mem;
-    int ok;
-} result;
+#define MAX_PROMPTS 8
+#define READ_BYTES ((size_t)1 << 30)
 
-static int run_mode(const eng_weights *w, const eng_opts *o, int prompt_len, int steps, double d2d, double h2d,
-                    result *r)
+typedef struct roofs {
+    double read, read_median, d2d, h2d; /* bytes/s */
+    double peak;                        /* FLOP/s; 0 = not given */
+    const char *peak_source;
+} roofs;
+
+/* median, extremes and spread of repeated timings, in ms */
+typedef struct stats {
+    double med, min, max, mad, round_spread, spread;
+    int n;
+} stats;
+
+typedef struct row {
+    char mode[256];
+    const char *key; /* "resident" or "stream" */
+    int prompt_len, ok;
+    stats dec, pre;
+    double floor_ms, pre_roof_ms, pre_flops;
+    eng_mem mem;
+} row;
+
+typedef struct bench_run {
+    const char *shape, *json, *commit;
+    const eng_weights *w;
+    int steps, rounds, nrows;
+    roofs rf;
+    char device[256];
+    row rows[MAX_PROMPTS + 1];
+} bench_run;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* t[rounds * per] seconds, round-major. spread = max(MAD, half the range of the round medians): the margin
+ * report --diff scales (bench/README.md, "Speed in the reports"). */
+static void stats_of(const double *t, int rounds, int per, stats *s)
+{
+    const int n = rounds * per;
+    double *v = malloc((size_t)n * sizeof *v), rmed_lo = INFINITY, rmed_hi = -INFINITY;
+    if (!v) {
+        memset(s, 0, sizeof *s);
+        return;
+    }
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < per; i++)
+            v[i] = 1e3 * t[r * per + i];
+        double m = median_of(v, per);
+        rmed_lo = fmin(rmed_lo, m);
+        rmed_hi = fmax(rmed_hi, m);
+    }
+    for (int i = 0; i < n; i++)
+        v[i] = 1e3 * t[i];
+    s->n = n;
+    s->med = median_of(v, n);
+    s->min = v[0];
+    s->max = v[n - 1];
+    for (int i = 0; i < n; i++)
+        v[i] = fabs(v[i] - s->med);
+    s->mad = median_of(v, n);
+    s->round_spread = 0.5 * (rmed_hi - rmed_lo);
+    s->spread = fmax(s->mad, s->round_spread);
+    free(v);
+}
+
+/* matrix parameters one token multiplies through in the layers (q|k|v, o, gate|up, down) */
+static double layer_params(const rc_config *c)
+{
+    double p = 0.0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const rc_layer_desc *d = &c->layers[l];
+        const double qd = (double)d->n_heads * d->head_dim, kvd = (double)d->n_kv_heads * d->head_dim;
+        p += (double)c->hidden * (qd + 2.0 * kvd) + qd * (double)c->hidden + 3.0 * (double)c->hidden * d->intermediate;
+    }
+    return p;
+}
+
+/* prefill of T tokens from position 0: 2 FLOPs per weight per row, the lm_head for the last row only, and causal
+ * attention (QK^T and PV: 2 * 2 * D FLOPs per (query, key) pair, T(T+1)/2 pairs per head) */
+static double prefill_flops(const rc_config *c, int64_t T)
+{
+    double f = 2.0 * (double)T * layer_params(c) + 2.0 * (double)c->vocab * (double)c->hidden;
+    for (int l = 0; l < c->n_layers; l++)
+        f += 4.0 * c->layers[l].head_dim * (double)c->layers[l].n_heads * 0.5 * (double)T * (double)(T + 1);
+    return f;
+}
+
+/* the floors of one row: decode (bytes read per token over the read ceiling, bytes crossing the host link over
+ * the H2D bandwidth, whichever is slower) and prefill (FLOPs over the peak, weights read once over the read
+ * ceiling, whichever is slower) */
+static void floors(const bench_run *b, const eng_plan *p, row *r)
+{
+    const eng_weights *w = b->w;
+    const rc_config *c = &w->cfg;
+    double ctx = r->prompt_len + b->steps / 2.0, kv = 0.0;
+    for (int l = 0; l < c->n_layers; l++)
+        kv += 2.0 * ctx * c->layers[l].n_kv_heads * c->layers[l].head_dim * (double)w->elt;
+    double dev = (double)w->layer_bytes_total + kv + (p->vocab_on_cpu ? 0.0 : (double)w->vocab_bytes);
+    double link = (p->resident_layers >= 0 ? (double)w->layer_bytes_total : 0.0) + (p->kv_offload ? kv : 0.0);
+    r->floor_ms = 1e3 * fmax(dev / b->rf.read, link / b->rf.h2d);
+    r->pre_flops = prefill_flops(c, r->prompt_len);
+    double bytes_ms = 1e3 * fmax(((double)w->layer_bytes_total + (double)w->vocab_bytes) / b->rf.read, link / b->rf.h2d);
+    r->pre_roof_ms = b->rf.peak > 0 ? fmax(1e3 * r->pre_flops / b->rf.peak, bytes_ms) : NAN;
+}
+
+/* rounds x (reset, prefill of P tokens, `steps` greedy decode steps), each timed; with r NULL one untimed round
+ * of 2 steps (the warm-up: first launches load modules) */
+static int measure(eng *E, const bench_run *b, int P, row *r, rc_err *e)
+{
+    const int64_t V = b->w->cfg.vocab;
+    const int R = r ? b->rounds : 1, S = r ? b->steps : 2;
+    float *lg = malloc((size_t)V * sizeof *lg);
+    int32_t *ids = malloc((size_t)P * sizeof *ids);
+    double *tp = calloc((size_t)R, sizeof *tp), *td = calloc((size_t)R * S, sizeof *td);
+    int rc = (!lg || !ids || !tp || !td) ? rc_fail(e, RC_E_NOMEM, "out of host memory") : RC_OK;
+    for (int i = 0; !rc && i < P; i++)
+        ids[i] = (int32_t)((1000003u * (unsigned)i + 17u) % (unsigned)V);
+    for (int k = 0; k < R && !rc; k++) {
+        eng_reset(E);
+        double t0 = eng_now();
+        rc = eng_prefill(E, ids, P, lg, NULL, e);
+        tp[k] = eng_now() - t0;
+        int32_t tok = eng_argmax(lg, V);
+        for (int s = 0; s < S && !rc; s++) { /* greedy on the device: no logits copy, no host argmax */
+            double t1 = eng_now();
+            rc = eng_decode_greedy(E, tok, &tok, NULL, e);
+            td[k * S + s] = eng_now() - t1;
+        }
+    }
+    if (!rc && r) {
+        stats_of(tp, R, 1, &r->pre);
+        stats_of(td, R, S, &r->dec);
+        eng_memory(E, &r->mem);
+        floors(b, eng_get_plan(E), r);
+        r->ok = 1;
+    }
+    free(td);
+    free(tp);
+    free(ids);
+    free(lg);
+    return rc;
+}
+
+static void add_stats(cJSON *o, const char *pre, const stats *s)
+{
+    const char *names[] = {"min_ms", "max_ms", "mad_ms", "round_spread_ms", "spread_ms", "samples"};
+    const double vals[] = {s->min, s->max, s->mad, s->round_spread, s->spread, s->n};
+    char k[64];
+    for (int i = 0; i < 6; i++) {
+        snprintf(k, sizeof k, "%s%s", pre, names[i]);
+        cJSON_AddNumberToObject(o, k, vals[i]);
+    }
+}
+
+static void add_num(cJSON *o, const char *k, double v)
+{
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+static cJSON *bench_json(const bench_run *b)
+{
+    const rc_config *c = &b->w->cfg;
+    char created[40];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "format", "refchain-bench");
+    cJSON_AddNumberToObject(j, "format_version", 1);
+    if (b->commit)
+        cJSON_AddStringToObject(j, "commit", b->commit);
+    cJSON_AddStringToObject(j, "created", created);
+    cJSON_AddStringToObject(j, "device", b->device);
+    cJSON_AddStringToObject(j, "shape", b->shape);
+    cJSON_AddStringToObject(j, "dtype", b->w->elt == 4 ? "f32" : "bf16");
+    cJSON_AddNumberToObject(j, "steps", b->steps);
+    cJSON_AddNumberToObject(j, "rounds", b->rounds);
+    cJSON_AddNumberToObject(j, "layer_params", layer_params(c));
+    cJSON_AddNumberToObject(j, "layer_bytes", (double)b->w->layer_bytes_total);
+    cJSON_AddNumberToObject(j, "vocab_bytes", (double)b->w->vocab_bytes);
+    cJSON *rf = cJSON_AddObjectToObject(j, "rooflines");
+    cJSON_AddNumberToObject(rf, "read_gbs", b->rf.read / 1e9);
+    cJSON_AddNumberToObject(rf, "read_median_gbs", b->rf.read_median / 1e9);
+    cJSON_AddNumberToObject(rf, "read_bytes", (double)READ_BYTES);
+    cJSON_AddNumberToObject(rf, "d2d_gbs", b->rf.d2d / 1e9);
+    cJSON_AddNumberToObject(rf, "h2d_gbs", b->rf.h2d / 1e9);
+    add_num(rf, "peak_tflops", b->rf.peak > 0 ? b->rf.peak / 1e12 : NAN);
+    cJSON_AddStringToObject(rf, "peak_source", b->rf.peak > 0 ? b->rf.peak_source : "not given (--peak-tflops)");
+    cJSON *rows = cJSON_AddArrayToObject(j, "rows");
+    for (int i = 0; i < b->nrows; i++) {
+        const row *r = &b->rows[i];
+        cJSON *o = cJSON_CreateObject();
+        char id[64];
+        snprintf(id, sizeof id, "%s/p%d", r->key, r->prompt_len);
+        cJSON_AddStringToObject(o, "id", id);
+        cJSON_AddStringToObject(o, "shape", b->shape);
+        cJSON_AddStringToObject(o, "mode_key", r->key);
+        cJSON_AddStringToObject(o, "mode", r->mode);
+        cJSON_AddNumberToObject(o, "prompt_len", r->prompt_len);
+        cJSON_AddBoolToObject(o, "ok", r->ok);
+        if (b->commit)
+            cJSON_AddStringToObject(o, "commit", b->commit);
+        if (r->ok) {
+            cJSON_AddNumberToObject(o, "ms_tok", r->dec.med);
+            cJSON_AddNumberToObject(o, "tok_s", 1e3 / r->dec.med);
+            cJSON_AddNumberToObject(o, "floor_ms", r->floor_ms);
+            cJSON_AddNumberToObject(o, "pct_floor", 100.0 * r->floor_ms / r->dec.med);
+            add_stats(o, "decode_", &r->dec);
+            cJSON_AddNumberToObject(o, "prefill_ms", r->pre.med);
+            cJSON_AddNumberToObject(o, "prefill_tok_s", 1e3 * r->prompt_len / r->pre.med);
+            cJSON_AddNumberToObject(o, "prefill_flops", r->pre_flops);
+            add_num(o, "prefill_roof_ms", r->pre_roof_ms);
+            add_num(o, "pct_prefill_roof", 100.0 * r->pre_roof_ms / r->pre.med);
+            add_stats(o, "prefill_", &r->pre);
+            cJSON_AddNumberToObject(o, "dev_weights_gib", (double)r->mem.weights / 1073741824.0);
+            cJSON_AddNumberToObject(o, "dev_kv_gib", (double)r->mem.kv / 1073741824.0);
+        }
+        cJSON_AddItemToArray(rows, o);
+    }
+    return j;
+}
+
+/* the JSON so far, written atomically (temp + rename): a run cut short still leaves its finished rows */
+static int write_json(const bench_run *b)
+{
+    if (!b->json)
+        return 0;
+    cJSON *j = bench_json(b);
+    char *text = j ? cJSON_Print(j) : NULL, tmp[4096];
+    cJSON_Delete(j);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", b->json, (long)getpid());
+    FILE *f = text ? fopen(tmp, "wb") : NULL;
+    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    ok = f && fclose(f) == 0 && ok && rename(tmp, b->json) == 0;
+    if (!ok) {
+        fprintf(stderr, "engine: error: bench: %s: cannot write (%s)\n", b->json, text ? strerror(errno) : "out of memory");
+        unlink(tmp);
+    }
+    free(text);
+    return ok ? 0 : ENG_EXIT_ERROR;
+}
+
+static void print_row(const row *r)
+{
+    if (!r->ok) {
+        printf("%-8s %7d %-44s %s\n", r->key, r->prompt_len, r->mode[0] ? r->mode : "-", "FAILED");
+        return;
+    }
+    char roof[16] = "-", pct[16] = "-";
+    if (isfinite(r->pre_roof_ms)) {
+        snprintf(roof, sizeof roof, "%.2f", r->pre_roof_ms);
+        snprintf(pct, sizeof pct, "%.0f%%", 100.0 * r->pre_roof_ms / r->pre.med);
+    }
+    printf("%-8s %7d %10.2f %10.0f %9s %6s | %9.3f %8.1f %9.3f %6.0f%% %7.3f | %6.2f %7.3f  %s\n", r->key,
+           r->prompt_len, r->pre.med, 1e3 * r->prompt_len / r->pre.med, roof, pct, r->dec.med, 1e3 / r->dec.med,
+           r->floor_ms, 100.0 * r->floor_ms / r->dec.med, r->dec.spread, (double)r->mem.weights / 1073741824.0,
+           (double)r->mem.kv / 1073741824.0, r->mode);
+}
+
+/* one engine for the given prompt lengths (max_ctx sized to the longest), a row per length */
+static int run_mode(bench_run *b, const eng_opts *o, const char *key, const long *prompts, int np)
 {
     rc_err e = {0};
     eng *E = NULL;
-    const int64_t V = w->cfg.vocab;
-    float *lg = malloc((size_t)V * sizeof *lg);
-    int32_t *ids = malloc((size_t)prompt_len * sizeof *ids);
-    double *dt = calloc((size_t)steps + 1, sizeof *dt);
-    int rc = (!lg || !ids || !dt) ? rc_fail(&e, RC_E_NOMEM, "out of host memory") : RC_OK;
-    for (int i = 0; !rc && i < prompt_len; i++)
-        ids[i] = (int32_t)((1000003u * (unsigned)i + 17u) % (unsigned)V);
-    if (!rc)
-        rc = eng_open(&E, w, o, &e);
+    eng_opts oo = *o;
+    long longest = 0;
+    for (int i = 0; i < np; i++)
+        longest = prompts[i] > longest ? prompts[i] : longest;
+    if (longest + b->steps > oo.max_ctx)
+        oo.max_ctx = (int)(longest + b->steps);
+    int rc = eng_open(&E, b->w, &oo, &e);
+    char d[256] = "";
     if (!rc) {
-        char d[256];
-        snprintf(r->mode, sizeof r->mode, "%s", eng_plan_describe(eng_get_plan(E), w->cfg.n_layers, d, sizeof d));
-        double t0 = eng_now();
-        rc = eng_prefill(E, ids, prompt_len, lg, NULL, &e);
-        int32_t tok = eng_argmax(lg, V);
-        r->ttft_ms = 1e3 * (eng_now() - t0);
-        for (int s = 0; s < steps && !rc; s++) {
-            double t1 = eng_now();
-            rc = eng_decode_greedy(E, tok, &tok, NULL, &e);
-            dt[s] = eng_now() - t1;
-        }
+        eng_plan_describe(eng_get_plan(E), b->w->cfg.n_layers, d, sizeof d);
+        rc = measure(E, b, (int)prompts[0], NULL, &e);
         if (!rc && eng_decode_graphed(E))
-            snprintf(r->mode + strlen(r->mode), sizeof r->mode - strlen(r->mode), ", decode graph");
+            snprintf(d + strlen(d), sizeof d - strlen(d), ", decode graph");
     }
-    if (!rc) {
-        for (int i = 1; i < steps; i++) /* median decode step */
-            for (int j = i; j > 0 && dt[j] < dt[j - 1]; j--) {
-                double t = dt[j]; dt[j] = dt[j - 1]; dt[j - 1] = t;
-            }
-        r->ms_tok = 1e3 * dt[steps / 2];
-        eng_memory(E, &r->mem);
-        /* floor: bytes the device reads per token over the D2D bandwidth, bytes crossing the host link over
-         * the H2D bandwidth, whichever is slower */
-        const eng_plan *p = eng_get_plan(E);
-        const rc_config *c = &w->cfg;
-        double ctx = prompt_len + steps / 2.0, kv = 0.0;
-        for (int l = 0; l < c->n_layers; l++)
-            kv += 2.0 * ctx * c->layers[l].n_kv_heads * c->layers[l].head_dim * (double)w->elt;
-        double dev = (double)w->layer_bytes_total + kv + (p->vocab_on_cpu ? 0.0 : (double)w->vocab_bytes);
-        double link = (p->resident_layers >= 0 ? (double)w->layer_bytes_total : 0.0) + (p->kv_offload ? kv : 0.0);
-        r->floor_ms = 1e3 * fmax(dev / d2d, link / h2d);
-        r->ok = 1;
-    } else
-        fprintf(stderr, "engine: error: bench: %s\n", e.msg[0] ? e.msg : rc_code_name(rc));
+    for (int i = 0; i < np; i++) {
+        row *r = &b->rows[b->nrows++];
+        memset(r, 0, sizeof *r);
+        r->key = key;
+        r->prompt_len = (int)prompts[i];
+        snprintf(r->mode, sizeof r->mode, "%s", d);
+        if (!rc)
+            rc = measure(E, b, r->prompt_len, r, &e);
+        print_row(r);
+        fflush(stdout);
+        if (write_json(b))
+            rc = rc ? rc : RC_E_IO;
+    }
+    if (rc && e.msg[0])
+        fprintf(stderr, "engine: error: bench: %s\n", e.msg + (strncmp(e.msg, "engine: ", 8) ? 0 : 8));
     eng_close(E);
-    free(dt);
-    free(lg);
-    free(ids);
     return rc ? ENG_EXIT_ERROR : ENG_EXIT_OK;
+}
+
+static int parse_prompts(const char *s, long *out, int *n)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    *n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (*n == MAX_PROMPTS) {
+            fprintf(stderr, "engine: error: --prompt-len takes at most %d lengths, got '%s'\n", MAX_PROMPTS, s);
+            return 0;
+        }
+        if (!eng_cli_int("--prompt-len", t, 1, 1 << 20, &out[(*n)++]))
+            return 0;
+    }
+    if (!*n)
+        fprintf(stderr, "engine: error: --prompt-len needs N or a comma-separated list, got '%s'\n", s);
+    return *n > 0;
+}
+
+static int measure_roofs(int device, roofs *rf)
+{
+    rc_err e = {0};
+    if (eng_measure_bandwidth(device, &rf->d2d, &rf->h2d, &e)) {
+        fprintf(stderr, "engine: error: bench: %s\n", e.msg + (strncmp(e.msg, "engine: ", 8) ? 0 : 8));
+        return ENG_EXIT_ERROR;
+    }
+    const char *what = "";
+    cudaError_t err = engk_read_bandwidth(device, READ_BYTES, 10, &rf->read, &rf->read_median, &what);
+    if (err != cudaSuccess) {
+        fprintf(stderr, "engine: error: bench: read-bandwidth probe: %s failed: %s\n", what, cudaGetErrorString(err));
+        return ENG_EXIT_ERROR;
+    }
+    return ENG_EXIT_OK;
 }
 
 int eng_bench_main(int argc, char **argv)
@@ -77,10 +367,11 @@ int eng_bench_main(int argc, char **argv)
     eng_opts_default(&o);
     o.log = stderr;
     o.max_ctx = 1024;
-    int f32 = 0, mem_flag = 0;
-    long steps = 16, prompt_len = 16;
+    int f32 = 0, mem_flag = 0, np = 1, no_stream = 0;
+    long steps = 16, rounds = 3, prompts[MAX_PROMPTS] = {16};
     unsigned long long seed = 1;
-    const char *shape_name = "llama3-8b";
+    const char *shape_name = "llama3-8b", *print_shape = NULL;
+    bench_run b = {.rf = {.peak_source = ""}};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const int has = i + 1 < argc;
@@ -91,13 +382,35 @@ int eng_bench_main(int argc, char **argv)
             continue;
         if (!strcmp(a, "--shape") && has)
             shape_name = argv[++i];
+        else if (!strcmp(a, "--print-shape") && has)
+            print_shape = argv[++i];
         else if (!strcmp(a, "--steps") && has) {
             if (!eng_cli_int(a, argv[++i], 2, 1 << 20, &steps))
                 return ENG_EXIT_ERROR;
-        } else if (!strcmp(a, "--prompt-len") && has) {
-            if (!eng_cli_int(a, argv[++i], 1, 1 << 20, &prompt_len))
+        } else if (!strcmp(a, "--rounds") && has) {
+            if (!eng_cli_int(a, argv[++i], 1, 100, &rounds))
                 return ENG_EXIT_ERROR;
-        } else if (!strcmp(a, "--seed") && has) {
+        } else if (!strcmp(a, "--prompt-len") && has) {
+            if (!parse_prompts(argv[++i], prompts, &np))
+                return ENG_EXIT_ERROR;
+        } else if (!strcmp(a, "--json") && has)
+            b.json = argv[++i];
+        else if (!strcmp(a, "--commit") && has)
+            b.commit = argv[++i];
+        else if (!strcmp(a, "--peak-tflops") && has) {
+            char *end;
+            errno = 0;
+            double v = strtod(argv[++i], &end);
+            if (errno || end == argv[i] || *end || !(v > 0 && v < 1e6)) {
+                fprintf(stderr, "engine: error: --peak-tflops needs a positive number, got '%s'\n", argv[i]);
+                return ENG_EXIT_ERROR;
+            }
+            b.rf.peak = v * 1e12;
+        } else if (!strcmp(a, "--peak-source") && has)
+            b.rf.peak_source = argv[++i];
+        else if (!strcmp(a, "--no-stream"))
+            no_stream = 1;
+        else if (!strcmp(a, "--seed") && has) {
             long v;
             if (!eng_cli_int(a, argv[++i], 0, 1L << 62, &v))
                 return ENG_EXIT_ERROR;
@@ -110,9 +423,18 @@ int eng_bench_main(int argc, char **argv)
             return ENG_EXIT_ERROR;
         }
     }
-    if (prompt_len + steps > o.max_ctx)
-        o.max_ctx = (int)(prompt_len + steps);
     rc_err e = {0};
+    if (print_shape) { /* the HF config.json of a shape; no GPU needed */
+        char json[1024];
+        if (eng_shape_json(print_shape, json, sizeof json, &e)) {
+            fprintf(stderr, "engine: error: bench: %s\n", e.msg);
+            return ENG_EXIT_ERROR;
+        }
+        printf("%s\n", json);
+        return ENG_EXIT_OK;
+    }
+    if (b.rf.peak > 0 && !b.rf.peak_source[0])
+        b.rf.peak_source = "--peak-tflops";
     rc_config cfg;
     if (eng_shape_config(shape_name, &cfg, &e)) {
         fprintf(stderr, "engine: error: bench: %s\n", e.msg);
@@ -124,12 +446,11 @@ int eng_bench_main(int argc, char **argv)
         fprintf(stderr, "engine: error: bench: %s\n", why);
         return ENG_EXIT_ERROR;
     }
-    double d2d = 0, h2d = 0;
-    if (eng_measure_bandwidth(o.device, &d2d, &h2d, &e)) {
+    if (measure_roofs(o.device, &b.rf)) {
         rc_config_free(&cfg);
-        fprintf(stderr, "engine: error: bench: %s\n", e.msg + (strncmp(e.msg, "engine: ", 8) ? 0 : 8));
         return ENG_EXIT_ERROR;
     }
+    engk_device_name(o.device, b.device, sizeof b.device);
     double t0 = eng_now();
     eng_weights *w = NULL;
     int rc = eng_weights_synth(&w, &cfg, f32, seed, o.threads, &e);
@@ -139,16 +460,27 @@ int eng_bench_main(int argc, char **argv)
         return ENG_EXIT_ERROR;
     }
     const double t_syn = eng_now() - t0;
+    b.w = w;
+    b.shape = shape_name;
+    b.steps = (int)steps;
+    b.rounds = (int)rounds;
     const rc_config *c = &w->cfg;
     char b1[32], b2[32];
-    printf("bench %s (%s): %d layers, hidden %lld, %d/%d heads x %d, intermediate %d, vocab %lld\n", shape_name,
-           f32 ? "f32" : "bf16", c->n_layers, (long long)c->hidden, c->layers[0].n_heads, c->layers[0].n_kv_heads,
-           c->layers[0].head_dim, c->layers[0].intermediate, (long long)c->vocab);
-    printf("weights: layers %s + vocab %s%s, synthesized in %.1f s; prompt %ld tokens, %ld decode steps (median)\n",
+    printf("bench %s (%s) on %s: %d layers, hidden %lld, %d/%d heads x %d, intermediate %d, vocab %lld\n",
+           shape_name, f32 ? "f32" : "bf16", b.device, c->n_layers, (long long)c->hidden, c->layers[0].n_heads,
+           c->layers[0].n_kv_heads, c->layers[0].head_dim, c->layers[0].intermediate, (long long)c->vocab);
+    printf("weights: layers %s + vocab %s%s, synthesized in %.1f s; %ld rounds of (prefill, %ld decode steps) per "
+           "prompt length\n",
            eng_bytes_str(w->layer_bytes_total, b1, sizeof b1), eng_bytes_str(w->vocab_bytes, b2, sizeof b2),
-           w->lm_head == w->embed ? " (tied)" : " x2", t_syn, prompt_len, steps);
-    printf("rooflines measured here: device copy %.0f GB/s (cudaMemcpy D2D, read + write), pinned H2D %.1f GB/s\n",
-           d2d / 1e9, h2d / 1e9);
+           w->lm_head == w->embed ? " (tied)" : " x2", t_syn, rounds, steps);
+    printf("rooflines measured here: read %.0f GB/s (read-only kernel over %zu MiB, best of 10; median %.0f), device "
+           "copy %.0f GB/s (cudaMemcpy D2D, read + write), pinned H2D %.1f GB/s; bf16 peak %s%.0f TFLOP/s%s%s%s\n",
+           b.rf.read / 1e9, READ_BYTES >> 20, b.rf.read_median / 1e9, b.rf.d2d / 1e9, b.rf.h2d / 1e9,
+           b.rf.peak > 0 ? "" : "not given (--peak-tflops)", b.rf.peak / 1e12, b.rf.peak > 0 ? " (" : "",
+           b.rf.peak > 0 ? b.rf.peak_source : "", b.rf.peak > 0 ? ")" : "");
+    printf("%-8s %7s %10s %10s %9s %6s | %9s %8s %9s %7s %7s | %6s %7s  %s\n", "mode", "prompt", "prefill ms",
+           "prefill/s", "roof ms", "roof%", "ms/token", "tok/s", "floor ms", "floor%", "spread", "W GiB", "KV GiB",
+           "plan");
     fflush(stdout);
     eng_opts full = o;
     full.resident_layers = ENG_AUTO;
@@ -158,23 +490,10 @@ int eng_bench_main(int argc, char **argv)
     eng_opts alt = o;
     if (!mem_flag)
         alt.resident_layers = 2;
-    result res[2];
-    memset(res, 0, sizeof res);
-    int worst = run_mode(w, &full, (int)prompt_len, (int)steps, d2d, h2d, &res[0]);
-    int r2 = run_mode(w, &alt, (int)prompt_len, (int)steps, d2d, h2d, &res[1]);
-    if (r2 > worst)
-        worst = r2;
-    printf("%-58s %10s %10s %8s %10s %9s %9s\n", "mode", "ms/token", "floor ms", "floor%", "TTFT ms", "dev W GiB",
-           "dev KV GiB");
-    for (int i = 0; i < 2; i++) {
-        if (!res[i].ok) {
-            printf("%-58s %10s\n", res[i].mode[0] ? res[i].mode : (i ? "streaming" : "full"), "FAILED");
-            continue;
-        }
-        printf("%-58s %10.3f %10.3f %7.0f%% %10.1f %9.2f %9.3f\n", res[i].mode, res[i].ms_tok, res[i].floor_ms,
-               100.0 * res[i].floor_ms / res[i].ms_tok, res[i].ttft_ms, (double)res[i].mem.weights / 1073741824.0,
-               (double)res[i].mem.kv / 1073741824.0);
-    }
+    /* the streaming row first: it is short, and a run cut short (a timeout) keeps it */
+    int worst = no_stream ? ENG_EXIT_OK : run_mode(&b, &alt, mem_flag ? "flags" : "stream", prompts, 1);
+    int r2 = run_mode(&b, &full, "resident", prompts, np);
+    worst = r2 > worst ? r2 : worst;
     eng_weights_free(w);
     return worst;
 }

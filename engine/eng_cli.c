@@ -123,7 +123,7 @@ static const shape shapes[] = {
     {"tiny", 256, 4, 8, 2, 32, 512, 1000, 0, 10000.0},
 };
 
-int eng_shape_config(const char *name, rc_config *cfg, rc_err *e)
+int eng_shape_json(const char *name, char *json, size_t cap, rc_err *e)
 {
     const shape *sh = NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
@@ -131,13 +131,19 @@ int eng_shape_config(const char *name, rc_config *cfg, rc_err *e)
             sh = &shapes[i];
     if (!sh)
         return rc_fail(e, RC_E_USAGE, "unknown --shape '%s' (llama3-8b, llama3-1b, tiny)", name);
-    char json[1024];
-    snprintf(json, sizeof json,
+    int n = snprintf(json, cap,
              "{\"model_type\": \"llama\", \"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
              "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
              "\"rms_norm_eps\": 1e-5, \"hidden_act\": \"silu\", \"tie_word_embeddings\": %s, "
              "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": %.1f}}",
              sh->vocab, sh->hidden, sh->inter, sh->layers, sh->heads, sh->kv_heads, sh->head_dim,
              sh->tied ? "true" : "false", sh->theta);
-    return rc_config_parse(json, cfg, e);
+    return n < 0 || (size_t)n >= cap ? rc_fail(e, RC_E_USAGE, "shape '%s': config text too long", name) : RC_OK;
+}
+
+int eng_shape_config(const char *name, rc_config *cfg, rc_err *e)
+{
+    char json[1024];
+    int rc = eng_shape_json(name, json, sizeof json, e);
+    return rc ? rc : rc_config_parse(json, cfg, e);
 }

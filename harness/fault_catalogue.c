@@ -9,6 +9,7 @@
 #include "compare.h"
 #include "fault.h"
 #include "io.h"
+#include "util.h"
 
 #ifndef RC_FAULT_CATALOGUE
 #define RC_FAULT_CATALOGUE "harness/faults.json"
@@ -22,22 +23,7 @@ const char *rc_fault_catalogue_path(void)
 
 void *rc_fault_catalogue_load(const char *path)
 {
-    rc_err e = {0};
-    char *text = rc_read_text(path, "the fault catalogue", 0, &e);
-    if (!text) {
-        fprintf(stderr, "harness: error: %s\n", e.msg);
-        return NULL;
-    }
-    cJSON *root = cJSON_Parse(text);
-    free(text);
-    const cJSON *fmt = root ? cJSON_GetObjectItemCaseSensitive(root, "format") : NULL;
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "refchain-faults") ||
-        !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "faults"))) {
-        fprintf(stderr, "harness: error: %s: not a refchain-faults catalogue\n", path);
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return root;
+    return rc_json_file(path, "the fault catalogue", "refchain-faults", "faults", "a refchain-faults catalogue");
 }
 
 int rc_fault_use(const char *name)

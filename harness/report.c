@@ -83,7 +83,8 @@ static void iso_now(char *out, size_t cap)
 
 int rc_cmd_report(int argc, char **argv)
 {
-    const char *out = NULL, *repo_arg = NULL, *tolfile = NULL, *diff_a = NULL, *diff_b = NULL, *commit_arg = NULL;
+    const char *out = NULL, *repo_arg = NULL, *tolfile = NULL, *diff_a = NULL, *diff_b = NULL, *commit_arg = NULL,
+               *bench_arg = NULL;
     int force = 0, no_faults = 0, ng = 0, device = 0, no_floor = 0, x_opt;
     char **goldens = calloc((size_t)argc + 1, sizeof *goldens);
     rc_chain_opts o = {.base = {.greedy = 1, .quiet = 1}};
@@ -118,6 +119,8 @@ int rc_cmd_report(int argc, char **argv)
             repo_arg = argv[++i];
         else if (!strcmp(x, "--commit") && has)
             commit_arg = argv[++i];
+        else if (!strcmp(x, "--bench") && has)
+            bench_arg = argv[++i];
         else if (!strcmp(x, "--no-faults"))
             no_faults = 1;
         else if (!strcmp(x, "--no-floor"))
@@ -192,11 +195,22 @@ int rc_cmd_report(int argc, char **argv)
         rc_tol_free(&tols);
         return RC_EXIT_ERROR;
     }
+    /* speed: --bench FILE, else <out>/<commit>.bench.json when there (scripts/gpu-bench.sh puts it there) */
+    char bench_auto[4400];
+    snprintf(bench_auto, sizeof bench_auto, "%s/%s.bench.json", outdir, commit);
+    const char *bench_path = bench_arg ? bench_arg : !access(bench_auto, F_OK) ? bench_auto : NULL;
+    cJSON *bench = bench_path ? rc_bench_load(bench_path) : NULL;
+    if (bench_path && !bench) {
+        free(goldens);
+        rc_tol_free(&tols);
+        return RC_EXIT_ERROR;
+    }
     mkdir(outdir, 0777);
 
     char **bundled = NULL;
     int nb = 0, rc = RC_EXIT_PASS;
     if (!ng && (rc = rc_golden_list(&bundled, &nb))) {
+        cJSON_Delete(bench);
         free(goldens);
         rc_tol_free(&tols);
         return rc;
@@ -260,6 +274,10 @@ int rc_cmd_report(int argc, char **argv)
                    (int)rc_jnum(fj, "runnable"), 100 * rc_jnum(fj, "attribution_accuracy"));
         } else
             cJSON_AddStringToObject(rep, "faults_why", "the fault catalogue could not be read");
+    }
+    if (bench) {
+        cJSON_AddStringToObject(bench, "file", bench_path);
+        cJSON_AddItemToObject(rep, "bench", bench);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     cJSON_AddNumberToObject(rep, "seconds", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* a growing string; oom set (and the text cut) if an allocation failed */
 typedef struct rc_sbuf {
@@ -50,5 +51,18 @@ void rc_report_md(rc_sbuf *b, const cJSON *rep);
 void rc_report_html(rc_sbuf *b, const cJSON *rep, const char *md, rc_recorded *recs, int nrec);
 /* report --diff A B: exit 0, 1 on a regression, 2 on bad input */
 int rc_report_diff(const char *a, const char *b, const char *outdir, const char *tolfile);
+
+/* speed (report_speed.c): an `engine bench --json` table, checked (NULL and one error line if it is not one) */
+cJSON *rc_bench_load(const char *path);
+void rc_report_md_speed(rc_sbuf *b, const cJSON *bench);
+/* report --diff's speed part: a row's median (prefill ms, decode ms/token) is a regression when B is slower than A
+ * by more than RC_SPEED_K x the larger of the two rows' spreads (each run's measured noise) plus the floor
+ * max(RC_SPEED_REL_FLOOR x A, RC_SPEED_ABS_FLOOR_MS) (what one run cannot measure: the GPU's state between runs;
+ * bench/README.md, "Speed in the reports"); a row failed in B is one too. Returns the regressions; *missing: rows of A absent
+ * from B (printed, not regressions). Tables of different devices or shapes are not compared. */
+#define RC_SPEED_K 3.0
+#define RC_SPEED_REL_FLOOR 0.04
+#define RC_SPEED_ABS_FLOOR_MS 0.002
+int rc_speed_diff(const cJSON *a, const cJSON *b, FILE *out, int *missing);
 
 #endif

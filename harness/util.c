@@ -11,7 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "compare.h"
+#include "io.h"
 #include "golden.h"
 #include "weights_ref.h"
 
@@ -50,6 +53,27 @@ int rc_write_file_atomic(const char *path, const char *text, int force)
         return 2;
     }
     return 0;
+}
+
+cJSON *rc_json_file(const char *path, const char *what, const char *format, const char *array_key,
+                    const char *not_what)
+{
+    rc_err e = {0};
+    char *text = rc_read_text(path, what, 0, &e);
+    if (!text) {
+        fprintf(stderr, "harness: error: %s\n", e.msg);
+        return NULL;
+    }
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    const cJSON *fmt = root ? cJSON_GetObjectItemCaseSensitive(root, "format") : NULL;
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, format) ||
+        !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, array_key))) {
+        fprintf(stderr, "harness: error: %s: not %s\n", path, not_what);
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
 }
 
 static int cmp_str(const void *a, const void *b)

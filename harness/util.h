@@ -9,6 +9,10 @@
 /* Writes text to path through a temp file and a rename; refuses an existing path unless force
  * (link(2) makes the no-overwrite case atomic too). Prints one error line; returns 0 or 2. */
 int rc_write_file_atomic(const char *path, const char *text, int force);
+/* The JSON file at path whose "format" is `format` and whose `array_key` is an array (what names the file in the
+ * error), or NULL after one error line naming the file and, if it is another file, `not_what`. */
+struct cJSON *rc_json_file(const char *path, const char *what, const char *format, const char *array_key,
+                           const char *not_what);
 /* Every *.h5 of the golden folder ($REFCHAIN_GOLDEN_DIR or the built-in one), sorted; free with
  * rc_free_list. Prints one error line and returns 2 when there are none. */
 int rc_golden_list(char ***out, int *n);

@@ -83,6 +83,7 @@ for flags in "" "--kv-offload --vocab-on-cpu"; do
         cat "$OUT/bench.txt"
         tail -n 2 "$OUT/bench.txt" | while IFS= read -r l; do echo "$l"; done >>"$OUT/bench_rows.txt"
         head -n 3 "$OUT/bench.txt" | tail -n 1 >"$OUT/roof.txt"
+        grep -m1 '^mode ' "$OUT/bench.txt" >"$OUT/bench_head.txt"
         row "bench llama3-8b ${flags:-(full, 2 slots)}" PASS "see table"
     else
         cat "$OUT/bench.txt" "$OUT/bench.err"
@@ -96,7 +97,7 @@ echo "================ gpu-engine summary ($(($(date +%s) - t0)) s) ============
 printf '%s\n' "${rows[@]}"
 if [ -s "$OUT/bench_rows.txt" ]; then
     echo "-- bench llama3-8b: $(cat "$OUT/roof.txt" 2>/dev/null)"
-    printf '%-58s %10s %10s %8s %10s %9s %9s\n' mode ms/token "floor ms" floor% "TTFT ms" "dev W GiB" "dev KV GiB"
+    cat "$OUT/bench_head.txt"
     cat "$OUT/bench_rows.txt"
 fi
 echo "RESULT: $([ $status -eq 0 ] && echo PASS || echo FAIL)  (logs in $OUT)"

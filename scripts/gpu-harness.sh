@@ -7,6 +7,7 @@
 # 3. harness faults: detection and attribution of every catalogued fault         -> $OUT/faults.txt, faults.json
 #    then harness quality, engine bf16 and fp32 vs ref fp32 on SmolLM2 when fetched  -> $OUT/quality*.txt, .json
 # 4. harness report --commit $COMMIT (every stage, every golden, the faults)    -> $OUT/reports/<commit>.{json,md,html}
+#    (RC_BENCH_REPORT=1: scripts/gpu-bench.sh first, its engine bench table recorded in the report)
 # Copy $OUT/reports/* into reports/ to record the commit. Exit 0 iff every step passed.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -56,6 +57,13 @@ for f32 in "" --f32; do
 done
 commit=()
 [ -n "${COMMIT:-}" ] && commit=(--commit "$COMMIT")
+# issue 9: with RC_BENCH_REPORT=1 (and COMMIT), scripts/gpu-bench.sh on this build first (a few minutes; its files
+# under $OUT/bench), so the report records the speed and report --diff can flag a slowdown
+if [ "${RC_BENCH_REPORT:-0}" = 1 ] && [ -n "${COMMIT:-}" ]; then
+    OUT=$OUT/bench COMMIT=$COMMIT bash scripts/gpu-bench.sh "$BUILD" >"$OUT/bench.txt" 2>&1 || status=1
+    tail -n 40 "$OUT/bench.txt"
+    cp "$OUT/bench/engine.json" "$OUT/reports/$COMMIT.bench.json" 2>/dev/null
+fi
 "$H" report --out "$OUT/reports" --force "${commit[@]}" >"$OUT/report.txt" 2>&1
 rc=$?
 cat "$OUT/report.txt"

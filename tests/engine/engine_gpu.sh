@@ -4,7 +4,7 @@
 #   engine_gpu.sh identity GOLDEN f32|bf16                 logits files byte-identical across every mode
 #   engine_gpu.sh identity-synth f32|bf16                  the same on a random 4-layer model (slots wrap)
 #   engine_gpu.sh bad-input                                bad inputs: exit 2, one error line (no GPU needed)
-#   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs
+#   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs; its --json has every row
 #   engine_gpu.sh text                                     a text prompt: same logits as its ids, streamed text =
 #                                                          the ids' decode, the TTFT / tok/s line (needs $TOKENIZE)
 # Exit 77 (skip) when no GPU can run the engine (bad-input runs regardless).
@@ -148,12 +148,26 @@ bad-input)
     check not_hdf5 'not an HDF5|no such' --model "$GOLDEN_DIR/README.md" --ids "1 2"
     check unknown_flag "unknown argument" --frobnicate --model "$L" --ids "1"
     check bench_shape 'unknown --shape' bench --shape nosuch
+    check bench_prompt_list 'prompt-len' bench --shape tiny --prompt-len 16,x
+    check bench_peak 'peak-tflops' bench --shape tiny --peak-tflops -3
+    check bench_print_shape 'unknown --shape' bench --print-shape nosuch
     [ "$fails" -eq 0 ] || exit 1
     ;;
 
 bench-tiny)
+    "$ENGINE" bench --print-shape tiny | grep -q '"num_hidden_layers": 4' || { echo "FAIL: --print-shape tiny"; exit 1; }
     need_gpu
-    "$ENGINE" bench --shape tiny --steps 8 || exit 1
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/engine_bench.XXXXXX") || exit 2
+    trap 'rm -rf "$dir"' EXIT
+    # two prompt lengths resident + the streaming row: 3 rows in the JSON, each timed; no temp file left behind
+    "$ENGINE" bench --shape tiny --steps 8 --prompt-len 5,40 --rounds 2 --peak-tflops 100 --commit abc123 \
+        --json "$dir/bench.json" || exit 1
+    grep -q '"format":[[:space:]]*"refchain-bench"' "$dir/bench.json" || { echo "FAIL: not a bench JSON"; exit 1; }
+    for id in resident/p5 resident/p40 stream/p5; do
+        grep -q "\"id\":[[:space:]]*\"$id\"" "$dir/bench.json" || { echo "FAIL: row $id missing"; exit 1; }
+    done
+    [ "$(grep -c '"prefill_spread_ms":' "$dir/bench.json")" = 3 ] || { echo "FAIL: rows without timings"; exit 1; }
+    [ "$(ls -A "$dir" | wc -l)" = 1 ] || { echo "FAIL: files left next to the JSON"; ls -A "$dir"; exit 1; }
     "$ENGINE" bench --shape tiny --steps 8 --kv-offload --kv-tile 4 --vocab-on-cpu --resident-layers 1 || exit 1
     ;;
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # report_test.sh HARNESS GOLDEN: `harness report` writes <commit>.json/.md/.html atomically into --out, refuses
 # to overwrite them without --force, the HTML is self-contained with inline SVG, and `report --diff` exits 0
-# on no change or an improvement and 1 on a regression (worst scaled error grown beyond the margin).
+# on no change or an improvement and 1 on a regression (worst scaled error grown beyond the margin, or an engine
+# bench row slower than its measured noise allows; --bench or <out>/<commit>.bench.json).
 set -u
 harness=$1 golden=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/report_test.XXXXXX") || exit 2
@@ -48,5 +49,28 @@ grep -q 'REGRESSION' "$tmp/diff1.out" || { echo "FAIL: regression not named"; ca
 check "diff with an improvement" 0 $?
 "$harness" report --diff "$json" "$tmp/none.json" >/dev/null 2>&1
 check "diff with a missing report" 2 $?
+
+# speed: --bench records an engine bench table (md and json); a row 20% slower is a regression in --diff
+bench_row='{"id": "resident/p16", "ok": true, "prompt_len": 16, "ms_tok": MS, "decode_spread_ms": 0.01, "prefill_ms": 30, "prefill_spread_ms": 0.1}'
+bench_json() { printf '{"format": "refchain-bench", "device": "H200", "shape": "llama3-8b", "dtype": "bf16", "rows": [%s]}\n' \
+    "$(echo "$bench_row" | sed "s/MS/$1/")"; }
+bench_json 4.0 >"$tmp/bench_a.json"
+bench_json 4.8 >"$tmp/bench_b.json"
+"$harness" report --out "$tmp/s" --golden "$golden" --no-faults --commit aaa --bench "$tmp/bench_a.json" >/dev/null
+check "report --bench exit code" 0 $?
+grep -q '^| resident/p16 | 16 | 30.00 |' "$tmp/s/aaa.md" || { echo "FAIL: no speed table in the markdown"; fail=1; }
+grep -q '"bench":' "$tmp/s/aaa.json" || { echo "FAIL: no bench in the report JSON"; fail=1; }
+cp "$tmp/bench_b.json" "$tmp/s/bbb.bench.json" # found next to the report without --bench
+"$harness" report --out "$tmp/s" --golden "$golden" --no-faults --commit bbb >/dev/null
+grep -q '"ms_tok":[[:space:]]*4.8' "$tmp/s/bbb.json" || { echo "FAIL: <commit>.bench.json not picked up"; fail=1; }
+"$harness" report --diff "$tmp/s/aaa.json" "$tmp/s/bbb.json" >"$tmp/diff3.out"
+check "diff with a 20% slower decode" 1 $?
+grep -q 'REGRESSION resident/p16 .*decode ms/token 4 -> 4.8' "$tmp/diff3.out" || { echo "FAIL: speed regression not named"; cat "$tmp/diff3.out"; fail=1; }
+"$harness" report --diff "$tmp/s/bbb.json" "$tmp/s/aaa.json" >/dev/null
+check "diff with a faster decode" 0 $?
+"$harness" report --out "$tmp/s" --golden "$golden" --no-faults --commit ccc --bench "$json" >"$tmp/bad.out" 2>&1
+check "--bench with a report instead of a bench table" 2 $?
+grep -q 'not an engine bench table' "$tmp/bad.out" || { echo "FAIL: bad --bench not named"; cat "$tmp/bad.out"; fail=1; }
+[ ! -e "$tmp/s/ccc.json" ] || { echo "FAIL: a report was written despite a bad --bench"; fail=1; }
 [ "$fail" -eq 0 ] && echo "ok: report and report --diff"
 exit "$fail"
