@@ -1,0 +1,58 @@
+/* Shared helpers of the engine kernel checkers (tests/engine/test_engk*.c): the GPU skip, checked CUDA calls,
+ * seeded inputs, NaN-poisoned device buffers, compare-and-report against a stated bound, and for --bench the
+ * timing of a launcher and the device's read ceiling. Every failure path exits 1 with one line naming it. */
+#ifndef ENGK_CHECK_H
+#define ENGK_CHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EKC_U 0x1p-24 /* unit roundoff of fp32: a correctly rounded result is within EKC_U |x| */
+
+/* Exits 77 (meson: SKIP) with the reason unless a CUDA device is present. */
+void ekc_skip_unless_gpu(const char *test);
+
+/* A failed CUDA call: "CALL failed at FILE:LINE: message", exit 1. */
+void ekc_cuda_ok(cudaError_t err, const char *call, const char *file, int line);
+#define EKC_CU(call) ekc_cuda_ok((call), #call, __FILE__, __LINE__)
+
+void *ekc_hmalloc(int64_t n, size_t size); /* zeroed; n may be 0 */
+/* x[n] uniform in [lo, hi) from an MT19937 seeded with seed alone, so a case's inputs never depend on the
+ * cases that ran before it. */
+void ekc_fill(float *x, int64_t n, double lo, double hi, unsigned long seed);
+
+/* Device buffers. Poison sets every byte to 0xff: NaN as fp32 and as bf16, so an element a kernel does not
+ * write fails any comparison. Call it before every launch that writes the buffer. */
+void *ekc_dev_alloc(int64_t n, size_t size);
+void ekc_poison(void *d, int64_t n, size_t size);
+void *ekc_to_dev(const void *h, int64_t n, size_t size);
+void ekc_from_dev(void *h, const void *d, int64_t n, size_t size); /* synchronizes the device first */
+void ekc_dev_free(void *d);
+
+double ekc_ulp(float x);      /* spacing of fp32 numbers at |x| (2^-149 at 0) */
+double ekc_ulp_bf16(double x); /* spacing of bf16 numbers at |x| */
+
+/* Compares got[n] with want[n] and prints one line: what, the max |error| (and in ulps of want), its ratio to
+ * the bound, the bound as stated by `rule`, ok/FAIL; then the first few failing elements. bound == NULL: bit
+ * equality; else element i passes iff got[i] is finite and |got[i] - want[i]| <= bound[i]. Returns 1 on a
+ * failure, else 0. */
+int ekc_check(const char *what, const float *got, const float *want, const float *bound, const char *rule,
+              int64_t n);
+
+/* --bench: mean device time of one call of fn(ctx) in microseconds (cudaEvents around a batch of back-to-back
+ * calls after a warm-up; the best of three batches), and the read ceiling in GB/s: a read-only kernel over
+ * 1 GiB, best of several passes (engk_read.cu). */
+double ekc_time_us(cudaError_t (*fn)(void *ctx), void *ctx);
+double ekc_read_ceiling_gbs(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
