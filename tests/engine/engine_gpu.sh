@@ -144,7 +144,7 @@ bad-input)
     check chat_without_template 'no chat template' --model "$L" --tokenizer "${TOKENIZER_DIR:?}/smollm2.json" \
         --chat --prompt "Hi"
     check bad_tokenizer 'no such file|cannot' --model "$L" --tokenizer /nonexistent/tokenizer.json --prompt "Hi"
-    check unsupported_model 'not implemented' --model "$GOLDEN_DIR/qwen3_5.h5" --ids "1 2"
+    check unsupported_model 'not implemented' --model "$GOLDEN_DIR/gemma4.h5" --ids "1 2"
     check not_hdf5 'not an HDF5|no such' --model "$GOLDEN_DIR/README.md" --ids "1 2"
     check unknown_flag "unknown argument" --frobnicate --model "$L" --ids "1"
     check bench_shape 'unknown --shape' bench --shape nosuch
