@@ -15,7 +15,7 @@ int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *me
 int eng_cli_int(const char *flag, const char *s, long lo, long hi, long *out);
 double eng_now(void);
 int eng_bench_main(int argc, char **argv);
-/* The config of a named benchmark shape (llama3-8b, llama3-1b, tiny). */
+/* The config of a named benchmark shape (llama3-8b, llama3-1b, tiny, qwen3.5-9b, tiny-hybrid). */
 int eng_shape_config(const char *name, rc_config *cfg, rc_err *e);
 
 #endif

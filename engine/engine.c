@@ -389,6 +389,8 @@ static int open_kv(eng *E, rc_err *e)
             return e->code;
         for (int l = 0; l < L; l++) {
             const int64_t bytes = (int64_t)E->max_ctx * kvrow(&c->layers[l]) * E->elt;
+            if (c->layers[l].state != RC_STATE_KV)
+                continue;
             ATTEMPT(DALLOC(E->d_k[l], bytes, acct, "the K cache"));
             ATTEMPT(DALLOC(E->d_v[l], bytes, acct, "the V cache"));
             CK(cudaMemset(E->d_k[l], 0, (size_t)bytes));
@@ -402,6 +404,8 @@ static int open_kv(eng *E, rc_err *e)
         return e->code;
     for (int l = 0; l < L; l++) {
         const int64_t bytes = (int64_t)E->max_ctx * kvrow(&c->layers[l]) * E->elt;
+        if (c->layers[l].state != RC_STATE_KV)
+            continue;
         ATTEMPT(HALLOC(E->h_k[l], bytes, "the host K cache"));
         ATTEMPT(HALLOC(E->h_v[l], bytes, "the host V cache"));
         memset(E->h_k[l], 0, (size_t)bytes);

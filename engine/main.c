@@ -14,8 +14,8 @@
 static const char usage_text[] =
     "usage: engine --model PATH (--prompt \"TEXT\" [--chat [--system \"TEXT\"]] | --ids \"ID ID ...\" |\n"
     "                            --prompt-golden) [--steps N] [options]\n"
-    "       engine --synth llama3-8b|llama3-1b|tiny --ids \"ID ...\" [options]   (random weights; tests)\n"
-    "       engine bench --shape llama3-8b|llama3-1b|tiny [--steps N] [--prompt-len N] [options]\n"
+    "       engine --synth llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid --ids \"ID ...\" [options]   (random weights; tests)\n"
+    "       engine bench --shape llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid [--steps N] [--prompt-len N] [options]\n"
     "       engine devices      (exit 0 iff GPU 0 can run the engine)\n"
     "       engine --help\n"
     "\n"
