@@ -4,6 +4,8 @@
 
 #include <math.h>
 
+#include "fault.h"
+
 namespace {
 
 constexpr unsigned FULL = 0xffffffffu;
@@ -27,7 +29,8 @@ __device__ __forceinline__ float sigmoid(float x) { return (float)(1.0 / (1.0 + 
 
 /* One thread per channel: the taps in order (fmaf from 0), rows before the chunk from the carried state. */
 __global__ void __launch_bounds__(CONV_THREADS) k_gdn_conv(float *u, float *st, const float *x, int64_t xs,
-                                                           const float *w, int T, int C, int K, int fresh)
+                                                           const float *w, int T, int C, int K, int fresh,
+                                                           int shift)
 {
     const int c = blockIdx.x * CONV_THREADS + threadIdx.x;
     if (c >= C)
@@ -42,10 +45,13 @@ __global__ void __launch_bounds__(CONV_THREADS) k_gdn_conv(float *u, float *st, 
         }
         u[(int64_t)t * C + c] = silu(acc);
     }
-    /* new state row j = history row T - (K-1) + j; an old row read (T + j) is always above the rows written */
+    /* new state row j = history row T - (K-1) + j (shift: the gdn_conv_state_shift fault, 1 row too early); an
+     * old row read (T + j - shift >= j) is never one already written */
     for (int j = 0; j < K - 1; j++) {
-        const int src = T - (K - 1) + j;
-        st[(int64_t)j * C + c] = src >= 0 ? x[(int64_t)src * xs + c] : fresh ? 0.0f : st[(int64_t)(T + j) * C + c];
+        const int src = T - (K - 1) + j - shift;
+        st[(int64_t)j * C + c] = src >= 0 ? x[(int64_t)src * xs + c]
+                                 : fresh  ? 0.0f
+                                          : st[(int64_t)(src + K - 1) * C + c];
     }
 }
 
@@ -86,10 +92,11 @@ template <int NPL>
 __global__ void __launch_bounds__(DELTA_WARPS * 32) k_gdn_delta(float *core, float *S, const float *qn,
                                                                 const float *kn, const float *u, const float *beta,
                                                                 const float *g, int T, int C, int Hk, int Hv, int dk,
-                                                                int dv, int fresh)
+                                                                int dv, int fresh, int head_modulo)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int e = blockIdx.x * DELTA_WARPS + warp, h = blockIdx.y, kh = h / (Hv / Hk);
+    const int e = blockIdx.x * DELTA_WARPS + warp, h = blockIdx.y;
+    const int kh = RC_FAULTS_BUILT && head_modulo ? h % Hk : h / (Hv / Hk); /* fault gdn_key_head_modulo */
     if (e >= dv)
         return;
     float *Sc = S + ((int64_t)h * dv + e) * dk;
@@ -169,7 +176,9 @@ extern "C" {
 cudaError_t engk_gdn_conv(float *u, float *state, const float *x, int64_t xs, const float *w, int T, int C, int K,
                           int fresh, cudaStream_t s)
 {
-    k_gdn_conv<<<(C + CONV_THREADS - 1) / CONV_THREADS, CONV_THREADS, 0, s>>>(u, state, x, xs, w, T, C, K, fresh);
+    const int shift = rc_fault_active("gdn_conv_state_shift") ? 1 : 0; /* fault: the kept rows one too early */
+    k_gdn_conv<<<(C + CONV_THREADS - 1) / CONV_THREADS, CONV_THREADS, 0, s>>>(u, state, x, xs, w, T, C, K, fresh,
+                                                                           shift);
     return cudaGetLastError();
 }
 
@@ -186,7 +195,8 @@ cudaError_t engk_gdn_delta(float *core, float *state, const float *qn, const flo
                            cudaStream_t s)
 {
     const dim3 grid((dv + DELTA_WARPS - 1) / DELTA_WARPS, Hv), blk(DELTA_WARPS * 32);
-#define DELTA(n) k_gdn_delta<n><<<grid, blk, 0, s>>>(core, state, qn, kn, u, beta, g, T, C, Hk, Hv, dk, dv, fresh)
+    const int hm = rc_fault_active("gdn_key_head_modulo") ? 1 : 0; /* fault: value head h reads key head h % Hk */
+#define DELTA(n) k_gdn_delta<n><<<grid, blk, 0, s>>>(core, state, qn, kn, u, beta, g, T, C, Hk, Hv, dk, dv, fresh, hm)
     if (dk <= 32)
         DELTA(1);
     else if (dk <= 64)

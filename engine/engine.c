@@ -823,7 +823,9 @@ static int linear_mixer(eng *E, int l, const char *W, int T, probes *P, rc_err *
     const rc_layer_desc *d = &c->layers[l];
     const eng_layer_layout *Ly = &E->w->lay[l];
     const int Hd = (int)c->hidden, Hk = d->gdn_k_heads, Hv = d->gdn_v_heads, dk = d->gdn_k_dim, dv = d->gdn_v_dim;
-    const int C = Ly->gch, nin = Ly->gnin, Vd = Ly->gvd, fresh = E->pos == 0;
+    const int C = Ly->gch, nin = Ly->gnin, Vd = Ly->gvd;
+    /* fault: a decode step starts the recurrent states from zero instead of the carried ones */
+    const int fresh = E->pos == 0 || (E->decoding && rc_fault_active("gdn_state_not_carried"));
 #define GVEC(off) ((const float *)(W + (off)))
     CK(engk_matmul(E->d_gin, E->d_a, W + Ly->gin, E->f32, NULL, NULL, T, nin, Hd, E->s_comp));
     PROBE(l, "gdn.qkv", 2, C, 0, E->d_gin, nin, 0, T);
