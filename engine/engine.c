@@ -282,7 +282,7 @@ static int choose_plan(eng *E, rc_err *e)
         char d[256], b1[32], b2[32], b3[32], b4[32];
         fprintf(o->log, "engine: plan: %s%s\n", eng_plan_describe(&E->plan, E->L, d, sizeof d),
                 o->vram_budget > 0 ? " (chosen for the budget)" : "");
-        fprintf(o->log, "engine: plan: device %s = weights %s + KV %s + workspace %s%s%s\n",
+        fprintf(o->log, "engine: plan: device %s = weights %s + KV/state %s + workspace %s%s%s\n",
                 eng_bytes_str(E->plan.total, b1, sizeof b1), eng_bytes_str(E->plan.weights, b2, sizeof b2),
                 eng_bytes_str(E->plan.kv, b3, sizeof b3), eng_bytes_str(E->plan.workspace, b4, sizeof b4),
                 o->vram_budget > 0 ? " within budget " : "",
