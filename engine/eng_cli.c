@@ -123,21 +123,53 @@ static const shape shapes[] = {
     {"tiny", 256, 4, 8, 2, 32, 512, 1000, 0, 10000.0},
 };
 
+/* Qwen3.5 hybrids (qwen3_5_text): full attention every 4th layer, gated delta net layers between, RoPE on a
+ * quarter of each head. qwen3.5-9b: Qwen's model card for Qwen3.5-9B and the config.json of checkpoints derived
+ * from it (hidden 4096, 32 layers as 8 x (3 DeltaNet + 1 attention), attention 16 / 4 heads of 256, DeltaNet 16
+ * q/k heads and 32 v heads of 128, conv 4, FFN 12288, vocab 248320, rope_theta 1e7, untied lm_head). */
+typedef struct hybrid_shape {
+    const char *name;
+    int hidden, layers, heads, kv_heads, head_dim, inter, vocab, lk_heads, lv_heads, lk_dim, lv_dim;
+    double theta;
+} hybrid_shape;
+
+static const hybrid_shape hybrid_shapes[] = {
+    {"qwen3.5-9b", 4096, 32, 16, 4, 256, 12288, 248320, 16, 32, 128, 128, 10000000.0},
+    {"tiny-hybrid", 256, 8, 8, 2, 32, 512, 1000, 2, 4, 32, 32, 10000.0},
+};
+
 int eng_shape_json(const char *name, char *json, size_t cap, rc_err *e)
 {
     const shape *sh = NULL;
+    const hybrid_shape *hy = NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (!strcmp(shapes[i].name, name))
             sh = &shapes[i];
-    if (!sh)
-        return rc_fail(e, RC_E_USAGE, "unknown --shape '%s' (llama3-8b, llama3-1b, tiny)", name);
-    int n = snprintf(json, cap,
-             "{\"model_type\": \"llama\", \"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
-             "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
-             "\"rms_norm_eps\": 1e-5, \"hidden_act\": \"silu\", \"tie_word_embeddings\": %s, "
-             "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": %.1f}}",
-             sh->vocab, sh->hidden, sh->inter, sh->layers, sh->heads, sh->kv_heads, sh->head_dim,
-             sh->tied ? "true" : "false", sh->theta);
+    for (size_t i = 0; i < sizeof hybrid_shapes / sizeof hybrid_shapes[0]; i++)
+        if (!strcmp(hybrid_shapes[i].name, name))
+            hy = &hybrid_shapes[i];
+    int n;
+    if (hy)
+        n = snprintf(json, cap,
+                     "{\"model_type\": \"qwen3_5_text\", \"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
+                     "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
+                     "\"linear_num_key_heads\": %d, \"linear_num_value_heads\": %d, \"linear_key_head_dim\": %d, "
+                     "\"linear_value_head_dim\": %d, \"linear_conv_kernel_dim\": 4, \"full_attention_interval\": 4, "
+                     "\"rms_norm_eps\": 1e-6, \"hidden_act\": \"silu\", \"tie_word_embeddings\": false, "
+                     "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": %.1f, \"partial_rotary_factor\": 0.25}}",
+                     hy->vocab, hy->hidden, hy->inter, hy->layers, hy->heads, hy->kv_heads, hy->head_dim, hy->lk_heads,
+                     hy->lv_heads, hy->lk_dim, hy->lv_dim, hy->theta);
+    else if (sh)
+        n = snprintf(json, cap,
+                     "{\"model_type\": \"llama\", \"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
+                     "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
+                     "\"rms_norm_eps\": 1e-5, \"hidden_act\": \"silu\", \"tie_word_embeddings\": %s, "
+                     "\"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": %.1f}}",
+                     sh->vocab, sh->hidden, sh->inter, sh->layers, sh->heads, sh->kv_heads, sh->head_dim,
+                     sh->tied ? "true" : "false", sh->theta);
+    else
+        return rc_fail(e, RC_E_USAGE, "unknown --shape '%s' (llama3-8b, llama3-1b, tiny, qwen3.5-9b, tiny-hybrid)",
+                       name);
     return n < 0 || (size_t)n >= cap ? rc_fail(e, RC_E_USAGE, "shape '%s': config text too long", name) : RC_OK;
 }
 

@@ -16,7 +16,8 @@ int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *me
 int eng_cli_int(const char *flag, const char *s, long lo, long hi, long *out);
 double eng_now(void);
 int eng_bench_main(int argc, char **argv);
-/* The config of a named benchmark shape (llama3-8b, llama3-1b, tiny); eng_shape_json: the same as the HF
+/* The config of a named benchmark shape (llama3-8b, llama3-1b, tiny, qwen3.5-9b,
+ * tiny-hybrid); eng_shape_json: the same as the HF
  * config.json text it is parsed from (what bench/peer_hf.py builds its LlamaConfig from). */
 int eng_shape_config(const char *name, rc_config *cfg, rc_err *e);
 int eng_shape_json(const char *name, char *json, size_t cap, rc_err *e);

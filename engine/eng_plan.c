@@ -13,7 +13,7 @@ void eng_plan_bytes(const eng_plan_sizes *s, int n, int kv_offload, int vocab_on
     p->weights = all_resident(s, n) ? s->layer_total : (int64_t)n * s->layer_max;
     if (!vocab_on_cpu)
         p->weights += s->vocab_dev;
-    p->kv = kv_offload ? s->kv_offload : s->kv_resident;
+    p->kv = (kv_offload ? s->kv_offload : s->kv_resident) + s->state;
     p->workspace = s->workspace + (vocab_on_cpu ? 0 : s->logits_dev);
     p->total = p->weights + p->kv + p->workspace;
 }

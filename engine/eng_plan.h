@@ -17,6 +17,7 @@ typedef struct eng_plan_sizes {
     int64_t logits_dev;             /* [V] f32 logits buffer, only with the vocab on the device */
     int64_t kv_resident;            /* the whole KV cache for max_ctx */
     int64_t kv_offload;             /* offload: two tile buffers, new rows, online-softmax state */
+    int64_t state;                  /* recurrent (GDN) layers' states: on the device in every mode */
     int64_t workspace;              /* activations of one prefill chunk, RoPE rows, ids */
 } eng_plan_sizes;
 

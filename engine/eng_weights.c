@@ -12,9 +12,14 @@ const rc_caps engine_caps = {
     .stage = "engine",
     .max_head_dim = 512,
     .head_dim_multiple = 8,
-    .mixers = 1u << RC_MIXER_ATTN,
-    .features = RC_FEAT_ROPE_SCALING, /* the RoPE rows come from model/rope.c */
+    .mixers = (1u << RC_MIXER_ATTN) | (1u << RC_MIXER_GDN),
+    /* the RoPE rows come from model/rope.c (scaled and partial alike); norms of the w and (1 + w) kinds */
+    .features = RC_FEAT_ROPE_SCALING | RC_FEAT_PARTIAL_ROPE | RC_FEAT_NORM_1PW | RC_FEAT_OUT_GATE |
+                RC_FEAT_MIXED_LAYERS,
 };
+
+/* The delta-rule kernel keeps a state column in one warp, dk / 32 values per lane (eng_gdn.cu). */
+#define ENG_GDN_MAX_DK 256
 
 uint16_t eng_f32_to_bf16(float f)
 {
@@ -48,22 +53,41 @@ int eng_config_check(const rc_config *c, rc_err *e)
         const rc_layer_desc *d = &c->layers[i];
         switch (d->state) {
         case RC_STATE_KV:
+            if (d->mixer != RC_MIXER_ATTN)
+                return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: a KV cache for mixer kind %d", i, (int)d->mixer);
             break;
         case RC_STATE_KV_RING:
             return rc_fail(e, RC_E_UNSUPPORTED,
                            "engine: layer %d keeps a ring KV cache (RC_STATE_KV_RING): not implemented yet", i);
         case RC_STATE_RECURRENT:
-            return rc_fail(e, RC_E_UNSUPPORTED,
-                           "engine: layer %d keeps a recurrent state (RC_STATE_RECURRENT): not implemented yet", i);
+            if (d->mixer != RC_MIXER_GDN)
+                return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: a recurrent state for mixer kind %d", i,
+                               (int)d->mixer);
+            break;
         default:
             return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d has unknown state kind %d", i, (int)d->state);
+        }
+        if (d->intermediate % 8)
+            return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: intermediate_size %d is not a multiple of 8", i,
+                           d->intermediate);
+        if (d->mixer == RC_MIXER_GDN) {
+            if (d->gdn_k_heads < 1 || d->gdn_v_heads < 1 || d->gdn_v_heads % d->gdn_k_heads || d->gdn_k_dim < 1 ||
+                d->gdn_v_dim < 1 || d->gdn_conv_kernel < 2)
+                return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: malformed gated delta net shape", i);
+            if (d->gdn_k_dim > ENG_GDN_MAX_DK)
+                return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: linear_key_head_dim %d exceeds the kernel's "
+                               "limit %d", i, d->gdn_k_dim, ENG_GDN_MAX_DK);
+            if ((int64_t)d->gdn_v_heads * d->gdn_v_dim % 8)
+                return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: linear value width %d is not a multiple of 8 "
+                               "(vector loads)", i, d->gdn_v_heads * d->gdn_v_dim);
+            if (c->act != RC_ACT_SILU)
+                return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: gated delta net conv with an activation "
+                               "other than silu", i);
+            continue;
         }
         if (d->n_kv_heads < 1 || d->n_heads % d->n_kv_heads)
             return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: %d heads not a multiple of %d kv heads", i,
                            d->n_heads, d->n_kv_heads);
-        if (d->intermediate % 8)
-            return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: intermediate_size %d is not a multiple of 8", i,
-                           d->intermediate);
         if (d->rope < 0 || d->rope >= c->n_ropes || c->ropes[d->rope].rot_dim > d->head_dim ||
             c->ropes[d->rope].rot_dim % 2)
             return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: RoPE width does not fit head_dim %d", i,
@@ -81,27 +105,49 @@ static void layout(const rc_config *c, int i, int64_t elt, int bqkv, int bo, int
     const rc_layer_desc *d = &c->layers[i];
     const int64_t Hd = c->hidden, D = d->head_dim, qd = (int64_t)d->n_heads * D, kd = (int64_t)d->n_kv_heads * D;
     const int64_t I = d->intermediate, nqkv = qd + 2 * kd;
+    const int gdn = d->mixer == RC_MIXER_GDN;
+    const int64_t Hv = d->gdn_v_heads, gkd = (int64_t)d->gdn_k_heads * d->gdn_k_dim, gvd = Hv * d->gdn_v_dim;
+    const int64_t gch = 2 * gkd + gvd, gnin = gch + gvd + 2 * Hv;
     int64_t off = 0;
+    L->wqkv = L->wo = L->bqkv = L->bo = L->bgu = L->bdown = L->q_norm = L->k_norm = L->wgate = L->bgate = -1;
+    L->gin = L->gout = L->gconv = L->galog = L->gdt = L->gnorm = -1;
 #define PUT(field, bytes) do { L->field = off; off = align_up(off + (bytes)); } while (0)
-    PUT(wqkv, nqkv * Hd * elt);
-    PUT(wo, Hd * qd * elt);
+    if (gdn) {
+        PUT(gin, gnin * Hd * elt);
+        PUT(gout, Hd * gvd * elt);
+    } else {
+        PUT(wqkv, nqkv * Hd * elt);
+        PUT(wo, Hd * qd * elt);
+        if (d->out_gate) PUT(wgate, qd * Hd * elt);
+    }
     PUT(wgu, 2 * I * Hd * elt);
     PUT(wdown, Hd * I * elt);
     PUT(attn_norm, Hd * 4);
     PUT(mlp_norm, Hd * 4);
-    L->bqkv = L->bo = L->bgu = L->bdown = L->q_norm = L->k_norm = -1;
-    if (bqkv) PUT(bqkv, nqkv * 4);
-    if (bo) PUT(bo, Hd * 4);
+    if (gdn) {
+        PUT(gconv, gch * d->gdn_conv_kernel * 4);
+        PUT(galog, Hv * 4);
+        PUT(gdt, Hv * 4);
+        PUT(gnorm, (int64_t)d->gdn_v_dim * 4);
+    } else {
+        if (bqkv) PUT(bqkv, nqkv * 4);
+        if (bo) PUT(bo, Hd * 4);
+        if (bqkv && d->out_gate) PUT(bgate, qd * 4);
+        if (d->q_norm) PUT(q_norm, D * 4);
+        if (d->k_norm) PUT(k_norm, D * 4);
+    }
     if (bgu) PUT(bgu, 2 * I * 4);
     if (bdown) PUT(bdown, Hd * 4);
-    if (d->q_norm) PUT(q_norm, D * 4);
-    if (d->k_norm) PUT(k_norm, D * 4);
 #undef PUT
     L->bytes = off;
-    L->qd = (int)qd;
-    L->kd = (int)kd;
-    L->nqkv = (int)nqkv;
+    L->qd = gdn ? 0 : (int)qd;
+    L->kd = gdn ? 0 : (int)kd;
+    L->nqkv = gdn ? 0 : (int)nqkv;
     L->inter = (int)I;
+    L->gnin = gdn ? (int)gnin : 0;
+    L->gch = gdn ? (int)gch : 0;
+    L->gkd = gdn ? (int)gkd : 0;
+    L->gvd = gdn ? (int)gvd : 0;
 }
 
 /* Page-aligned and a whole number of pages, so the engine can pin it in place (cudaHostRegister). */
@@ -203,6 +249,25 @@ typedef struct conv_ctx {
     const rc_model *m;
 } conv_ctx;
 
+/* The linear-attention tensors of a GDN layer: in_proj_qkv | z | b | a as one matrix (one pass over the input),
+ * out_proj in matrix storage; conv1d, A_log, dt_bias and the gated norm stay fp32 (small, and read by the
+ * recurrence every step). */
+static void conv_gdn(const rc_layer_weights *s, const rc_layer_desc *d, const eng_layer_layout *L, int64_t Hd,
+                     int64_t elt, char *blob)
+{
+    const int64_t Hv = d->gdn_v_heads, gch = L->gch, gvd = L->gvd;
+    char *in = blob + L->gin;
+    put_rows(in, elt, s->gdn_qkv, gch * Hd);
+    put_rows(in + gch * Hd * elt, elt, s->gdn_z, gvd * Hd);
+    put_rows(in + (gch + gvd) * Hd * elt, elt, s->gdn_b, Hv * Hd);
+    put_rows(in + (gch + gvd + Hv) * Hd * elt, elt, s->gdn_a, Hv * Hd);
+    put_rows(blob + L->gout, elt, s->gdn_out, Hd * gvd);
+    put_f32(blob, L->gconv, s->gdn_conv, gch * d->gdn_conv_kernel);
+    put_f32(blob, L->galog, s->gdn_A_log, Hv);
+    put_f32(blob, L->gdt, s->gdn_dt_bias, Hv);
+    put_f32(blob, L->gnorm, s->gdn_norm, d->gdn_v_dim);
+}
+
 static void conv_layers(void *ctx, int64_t b, int64_t end, int worker)
 {
     (void)worker;
@@ -214,29 +279,45 @@ static void conv_layers(void *ctx, int64_t b, int64_t end, int worker)
         const eng_layer_layout *L = &w->lay[i];
         const rc_layer_desc *d = &w->cfg.layers[i];
         char *blob = w->layer[i];
-        const int64_t qd = L->qd, kd = L->kd, I = L->inter;
-        put_rows(blob + L->wqkv, elt, s->q, qd * Hd);
-        put_rows(blob + L->wqkv + qd * Hd * elt, elt, s->k, kd * Hd);
-        put_rows(blob + L->wqkv + (qd + kd) * Hd * elt, elt, s->v, kd * Hd);
-        put_rows(blob + L->wo, elt, s->o, Hd * qd);
+        const int64_t qd = L->qd, kd = L->kd, I = L->inter, D = d->head_dim;
+        if (d->mixer == RC_MIXER_GDN)
+            conv_gdn(s, d, L, Hd, elt, blob);
+        else if (d->out_gate) /* q_proj rows per head: [query (D) | gate (D)]; queries to wqkv, gates to wgate */
+            for (int h = 0; h < d->n_heads; h++) {
+                put_rows(blob + L->wqkv + h * D * Hd * elt, elt, s->q + 2 * h * D * Hd, D * Hd);
+                put_rows(blob + L->wgate + h * D * Hd * elt, elt, s->q + (2 * h + 1) * D * Hd, D * Hd);
+                if (L->bqkv >= 0 && s->q_b) {
+                    put_f32(blob, L->bqkv + h * D * 4, s->q_b + 2 * h * D, D);
+                    put_f32(blob, L->bgate + h * D * 4, s->q_b + (2 * h + 1) * D, D);
+                }
+            }
+        else {
+            put_rows(blob + L->wqkv, elt, s->q, qd * Hd);
+            if (L->bqkv >= 0)
+                put_f32(blob, L->bqkv, s->q_b, qd);
+        }
+        if (d->mixer == RC_MIXER_ATTN) {
+            put_rows(blob + L->wqkv + qd * Hd * elt, elt, s->k, kd * Hd);
+            put_rows(blob + L->wqkv + (qd + kd) * Hd * elt, elt, s->v, kd * Hd);
+            put_rows(blob + L->wo, elt, s->o, Hd * qd);
+            if (L->bqkv >= 0) {
+                put_f32(blob, L->bqkv + qd * 4, s->k_b, kd);
+                put_f32(blob, L->bqkv + (qd + kd) * 4, s->v_b, kd);
+            }
+            put_f32(blob, L->bo, s->o_b, Hd);
+            put_f32(blob, L->q_norm, s->q_norm, d->head_dim);
+            put_f32(blob, L->k_norm, s->k_norm, d->head_dim);
+        }
         put_rows(blob + L->wgu, elt, s->gate, I * Hd);
         put_rows(blob + L->wgu + I * Hd * elt, elt, s->up, I * Hd);
         put_rows(blob + L->wdown, elt, s->down, Hd * I);
         put_f32(blob, L->attn_norm, s->attn_norm, Hd);
         put_f32(blob, L->mlp_norm, s->mlp_norm, Hd);
-        if (L->bqkv >= 0) {
-            put_f32(blob, L->bqkv, s->q_b, qd);
-            put_f32(blob, L->bqkv + qd * 4, s->k_b, kd);
-            put_f32(blob, L->bqkv + (qd + kd) * 4, s->v_b, kd);
-        }
-        put_f32(blob, L->bo, s->o_b, Hd);
         if (L->bgu >= 0) {
             put_f32(blob, L->bgu, s->gate_b, I);
             put_f32(blob, L->bgu + I * 4, s->up_b, I);
         }
         put_f32(blob, L->bdown, s->down_b, Hd);
-        put_f32(blob, L->q_norm, s->q_norm, d->head_dim);
-        put_f32(blob, L->k_norm, s->k_norm, d->head_dim);
     }
 }
 
@@ -337,6 +418,23 @@ static void syn_blocks(void *ctx, int64_t b, int64_t end, int worker)
     }
 }
 
+/* The fp32 tensors of a synthetic GDN layer: conv taps uniform in [-0.5, 0.5), A = exp(A_log) in [0.37, 0.78)
+ * and dt_bias -1 (decays exp(g) of about 0.8-0.9, so the state carries many tokens), gated-norm weight 1. */
+static void synth_gdn_small(const rc_layer_desc *d, const eng_layer_layout *Ly, char *blob, uint64_t seed)
+{
+    float *cw = (float *)(blob + Ly->gconv), *al = (float *)(blob + Ly->galog), *dt = (float *)(blob + Ly->gdt);
+    float *nw = (float *)(blob + Ly->gnorm);
+    const int64_t n = (int64_t)Ly->gch * d->gdn_conv_kernel;
+    for (int64_t k = 0; k < n; k++)
+        cw[k] = (float)(splitmix64(seed * 0x2545F4914F6CDD1Dull + (uint64_t)k) >> 40) * (1.0f / 16777216.0f) - 0.5f;
+    for (int h = 0; h < d->gdn_v_heads; h++) {
+        al[h] = -1.0f + 0.25f * (float)(h % 4);
+        dt[h] = -1.0f;
+    }
+    for (int k = 0; k < d->gdn_v_dim; k++)
+        nw[k] = 1.0f;
+}
+
 static void add_job(syn_job *jobs, int *nj, void *dst, int64_t n)
 {
     jobs[*nj] = (syn_job){dst, n, (uint64_t)*nj};
@@ -350,7 +448,7 @@ int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t
     if (rc)
         return rc;
     const int L = cfg->n_layers;
-    const int njobs = 4 * L + 2;
+    const int njobs = 5 * L + 2;
     syn_job *jobs = rc_calloc(njobs, sizeof *jobs, e, "synth jobs");
     int64_t *first = rc_calloc(njobs + 1, sizeof *first, e, "synth jobs");
     eng_pool *pool = NULL;
@@ -363,20 +461,31 @@ int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t
     }
     int nj = 0;
     const int64_t Hd = cfg->hidden;
+    /* unit norms: w = 1, or w = 0 for the (1 + w) kind */
+    const float one = cfg->norm == RC_NORM_1PW ? 0.0f : 1.0f, qk_one = cfg->qk_norm == RC_NORM_1PW ? 0.0f : 1.0f;
     for (int i = 0; i < L; i++) {
         const eng_layer_layout *Ly = &w->lay[i];
+        const rc_layer_desc *d = &cfg->layers[i];
         char *blob = w->layer[i];
-        add_job(jobs, &nj, blob + Ly->wqkv, (int64_t)Ly->nqkv * Hd);
-        add_job(jobs, &nj, blob + Ly->wo, Hd * Ly->qd);
+        if (d->mixer == RC_MIXER_GDN) {
+            add_job(jobs, &nj, blob + Ly->gin, (int64_t)Ly->gnin * Hd);
+            add_job(jobs, &nj, blob + Ly->gout, Hd * Ly->gvd);
+            synth_gdn_small(d, Ly, blob, seed ^ (uint64_t)i);
+        } else {
+            add_job(jobs, &nj, blob + Ly->wqkv, (int64_t)Ly->nqkv * Hd);
+            add_job(jobs, &nj, blob + Ly->wo, Hd * Ly->qd);
+            if (Ly->wgate >= 0)
+                add_job(jobs, &nj, blob + Ly->wgate, Hd * Ly->qd);
+        }
         add_job(jobs, &nj, blob + Ly->wgu, 2 * (int64_t)Ly->inter * Hd);
         add_job(jobs, &nj, blob + Ly->wdown, Hd * Ly->inter);
         float *an = (float *)(blob + Ly->attn_norm), *mn = (float *)(blob + Ly->mlp_norm);
         for (int64_t k = 0; k < Hd; k++)
-            an[k] = mn[k] = 1.0f;
-        const int D = cfg->layers[i].head_dim;
+            an[k] = mn[k] = one;
+        const int D = d->head_dim;
         for (int k = 0; k < D; k++) {
-            if (Ly->q_norm >= 0) ((float *)(blob + Ly->q_norm))[k] = 1.0f;
-            if (Ly->k_norm >= 0) ((float *)(blob + Ly->k_norm))[k] = 1.0f;
+            if (Ly->q_norm >= 0) ((float *)(blob + Ly->q_norm))[k] = qk_one;
+            if (Ly->k_norm >= 0) ((float *)(blob + Ly->k_norm))[k] = qk_one;
         }
     }
     add_job(jobs, &nj, w->embed, cfg->vocab * Hd);
@@ -385,7 +494,7 @@ int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t
     for (int j = 0; j < nj; j++)
         first[j + 1] = first[j] + (jobs[j].n + SYN_BLOCK - 1) / SYN_BLOCK;
     for (int64_t k = 0; k < Hd; k++)
-        w->final_norm[k] = 1.0f;
+        w->final_norm[k] = one;
     syn_ctx sc = {.jobs = jobs, .first_block = first, .njobs = nj, .elt = w->elt, .seed = seed};
     eng_pool_run(pool, first[nj], syn_blocks, &sc);
     eng_pool_free(pool);

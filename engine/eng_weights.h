@@ -19,8 +19,16 @@ typedef struct eng_layer_layout {
     int64_t attn_norm, mlp_norm;   /* f32 [Hd] */
     int64_t bqkv, bo, bgu, bdown;  /* f32 [qd + 2 kd], [Hd], [2 I], [Hd] */
     int64_t q_norm, k_norm;        /* f32 [D] */
+    int64_t wgate, bgate;          /* out_gate: [qd, Hd] (the gate halves of q_proj's per-head rows), f32 [qd] */
+    /* gated delta net (RC_MIXER_GDN layers; wqkv, wo, biases, q/k norms are then absent) */
+    int64_t gin;                   /* [gnin, Hd] rows: qkv (gch) | z (gvd) | b (Hv) | a (Hv) */
+    int64_t gout;                  /* [Hd, gvd] */
+    int64_t gconv;                 /* f32 [gch, K] depthwise conv1d */
+    int64_t galog, gdt;            /* f32 [Hv] A_log, dt_bias */
+    int64_t gnorm;                 /* f32 [dv] gated RMSNorm weight */
     int64_t bytes;
     int qd, kd, nqkv, inter;
+    int gnin, gch, gkd, gvd;       /* Hk dk = gkd; C = 2 gkd + gvd = gch; gnin = gch + gvd + 2 Hv */
 } eng_layer_layout;
 
 typedef struct eng_weights {
@@ -36,9 +44,10 @@ typedef struct eng_weights {
     int64_t vocab_bytes;    /* one [V, Hd] matrix */
 } eng_weights;
 
-/* What the engine runs: attention layers (GQA, biases, q/k norm, default RoPE), full causal masks only:
- * windowed layers keep a ring KV cache (RC_STATE_KV_RING), which eng_config_check refuses like every state
- * kind other than RC_STATE_KV, so the caps do not claim sliding windows. */
+/* What the engine runs: attention layers (GQA, biases, q/k norms of the w and (1 + w) kinds, default / scaled /
+ * partial RoPE, the sigmoid output gate) and gated delta net layers (RC_STATE_RECURRENT), mixed in one stack; full
+ * causal masks only: windowed layers keep a ring KV cache (RC_STATE_KV_RING), which eng_config_check refuses, so
+ * the caps do not claim sliding windows. */
 extern const rc_caps engine_caps;
 
 /* Checks the description against what the engine implements (engine_caps, per-layer state kinds,

@@ -14,6 +14,7 @@
 #include "eng_gemv.h"
 #include "eng_hgemv.h"
 #include "fault.h"
+#include "eng_gdn.h"
 #include "eng_kernels.h"
 #include "eng_pool.h"
 #include "eng_sample.h"
@@ -48,9 +49,14 @@ struct eng {
     /* split-KV decode: tile partials (the position is the device scalar d_pos below) */
     float *d_part;
     int max_tiles;
+    /* recurrent state of each GDN layer (NULL elsewhere), on the device in every mode: S [Hv, dv, dk], conv
+     * [K-1, C]; both fp32 */
+    float **d_gS, **d_gcs;
     /* workspace */
     float *d_x, *d_a, *d_qkv, *d_q, *d_ctx, *d_gu, *d_act, *d_fin, *d_logits, *d_rope;
     int32_t *d_ids;
+    /* gated delta net / output gate workspace: in-proj rows, conv out, q/k, beta, g, core, attention gate */
+    float *d_gin, *d_gconv, *d_gqn, *d_gkn, *d_gbeta, *d_gg, *d_gcore, *d_agate;
     /* host staging (pinned) */
     float *h_rope, *h_x, *h_fin, *h_logits;
     int32_t *h_ids;
@@ -151,6 +157,30 @@ static void gemm_dims(const eng_weights *w, int *max_k, int *scratch_n)
     }
 }
 
+/* Widths of the gated delta net and output-gate workspace (max over layers) and the recurrent state bytes. */
+typedef struct gdn_sizes {
+    int64_t nin, ch, kd, hv, vd, gate, state;
+} gdn_sizes;
+
+static void gdn_sizes_of(const eng_weights *w, gdn_sizes *g)
+{
+    memset(g, 0, sizeof *g);
+    for (int l = 0; l < w->cfg.n_layers; l++) {
+        const rc_layer_desc *d = &w->cfg.layers[l];
+        const eng_layer_layout *Ly = &w->lay[l];
+        if (Ly->wgate >= 0 && Ly->qd > g->gate)
+            g->gate = Ly->qd;
+        if (d->mixer != RC_MIXER_GDN)
+            continue;
+        if (Ly->gnin > g->nin) g->nin = Ly->gnin;
+        if (Ly->gch > g->ch) g->ch = Ly->gch;
+        if (Ly->gkd > g->kd) g->kd = Ly->gkd;
+        if (d->gdn_v_heads > g->hv) g->hv = d->gdn_v_heads;
+        if (Ly->gvd > g->vd) g->vd = Ly->gvd;
+        g->state += 4 * ((int64_t)Ly->gvd * d->gdn_k_dim + (int64_t)(d->gdn_conv_kernel - 1) * Ly->gch);
+    }
+}
+
 static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, int gemm, eng_plan_sizes *s)
 {
     const rc_config *c = &w->cfg;
@@ -185,6 +215,10 @@ static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, int gemm
         gemm_dims(w, &max_k, &scratch_n);
         s->workspace += eng_gemm_device_bytes(C, max_k, scratch_n);
     }
+    gdn_sizes g;
+    gdn_sizes_of(w, &g);
+    s->workspace += 4 * (int64_t)C * (g.nin + g.ch + 2 * g.kd + 2 * g.hv + g.vd + g.gate);
+    s->state = g.state;
 }
 
 /* ---- open / close ---- */
@@ -241,6 +275,7 @@ void eng_close(eng *E)
     cudaFree(E->d_embed);
     cudaFree(E->d_final_norm);
     for (int l = 0; l < L; l++) {
+        if (E->d_gS) { cudaFree(E->d_gS[l]); cudaFree(E->d_gcs[l]); }
         if (E->d_k) { cudaFree(E->d_k[l]); cudaFree(E->d_v[l]); }
         if (E->h_k) { cudaFreeHost(E->h_k[l]); cudaFreeHost(E->h_v[l]); }
     }
@@ -254,7 +289,8 @@ void eng_close(eng *E)
     cudaFree(E->d_part);
     if (E->gexec) cudaGraphExecDestroy(E->gexec);
     void *dev[] = {E->d_dec, E->d_knew, E->d_vnew, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_x, E->d_a, E->d_qkv, E->d_q,
-                   E->d_ctx, E->d_gu, E->d_act, E->d_fin, E->d_logits, E->d_rope, E->d_ids};
+                   E->d_ctx, E->d_gu, E->d_act, E->d_fin, E->d_logits, E->d_rope, E->d_ids, E->d_gin, E->d_gconv,
+                   E->d_gqn, E->d_gkn, E->d_gbeta, E->d_gg, E->d_gcore, E->d_agate};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         cudaFree(dev[i]);
     void *host[] = {E->h_dec, E->h_rope, E->h_x, E->h_fin, E->h_logits, E->h_ids};
@@ -279,6 +315,8 @@ void eng_close(eng *E)
     free(E->d_v);
     free(E->h_k);
     free(E->h_v);
+    free(E->d_gS);
+    free(E->d_gcs);
     free(E);
 }
 
@@ -297,7 +335,7 @@ static int choose_plan(eng *E, rc_err *e)
         char d[256], b1[32], b2[32], b3[32], b4[32];
         fprintf(o->log, "engine: plan: %s%s\n", eng_plan_describe(&E->plan, E->L, d, sizeof d),
                 o->vram_budget > 0 ? " (chosen for the budget)" : "");
-        fprintf(o->log, "engine: plan: device %s = weights %s + KV %s + workspace %s%s%s\n",
+        fprintf(o->log, "engine: plan: device %s = weights %s + KV/state %s + workspace %s%s%s\n",
                 eng_bytes_str(E->plan.total, b1, sizeof b1), eng_bytes_str(E->plan.weights, b2, sizeof b2),
                 eng_bytes_str(E->plan.kv, b3, sizeof b3), eng_bytes_str(E->plan.workspace, b4, sizeof b4),
                 o->vram_budget > 0 ? " within budget " : "",
@@ -366,17 +404,37 @@ static int open_weights(eng *E, rc_err *e)
     return RC_OK;
 }
 
+/* The recurrent state of each GDN layer. Not zeroed here: a chunk at position 0 starts from zero state. */
+static int open_recurrent(eng *E, rc_err *e)
+{
+    const rc_config *c = E->c;
+    E->d_gS = rc_calloc(E->L, sizeof *E->d_gS, e, "state pointers");
+    E->d_gcs = rc_calloc(E->L, sizeof *E->d_gcs, e, "state pointers");
+    if (!E->d_gS || !E->d_gcs)
+        return e->code;
+    for (int l = 0; l < E->L; l++) {
+        const rc_layer_desc *d = &c->layers[l];
+        const eng_layer_layout *Ly = &E->w->lay[l];
+        if (d->state != RC_STATE_RECURRENT)
+            continue;
+        ATTEMPT(DALLOC(E->d_gS[l], 4 * (int64_t)Ly->gvd * d->gdn_k_dim, &E->mem.kv, "a delta-rule state"));
+        ATTEMPT(DALLOC(E->d_gcs[l], 4 * (int64_t)(d->gdn_conv_kernel - 1) * Ly->gch, &E->mem.kv, "a conv state"));
+    }
+    return RC_OK;
+}
+
 static int open_kv(eng *E, rc_err *e)
 {
     const rc_config *c = E->c;
     const int L = E->L;
     int64_t *acct = &E->mem.kv;
-    /* per-layer state, by kind: only RC_STATE_KV today (eng_config_check refuses the others); a ring
-     * buffer (RC_STATE_KV_RING) or a recurrent state (RC_STATE_RECURRENT) gets its own case here */
+    /* per-layer state, by kind: RC_STATE_RECURRENT here (on the device in every mode), RC_STATE_KV below (a
+     * layer of another kind gets no cache: its kvrow is 0); a ring buffer (RC_STATE_KV_RING) gets its own case */
     for (int l = 0; l < L; l++)
-        if (c->layers[l].state != RC_STATE_KV)
+        if (c->layers[l].state != RC_STATE_KV && c->layers[l].state != RC_STATE_RECURRENT)
             return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: state kind %d not implemented", l,
                            (int)c->layers[l].state);
+    ATTEMPT(open_recurrent(E, e));
     if (!E->plan.kv_offload) {
         E->d_k = rc_calloc(L, sizeof *E->d_k, e, "KV pointers");
         E->d_v = rc_calloc(L, sizeof *E->d_v, e, "KV pointers");
@@ -384,6 +442,8 @@ static int open_kv(eng *E, rc_err *e)
             return e->code;
         for (int l = 0; l < L; l++) {
             const int64_t bytes = (int64_t)E->max_ctx * kvrow(&c->layers[l]) * E->elt;
+            if (c->layers[l].state != RC_STATE_KV)
+                continue;
             ATTEMPT(DALLOC(E->d_k[l], bytes, acct, "the K cache"));
             ATTEMPT(DALLOC(E->d_v[l], bytes, acct, "the V cache"));
             CK(cudaMemset(E->d_k[l], 0, (size_t)bytes));
@@ -397,6 +457,8 @@ static int open_kv(eng *E, rc_err *e)
         return e->code;
     for (int l = 0; l < L; l++) {
         const int64_t bytes = (int64_t)E->max_ctx * kvrow(&c->layers[l]) * E->elt;
+        if (c->layers[l].state != RC_STATE_KV)
+            continue;
         ATTEMPT(HALLOC(E->h_k[l], bytes, "the host K cache"));
         ATTEMPT(HALLOC(E->h_v[l], bytes, "the host V cache"));
         memset(E->h_k[l], 0, (size_t)bytes);
@@ -430,16 +492,19 @@ static int open_gemm(eng *E, rc_err *e)
     if (!sh)
         return e->code;
     const int Hd = (int)E->c->hidden;
+    int n = 0;
     for (int l = 0; l < E->L; l++) {
         const eng_layer_layout *Ly = &E->w->lay[l];
-        sh[4 * l] = (eng_gemm_shape){Ly->nqkv, Hd};
-        sh[4 * l + 1] = (eng_gemm_shape){Hd, Ly->qd};
-        sh[4 * l + 2] = (eng_gemm_shape){2 * Ly->inter, Hd};
-        sh[4 * l + 3] = (eng_gemm_shape){Hd, Ly->inter};
+        if (E->c->layers[l].mixer == RC_MIXER_ATTN) { /* DeltaNet mixers run k_matmul (README, bench shapes) */
+            sh[n++] = (eng_gemm_shape){Ly->nqkv, Hd};
+            sh[n++] = (eng_gemm_shape){Hd, Ly->qd};
+        }
+        sh[n++] = (eng_gemm_shape){2 * Ly->inter, Hd};
+        sh[n++] = (eng_gemm_shape){Hd, Ly->inter};
     }
     int max_k, scratch_n;
     gemm_dims(E->w, &max_k, &scratch_n);
-    int rc = eng_gemm_open(&E->gemm, sh, 4 * E->L, E->C, scratch_n, E->o.log, &E->mem.workspace, e);
+    int rc = eng_gemm_open(&E->gemm, sh, n, E->C, scratch_n, E->o.log, &E->mem.workspace, e);
     free(sh);
     return rc;
 }
@@ -467,6 +532,16 @@ static int open_workspace(eng *E, rc_err *e)
     ATTEMPT(DALLOC(E->d_fin, Hd * 4, acct, "activations"));
     ATTEMPT(DALLOC(E->d_rope, rope * 4, acct, "RoPE rows"));
     ATTEMPT(DALLOC(E->d_ids, C * 4, acct, "token ids"));
+    gdn_sizes g;
+    gdn_sizes_of(E->w, &g);
+    ATTEMPT(DALLOC(E->d_gin, C * g.nin * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_gconv, C * g.ch * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_gqn, C * g.kd * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_gkn, C * g.kd * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_gbeta, C * g.hv * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_gg, C * g.hv * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_gcore, C * g.vd * 4, acct, "activations"));
+    ATTEMPT(DALLOC(E->d_agate, C * g.gate * 4, acct, "activations"));
     ATTEMPT(DALLOC(E->d_final_norm, Hd * 4, acct, "the final norm"));
     E->max_tiles = engk_attn_max_tiles(E->max_ctx, E->P);
     ATTEMPT(DALLOC(E->d_part, 4 * part_floats(c, E->max_tiles), acct, "decode attention partials"));
@@ -540,6 +615,8 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
         const rc_layer_desc *d = &E->c->layers[l];
         if (kvrow(d) > E->kvrow_max)
             E->kvrow_max = (int)kvrow(d);
+        if (d->mixer != RC_MIXER_ATTN)
+            continue;
         const size_t smem = engk_attn_smem(d->n_heads / d->n_kv_heads, d->head_dim, E->P);
         if (smem > 48 * 1024) {
             free(E);
@@ -602,6 +679,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     return RC_OK;
 }
 
+/* The recurrent states need no clearing: the chunk at position 0 starts them from zero (the 'fresh' kernels). */
 void eng_reset(eng *E)
 {
     E->pos = 0;
@@ -856,6 +934,40 @@ static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
     return RC_OK;
 }
 
+/* ---- the gated delta net mixer of layer l (RC_STATE_RECURRENT): d_x += out_proj(norm_gate(delta(conv(d_a)))).
+ * Every phase runs the token-by-token recurrence (README, "recurrent layers"). ---- */
+static int linear_mixer(eng *E, int l, const char *W, int T, probes *P, rc_err *e)
+{
+    const rc_config *c = E->c;
+    const rc_layer_desc *d = &c->layers[l];
+    const eng_layer_layout *Ly = &E->w->lay[l];
+    const int Hd = (int)c->hidden, Hk = d->gdn_k_heads, Hv = d->gdn_v_heads, dk = d->gdn_k_dim, dv = d->gdn_v_dim;
+    const int C = Ly->gch, nin = Ly->gnin, Vd = Ly->gvd;
+    /* fault: a decode step starts the recurrent states from zero instead of the carried ones */
+    const int fresh = E->pos == 0 || (E->decoding && rc_fault_active("gdn_state_not_carried"));
+#define GVEC(off) ((const float *)(W + (off)))
+    CK(engk_matmul(E->d_gin, E->d_a, W + Ly->gin, E->f32, NULL, NULL, T, nin, Hd, E->s_comp));
+    PROBE(l, "gdn.qkv", 2, C, 0, E->d_gin, nin, 0, T);
+    PROBE(l, "gdn.z", 3, Hv, dv, E->d_gin + C, nin, 0, T);
+    PROBE(l, "gdn.b", 2, Hv, 0, E->d_gin + C + Vd, nin, 0, T);
+    PROBE(l, "gdn.a", 2, Hv, 0, E->d_gin + C + Vd + Hv, nin, 0, T);
+    CK(engk_gdn_conv(E->d_gconv, E->d_gcs[l], E->d_gin, nin, GVEC(Ly->gconv), T, C, d->gdn_conv_kernel, fresh,
+                     E->s_comp));
+    PROBE(l, "gdn.conv", 2, C, 0, E->d_gconv, C, 0, T);
+    CK(engk_gdn_prep(E->d_gqn, E->d_gkn, E->d_gbeta, E->d_gg, E->d_gconv, E->d_gin, nin, C + Vd, GVEC(Ly->galog),
+                     GVEC(Ly->gdt), T, Hk, Hv, dk, dv, (float)pow((double)dk, -0.5), E->s_comp));
+    PROBE(l, "gdn.beta", 2, Hv, 0, E->d_gbeta, Hv, 0, T);
+    PROBE(l, "gdn.g", 2, Hv, 0, E->d_gg, Hv, 0, T);
+    CK(engk_gdn_delta(E->d_gcore, E->d_gS[l], E->d_gqn, E->d_gkn, E->d_gconv, E->d_gbeta, E->d_gg, T, C, Hk, Hv, dk,
+                      dv, fresh, E->s_comp));
+    PROBE(l, "gdn.core", 3, Hv, dv, E->d_gcore, Vd, 0, T);
+    CK(engk_gdn_norm_gate(E->d_gcore, E->d_gcore, E->d_gin + C, nin, GVEC(Ly->gnorm), T, Hv, dv, c->eps, E->s_comp));
+    PROBE(l, "gdn.normed", 2, Vd, 0, E->d_gcore, Vd, 0, T);
+    CK(engk_matmul(E->d_x, E->d_gcore, W + Ly->gout, E->f32, NULL, E->d_x, T, Hd, Vd, E->s_comp));
+#undef GVEC
+    return RC_OK;
+}
+
 /* ---- one chunk of T rows at E->pos through every layer ---- */
 /* y = x W^T (+ b) (+ res): a prefill chunk (any T, even 1) with bf16 weights runs the pinned tensor-core GEMM,
  * a decode step, --f32 and sm < 80 the CUDA-core k_matmul. */
@@ -881,10 +993,16 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
     PROBE(l, "in", 2, Hd, 0, E->d_x, Hd, 0, T);
     CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->attn_norm), T, Hd, c->eps, c->norm, E->s_comp));
     PROBE(l, "attn_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
+    if (d->mixer == RC_MIXER_GDN) { /* a linear-attention layer: its own mixer, then the MLP below */
+        ATTEMPT(linear_mixer(E, l, W, T, P, e));
+        goto mlp;
+    }
     ATTEMPT(matmul(E, E->d_qkv, E->d_a, W + Ly->wqkv, VEC(Ly->bqkv), NULL, T, nqkv, Hd, e));
     PROBE(l, "attn.q", 3, H, D, E->d_qkv, nqkv, 0, T);
     PROBE(l, "attn.k", 3, Hkv, D, E->d_qkv + qd, nqkv, 0, T);
     PROBE(l, "attn.v", 3, Hkv, D, E->d_qkv + qd + kd, nqkv, 0, T);
+    if (Ly->wgate >= 0) /* output gate: the gate halves of q_proj */
+        CK(engk_matmul(E->d_agate, E->d_a, W + Ly->wgate, E->f32, VEC(Ly->bgate), NULL, T, qd, Hd, E->s_comp));
     void *kdst, *vdst;
     if (E->plan.kv_offload) {
         kdst = E->d_knew;
@@ -903,7 +1021,13 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
     PROBE(l, "attn.k_rope", 3, Hkv, D, kdst, kd, !E->f32, T);
     ATTEMPT(attention(E, l, T, kdst, vdst, e));
     PROBE(l, "attn.ctx", 2, qd, 0, E->d_ctx, qd, 0, T);
+    if (Ly->wgate >= 0) {
+        PROBE(l, "attn.gate", 2, qd, 0, E->d_agate, qd, 0, T);
+        CK(engk_sigmoid_gate(E->d_ctx, E->d_agate, T, qd, E->s_comp));
+        PROBE(l, "attn.ctx_gated", 2, qd, 0, E->d_ctx, qd, 0, T);
+    }
     ATTEMPT(matmul(E, E->d_x, E->d_ctx, W + Ly->wo, VEC(Ly->bo), E->d_x, T, Hd, qd, e));
+mlp:
     PROBE(l, "mid", 2, Hd, 0, E->d_x, Hd, 0, T);
     CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), T, Hd, c->eps, c->norm, E->s_comp));
     PROBE(l, "mlp_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
@@ -1015,6 +1139,22 @@ int eng_prefill(eng *E, const int32_t *ids, int64_t T, float *logits, const rc_p
  * chunk of any size, even one row, runs the prefill kernels. Each phase has one fixed arithmetic whatever
  * the memory mode or chunking. Position-dependent arguments live in device memory (*d_pos, the RoPE rows),
  * so one captured graph replays every step. ---- */
+/* Layers the decode kernels below do not cover (a DeltaNet mixer, an attention output gate) run layer_forward
+ * for their one row: its kernel choices depend on E->decoding, and it reads the position on the host, so a model
+ * with such a layer is never captured as a graph. */
+static int layer_generic(const eng *E, int l)
+{
+    return E->c->layers[l].mixer != RC_MIXER_ATTN || E->w->lay[l].wgate >= 0;
+}
+
+static int any_generic(const eng *E)
+{
+    for (int l = 0; l < E->L; l++)
+        if (layer_generic(E, l))
+            return 1;
+    return 0;
+}
+
 static int layer_decode(eng *E, int l, rc_err *e)
 {
     const rc_config *c = E->c;
@@ -1022,6 +1162,8 @@ static int layer_decode(eng *E, int l, rc_err *e)
     const eng_layer_layout *Ly = &E->w->lay[l];
     const int Hd = (int)c->hidden, H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
     const int fuse = engk_gemv_norm_fits(Hd); /* RMSNorm inside the first GEMV of each half */
+    if (layer_generic(E, l)) /* DeltaNet or gated-attention layer: the chunk path's kernels, one row */
+        return layer_forward(E, l, 1, NULL, e);
     const char *W = NULL;
     ATTEMPT(acquire_layer(E, l, &W, e));
 #define VEC(off) ((off) >= 0 ? (const float *)(W + (off)) : NULL)
@@ -1092,7 +1234,7 @@ static int decode_enqueue(eng *E, rc_err *e)
 static int graph_eligible(const eng *E)
 {
     return !E->o.no_graph && !E->graph_off && E->plan.resident_layers < 0 && !E->plan.kv_offload &&
-           !E->plan.vocab_on_cpu && !rc_fault_active("kv_stale_slot");
+           !E->plan.vocab_on_cpu && !rc_fault_active("kv_stale_slot") && !any_generic(E);
 }
 
 /* Replays the captured step (capturing it on first use). A capture CUDA refuses turns the graph off for

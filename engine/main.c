@@ -14,10 +14,10 @@
 static const char usage_text[] =
     "usage: engine --model PATH (--prompt \"TEXT\" [--chat [--system \"TEXT\"]] | --ids \"ID ID ...\" |\n"
     "                            --prompt-golden) [--steps N] [options]\n"
-    "       engine --synth llama3-8b|llama3-1b|tiny --ids \"ID ...\" [options]   (random weights; tests)\n"
-    "       engine bench --shape llama3-8b|llama3-1b|tiny [--steps N] [--prompt-len N[,N...]] [--rounds R]\n"
+    "       engine --synth llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid --ids \"ID ...\" [options]   (random weights; tests)\n"
+    "       engine bench --shape llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid [--steps N] [--prompt-len N[,N...]] [--rounds R]\n"
     "                    [--json FILE] [--commit ID] [--peak-tflops X [--peak-source TEXT]] [--no-stream] [options]\n"
-    "       engine bench --print-shape llama3-8b|llama3-1b|tiny   (the shape's HF config.json)\n"
+    "       engine bench --print-shape llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid   (the shape's HF config.json)\n"
     "       engine devices      (exit 0 iff GPU 0 can run the engine)\n"
     "       engine --help\n"
     "\n"

@@ -2,7 +2,8 @@
 # scripts/gpu-engine.sh BUILD_DIR: the engine's GPU checks, run on the GPU machine after
 #   meson setup BUILD_DIR -Dcuda=enabled && ninja -C BUILD_DIR
 # 1. meson test: the engine unit test and every engine GPU test (compare in every memory mode and combination,
-#    f32 and bf16, on llama, llama_bias, qwen3; bit-identity across modes; bad inputs; bench --shape tiny)
+#    f32 and bf16, on the core goldens and qwen3_5 / qwen3_5_short; bit-identity across modes; bad inputs;
+#    bench --shape tiny)
 # 2. the bit-identity tables those tests printed (engine --logits in each mode, files compared byte for byte)
 # 3. compute-sanitizer memcheck / racecheck on small runs, when the tool is installed
 # 4. engine bench --shape llama3-8b: full resident vs 2 streamed slots, then KV offload + vocab on CPU
@@ -51,14 +52,15 @@ awk '/^test: .*engine\.identity\./ { on = 1; out = 0; next }
      on && /^-+ stdout -+$/ { out = 1; next }
      on && /^(=+|-+ stderr -+)$/ { on = 0; out = 0; next }
      out { print }' "$OUT/testlog.txt" | tee "$OUT/identity.txt"
-row "identity tables" "$([ "$(grep -c '^PASS: every mode' "$OUT/identity.txt")" -eq 8 ] && echo PASS || echo FAIL)" \
-    "$(grep -c '^PASS: every mode' "$OUT/identity.txt") of 8 groups bit-identical"
+nid=$(printf '%s\n' "${names[@]}" | grep -c '^engine\.identity\.')
+row "identity tables" "$([ "$(grep -c '^PASS: every mode' "$OUT/identity.txt")" -eq "$nid" ] && echo PASS || echo FAIL)" \
+    "$(grep -c '^PASS: every mode' "$OUT/identity.txt") of $nid groups bit-identical"
 
 fi # RC_SKIP_TESTS
 
 echo "== 3. compute-sanitizer"
 if command -v compute-sanitizer >/dev/null 2>&1; then
-    L=$GOLDEN_DIR/llama.h5
+    for L in "$GOLDEN_DIR/llama.h5" "$GOLDEN_DIR/qwen3_5.h5"; do # qwen3_5: gated delta net + gated attention
     for spec in "memcheck|" "memcheck|--resident-layers 1 --kv-offload --vocab-on-cpu" "memcheck|--resident-layers 0" \
                 "racecheck|" "racecheck|--kv-offload" "synccheck|"; do
         tool=${spec%%|*}
@@ -66,11 +68,12 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
         # shellcheck disable=SC2086
         if compute-sanitizer --tool "$tool" --error-exitcode 3 "$E" --model "$L" --prompt-golden --steps 4 \
             --kv-tile 8 --quiet $flags >"$OUT/san.txt" 2>&1; then
-            row "sanitizer $tool $flags" PASS "$(grep -m1 'ERROR SUMMARY' "$OUT/san.txt")"
+            row "sanitizer $(basename "$L" .h5) $tool $flags" PASS "$(grep -m1 'ERROR SUMMARY' "$OUT/san.txt")"
         else
-            row "sanitizer $tool $flags" FAIL "$(grep -m1 -E 'ERROR SUMMARY|error' "$OUT/san.txt")"
+            row "sanitizer $(basename "$L" .h5) $tool $flags" FAIL "$(grep -m1 -E 'ERROR SUMMARY|error' "$OUT/san.txt")"
             head -40 "$OUT/san.txt"
         fi
+    done
     done
 else
     row "compute-sanitizer" INFO "not installed: skipped"

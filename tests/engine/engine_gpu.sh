@@ -2,7 +2,8 @@
 # GPU-side engine tests (meson suites 'gpu', 'engine'). Needs $ENGINE, $HARNESS, $GOLDEN_DIR.
 #   engine_gpu.sh compare GOLDEN f32|bf16 [engine flags]   harness compare --stage engine in one mode
 #   engine_gpu.sh identity GOLDEN f32|bf16                 logits files byte-identical across every mode
-#   engine_gpu.sh identity-synth f32|bf16                  the same on a random 4-layer model (slots wrap)
+#   engine_gpu.sh identity-synth f32|bf16 [SHAPE]          the same on a random model: tiny (4 layers) or
+#                                                          tiny-hybrid (8 layers, 3:1 DeltaNet/attention); slots wrap
 #   engine_gpu.sh bad-input                                bad inputs: exit 2, one error line (no GPU needed)
 #   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs; its --json has every row
 #   engine_gpu.sh text                                     a text prompt: same logits as its ids, streamed text =
@@ -29,7 +30,16 @@ compare)
     need_gpu
     g=$1 prec=$2
     shift 2
-    if [ "$prec" = f32 ]; then extra=(--f32); else extra=("${BF16_TOL[@]}"); fi
+    if [ "$prec" = f32 ]; then
+        extra=(--f32)
+    elif [ "${g#qwen3_5}" != "$g" ]; then
+        # bounds: harness/tolerances.json's qwen3_5 bf16 entries (HF with bf16-rounded matrices: 7.9e-2 scaled); a
+        # teacher-forced step whose golden top-2 margin is 1.0e-2 flips under bf16 rounding alone (measured, both
+        # goldens): a near-tie at bf16 precision, not a broken link
+        extra=(--allow-near-ties)
+    else
+        extra=("${BF16_TOL[@]}")
+    fi
     exec "${HARNESS:?}" compare --stage engine --golden "$GOLDEN_DIR/$g.h5" "${extra[@]}" "$@"
     ;;
 
@@ -38,9 +48,13 @@ identity | identity-synth)
     if [ "$cmd" = identity ]; then
         g=$1 prec=$2
         src=(--model "$GOLDEN_DIR/$g.h5" --prompt-golden --steps 16)
-    else # 4 layers (slots 1, 2, 3 wrap), 4 query heads per KV head, 31 positions = 8 tiles of 4
+    elif [ "${2:-tiny}" = tiny ]; then # 4 layers (slots 1, 2, 3 wrap), 4 query heads per KV head, 31 positions = 8 tiles of 4
         g=synth-tiny prec=$1
         src=(--synth tiny --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
+    else # tiny-hybrid: 8 layers (DeltaNet x3, attention) x2, so 1, 2, 3 slots wrap over mixed layers; a 70-token
+        # prompt crosses a 64-row DeltaNet chunk; chunks 1 and 3 are shorter than the conv kernel (4)
+        g=synth-hybrid prec=$1
+        src=(--synth "$2" --ids "$(awk 'BEGIN { for (i = 0; i < 70; i++) printf "%d ", (i * 37 + 11) % 1000 }')" --steps 12)
     fi
     f=()
     [ "$prec" = f32 ] && f=(--f32)
@@ -83,7 +97,8 @@ identity | identity-synth)
         [ -n "$smallest" ] || { echo "FAIL: no smallest plan from --vram-budget 1"; exit 1; }
         run_group 8 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
             "resident-layers 2|--resident-layers 2" "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" \
-            "prefill-chunk 5|--prefill-chunk 5" "rl1+kv-offload|--resident-layers 1 --kv-offload" \
+            "prefill-chunk 5|--prefill-chunk 5" "prefill-chunk 1|--prefill-chunk 1" "prefill-chunk 3|--prefill-chunk 3" \
+            "rl1+kv-offload|--resident-layers 1 --kv-offload" \
             "rl0+kv-offload+vocab-on-cpu|--resident-layers 0 --kv-offload --vocab-on-cpu" \
             "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu" \
             "rl1+vocab-on-cpu+chunk 7|--resident-layers 1 --vocab-on-cpu --prefill-chunk 7" \
@@ -94,6 +109,18 @@ identity | identity-synth)
         s=(--temperature 0.8 --top-k 20 --top-p 0.9 --seed 7)
         run_group 16 "sample full|${s[*]}" \
             "sample rl1+kv-offload+vocab-on-cpu|${s[*]} --resident-layers 1 --kv-offload --vocab-on-cpu"
+    elif [ "$g" = synth-hybrid ]; then
+        run_group 4 "full|" "rerun|" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
+            "resident-layers 2|--resident-layers 2" "resident-layers 3|--resident-layers 3" \
+            "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" "prefill-chunk 1|--prefill-chunk 1" \
+            "prefill-chunk 3|--prefill-chunk 3" "prefill-chunk 5|--prefill-chunk 5" "prefill-chunk 7|--prefill-chunk 7" \
+            "prefill-chunk 64|--prefill-chunk 64" "rl2+kv-offload+vocab-on-cpu|--resident-layers 2 --kv-offload --vocab-on-cpu" \
+            "rl3+kv-offload+chunk 3|--resident-layers 3 --kv-offload --prefill-chunk 3" \
+            "rl0+kv-offload+chunk 7|--resident-layers 0 --kv-offload --prefill-chunk 7" \
+            "rl1+vocab-on-cpu+chunk 1|--resident-layers 1 --vocab-on-cpu --prefill-chunk 1" \
+            "rl2+kv-offload+chunk 5|--resident-layers 2 --kv-offload --prefill-chunk 5" \
+            "vram-budget 12M|--vram-budget 12M"
+        run_group 512 "full|" "kv-offload+chunk 3|--kv-offload --prefill-chunk 3"
     else
         run_group 4 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
             "resident-layers 2|--resident-layers 2" "resident-layers 3|--resident-layers 3" \
@@ -144,7 +171,7 @@ bad-input)
     check chat_without_template 'no chat template' --model "$L" --tokenizer "${TOKENIZER_DIR:?}/smollm2.json" \
         --chat --prompt "Hi"
     check bad_tokenizer 'no such file|cannot' --model "$L" --tokenizer /nonexistent/tokenizer.json --prompt "Hi"
-    check unsupported_model 'not implemented' --model "$GOLDEN_DIR/qwen3_5.h5" --ids "1 2"
+    check unsupported_model 'not implemented' --model "$GOLDEN_DIR/gemma4.h5" --ids "1 2"
     check not_hdf5 'not an HDF5|no such' --model "$GOLDEN_DIR/README.md" --ids "1 2"
     check unknown_flag "unknown argument" --frobnicate --model "$L" --ids "1"
     check bench_shape 'unknown --shape' bench --shape nosuch

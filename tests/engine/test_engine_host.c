@@ -442,6 +442,64 @@ static void check_store(const char *golden, int f32)
     rc_model_free(&m);
 }
 
+/* qwen3_5: a GDN layer's in_proj rows qkv | z | b | a and out_proj in matrix storage, conv1d / A_log / dt_bias /
+ * norm in fp32; a gated attention layer's q_proj split per head into queries (wqkv) and gates (wgate). */
+static void check_hybrid_store(int f32)
+{
+    rc_err e = {0};
+    rc_model m;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/qwen3_5.h5", RC_TEST_GOLDEN_DIR);
+    if (rc_model_load(&m, path, &e) != RC_OK)
+        fail_msg("%s", e.msg);
+    eng_weights *w;
+    assert_int_equal(eng_weights_from_model(&w, &m, f32, 2, &e), RC_OK);
+    const int64_t Hd = m.cfg.hidden, el = f32 ? 4 : 2;
+    int gdn = 0, gated = 0;
+    for (int l = 0; l < m.cfg.n_layers; l++) {
+        const eng_layer_layout *L = &w->lay[l];
+        const rc_layer_weights *s = &m.w.layers[l];
+        const rc_layer_desc *d = &m.cfg.layers[l];
+        const void *b = w->layer[l];
+        if (d->mixer == RC_MIXER_GDN) {
+            const int64_t Hv = d->gdn_v_heads, C = L->gch, Vd = L->gvd;
+            assert_int_equal(L->gnin, C + Vd + 2 * Hv);
+            check_rows(b, L->gin, f32, s->gdn_qkv, C * Hd);
+            check_rows(b, L->gin + C * Hd * el, f32, s->gdn_z, Vd * Hd);
+            check_rows(b, L->gin + (C + Vd) * Hd * el, f32, s->gdn_b, Hv * Hd);
+            check_rows(b, L->gin + (C + Vd + Hv) * Hd * el, f32, s->gdn_a, Hv * Hd);
+            check_rows(b, L->gout, f32, s->gdn_out, Hd * Vd);
+            check_vec(b, L->gconv, s->gdn_conv, C * d->gdn_conv_kernel);
+            check_vec(b, L->galog, s->gdn_A_log, Hv);
+            check_vec(b, L->gdt, s->gdn_dt_bias, Hv);
+            check_vec(b, L->gnorm, s->gdn_norm, d->gdn_v_dim);
+            assert_true(L->wqkv < 0 && L->wo < 0 && L->wgate < 0);
+            gdn++;
+        } else {
+            const int64_t D = d->head_dim;
+            assert_true(d->out_gate && L->wgate >= 0);
+            for (int h = 0; h < d->n_heads; h++) {
+                check_rows(b, L->wqkv + h * D * Hd * el, f32, s->q + 2 * h * D * Hd, D * Hd);
+                check_rows(b, L->wgate + h * D * Hd * el, f32, s->q + (2 * h + 1) * D * Hd, D * Hd);
+            }
+            check_rows(b, L->wqkv + (int64_t)L->qd * Hd * el, f32, s->k, (int64_t)L->kd * Hd);
+            check_rows(b, L->wqkv + (int64_t)(L->qd + L->kd) * Hd * el, f32, s->v, (int64_t)L->kd * Hd);
+            check_rows(b, L->wo, f32, s->o, Hd * L->qd);
+            check_vec(b, L->q_norm, s->q_norm, d->head_dim);
+            check_vec(b, L->k_norm, s->k_norm, d->head_dim);
+            gated++;
+        }
+        check_rows(b, L->wgu, f32, s->gate, (int64_t)L->inter * Hd);
+        check_rows(b, L->wgu + (int64_t)L->inter * Hd * el, f32, s->up, (int64_t)L->inter * Hd);
+        check_rows(b, L->wdown, f32, s->down, Hd * L->inter);
+        check_vec(b, L->attn_norm, s->attn_norm, Hd);
+        check_vec(b, L->mlp_norm, s->mlp_norm, Hd);
+    }
+    assert_true(gdn == 3 && gated == 1);
+    eng_weights_free(w);
+    rc_model_free(&m);
+}
+
 static void test_weight_store(void **state)
 {
     (void)state;
@@ -449,6 +507,8 @@ static void test_weight_store(void **state)
     for (int i = 0; i < 3; i++)
         for (int f32 = 0; f32 < 2; f32++)
             check_store(goldens[i], f32);
+    check_hybrid_store(0);
+    check_hybrid_store(1);
 }
 
 static void test_refusals(void **state)
@@ -462,9 +522,9 @@ static void test_refusals(void **state)
     m.cfg.layers[1].state = RC_STATE_KV_RING;
     assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
     assert_non_null(strstr(e.msg, "layer 1"));
-    m.cfg.layers[1].state = RC_STATE_RECURRENT;
+    m.cfg.layers[1].state = RC_STATE_RECURRENT; /* a recurrent state belongs to a gated delta net layer */
     assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "RC_STATE_RECURRENT"));
+    assert_non_null(strstr(e.msg, "layer 1: a recurrent state"));
     m.cfg.layers[1].state = RC_STATE_KV;
     assert_int_equal(eng_config_check(&m.cfg, &e), RC_OK);
     m.cfg.layers[1].window = 8; /* the caps claim no sliding window, whatever the state kind says */
@@ -473,6 +533,18 @@ static void test_refusals(void **state)
     m.cfg.layers[1].window = 0;
     m.cfg.layers[0].mixer = RC_MIXER_GDN;
     assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
+    rc_model_free(&m);
+    /* qwen3_5 runs; a DeltaNet key head wider than the delta kernel's registers is refused by name */
+    snprintf(path, sizeof path, "%s/qwen3_5.h5", RC_TEST_GOLDEN_DIR);
+    assert_int_equal(rc_model_load(&m, path, &e), RC_OK);
+    assert_int_equal(eng_config_check(&m.cfg, &e), RC_OK);
+    m.cfg.layers[0].gdn_k_dim = 512;
+    assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "linear_key_head_dim 512"));
+    m.cfg.layers[0].gdn_k_dim = 16;
+    m.cfg.layers[0].gdn_v_dim = 21; /* 4 x 21 = 84: not a multiple of 8 */
+    assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "linear value width"));
     rc_model_free(&m);
 }
 

@@ -1,0 +1,43 @@
+/* The engine's gated delta net kernels (the linear-attention layers of Qwen3.5) and the attention output gate,
+ * behind C launchers on stream s returning cudaGetLastError(). Everything here is fp32 and has one fixed
+ * arithmetic order per output, independent of how many rows a launch carries (see README, "determinism"). */
+#ifndef ENG_GDN_H
+#define ENG_GDN_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* u[T, C] = silu(causal depthwise conv of x over K taps), x rows of stride xs (the first C columns are read);
+ * w [C, K] (tap K-1 multiplies the current row). The K-1 rows before row 0 come from state [K-1, C] (zeros when
+ * fresh); state is then replaced by the last K-1 rows of (state, x) before the conv. */
+cudaError_t engk_gdn_conv(float *u, float *state, const float *x, int64_t xs, const float *w, int T, int C, int K,
+                          int fresh, cudaStream_t s);
+/* From u[T, C] (q | k | v, C = 2 Hk dk + Vd) and the b, a columns of gin (rows of stride xs, b at column boff,
+ * a at boff + Hv): qn, kn [T, Hk, dk] = l2norm (sum of squares + 1e-6) of the q, k heads, qn times qmul;
+ * beta, g [T, Hv] = sigmoid(b), -exp(A_log) * softplus(a + dt_bias). */
+cudaError_t engk_gdn_prep(float *qn, float *kn, float *beta, float *g, const float *u, const float *gin, int64_t xs,
+                          int64_t boff, const float *A_log, const float *dt_bias, int T, int Hk, int Hv, int dk,
+                          int dv, float qmul, cudaStream_t s);
+/* The gated delta rule over T rows, token by token: per value head h (key head h / (Hv / Hk)) and column e,
+ * S[h][e][:] (state [Hv, dv, dk], zeros when fresh) decays by exp(g), takes k (beta (v - S k)), and
+ * core[t, h, e] = S q. v[t, h, e] = u[t, 2 Hk dk + h dv + e] (u rows of C). dk <= 256. */
+cudaError_t engk_gdn_delta(float *core, float *state, const float *qn, const float *kn, const float *u,
+                           const float *beta, const float *g, int T, int C, int Hk, int Hv, int dk, int dv, int fresh,
+                           cudaStream_t s);
+/* y[T, Hv, dv] = rmsnorm_w(x[T, Hv, dv]; w [dv], eps) * silu(z), z rows of stride zs (z[t, h, i] at
+ * z[t * zs + h * dv + i]); y may alias x. */
+cudaError_t engk_gdn_norm_gate(float *y, const float *x, const float *z, int64_t zs, const float *w, int T, int Hv,
+                               int dv, float eps, cudaStream_t s);
+/* ctx[T, n] *= sigmoid(gate[T, n]) (the attention output gate). */
+cudaError_t engk_sigmoid_gate(float *ctx, const float *gate, int T, int n, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
