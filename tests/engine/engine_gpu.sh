@@ -92,7 +92,7 @@ identity | identity-synth)
     }
     if [ "$cmd" = identity ]; then
         # a budget 10% above the golden's smallest plan, as the engine's own refusal of a 1-byte budget names it
-        smallest=$("$ENGINE" "${src[@]}" "${f[@]}" --vram-budget 1 2>&1 | sed -n 's/.*smallest plan.* needs \([0-9.]*\) \([KMG]\)iB.*/\1 \2/p')
+        smallest=$("$ENGINE" "${src[@]}" "${f[@]}" --kv-tile 8 --vram-budget 1 2>&1 | sed -n 's/.*smallest plan.* needs \([0-9.]*\) \([KMG]\)iB.*/\1 \2/p')
         budget=$(echo "$smallest" | awk '{m = $2 == "K" ? 1 : $2 == "M" ? 1024 : 1048576; printf "%dK", $1 * m * 1.1 + 1}')
         [ -n "$smallest" ] || { echo "FAIL: no smallest plan from --vram-budget 1"; exit 1; }
         run_group 8 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
