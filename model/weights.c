@@ -107,6 +107,9 @@ static int bind_one(void *user, const char *name, int ndim, const int64_t *shape
             return RC_OK;
         return rc_fail(b->e, RC_E_MISSING, "weights: tensor '%s' is missing", name);
     }
+    if (t->is_i32)
+        return rc_fail(b->e, RC_E_FORMAT, "weights: tensor '%s' holds int32 values, not weights (a GPTQ checkpoint "
+                       "without its quantization_config?)", name);
     int ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++)
         ok = t->shape[i] == shape[i];
