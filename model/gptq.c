@@ -52,20 +52,6 @@ static double f16_ceil(double s)
     return ceil(s / ulp) * ulp;
 }
 
-uint16_t rc_gq_f16_bits(float f)
-{
-    const double a = fabs((double)f);
-    uint16_t sign = signbit(f) ? 0x8000u : 0;
-    if (a == 0)
-        return sign;
-    int ex;
-    frexp(a, &ex);
-    if (ex - 1 < -14) /* subnormal: a = m * 2^-24 */
-        return (uint16_t)(sign | (uint16_t)(a / ldexp(1.0, -24)));
-    const double m = a / ldexp(1.0, ex - 1); /* [1, 2) */
-    return (uint16_t)(sign | (uint16_t)((ex - 1 + 15) << 10) | (uint16_t)((m - 1.0) * 1024.0));
-}
-
 typedef struct gq_param {
     double scale;
     int zero, maxq;

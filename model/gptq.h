@@ -55,7 +55,4 @@ void rc_gq_free(rc_gq_tensor *t);
 /* The upper triangle of H [K, K] += X^T X for X [T, K] (fp32 rows, double sums, fixed order). */
 void rc_gq_hessian_add(double *H, const float *X, int64_t T, int64_t K);
 
-/* The IEEE half bits of f, which must be exactly representable in fp16 (as every rc_gq_tensor scale is). */
-uint16_t rc_gq_f16_bits(float f);
-
 #endif

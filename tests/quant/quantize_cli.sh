@@ -21,6 +21,7 @@ done
 grep -q '"quant_method":	"gptq"' "$tmp/a/config.json" || fail "no quantization_config"
 grep -q '"group_size":	-1' "$tmp/int8/config.json" || fail "int8 is not per row"
 grep -q 'q_proj.qweight' "$tmp/a/model.safetensors" || fail "no GPTQ tensors"
+grep -q "\"method\":.*\"gptq\"" "$tmp/a/quantize.json" || fail "no quantize.json provenance"
 cmp "$tmp/a/model.safetensors" "$tmp/b/model.safetensors" || fail "two GPTQ runs differ"
 "$q" --model "$golden" --scheme int4-g32 --method rtn --out "$tmp/a" >"$tmp/log" 2>&1
 [ $? -eq 2 ] && grep -q 'already exists' "$tmp/log" || fail "an existing output was not refused"

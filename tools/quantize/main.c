@@ -9,8 +9,9 @@
 static const char usage[] =
     "usage: quantize --model DIR|GOLDEN.h5 --scheme int8|int4-g128|int4-g64|int4-g32 --method rtn|gptq\n"
     "                [--sym] [--calib IDS_FILE | --calib-golden] [--damp 0.01] [--block 128] --out DIR\n"
-    "  Quantizes every attention and MLP projection (embeddings, lm_head, norms and biases stay fp32) and\n"
-    "  writes DIR (new) as an HF GPTQ checkpoint: model.safetensors + config.json (quantization_config).\n"
+    "  Quantizes the attention, MLP and gated-delta-net projections (embeddings, lm_head, norms, biases stay\n"
+    "  fp32) and writes DIR (new) as an HF GPTQ checkpoint (model.safetensors, config.json with\n"
+    "  quantization_config, quantize.json), checked by loading it back before it is renamed into place.\n"
     "  int8: symmetric, one scale per output row; int4-gN: one (scale, zero) per N input columns,\n"
     "  asymmetric unless --sym. gptq calibrates each layer on the ref forward of the calibration ids\n"
     "  (a file of whitespace-separated ids, or the golden's prompt) through the already-quantized layers.\n"

@@ -12,10 +12,11 @@
 #include "forward.h"
 #include "gguf.h"
 #include "io.h"
+#include "quant.h"
 
 /* The four linear inputs of a layer and the probe that carries each. */
-enum { IN_ATTN, IN_CTX, IN_MLP, IN_ACT, N_IN };
-static const char *const in_probe[N_IN] = {"attn_norm", "attn.ctx", "mlp_norm", "mlp.act"};
+enum { IN_ATTN, IN_CTX, IN_GDN, IN_MLP, IN_ACT, N_IN };
+static const char *const in_probe[N_IN] = {"attn_norm", "attn.ctx", "gdn.normed", "mlp_norm", "mlp.act"};
 
 typedef struct lin_ref {
     char name[160];
@@ -26,6 +27,7 @@ typedef struct lin_ref {
 
 typedef struct find_ctx {
     const rc_model *m;
+    const rc_quant_scheme *s; /* model/quant's policy decides which matrices are quantized */
     lin_ref *out;
     int n, cap;
 } find_ctx;
@@ -38,10 +40,11 @@ static int find_visit(void *user, const char *name, int ndim, const int64_t *sha
         return 0;
     for (int l = 0; l < f->m->cfg.n_layers; l++) {
         const rc_layer_weights *w = &f->m->w.layers[l];
-        const float *const *slots[] = {&w->q, &w->k, &w->v, &w->o, &w->gate, &w->up, &w->down};
-        static const int input[] = {IN_ATTN, IN_ATTN, IN_ATTN, IN_CTX, IN_MLP, IN_MLP, IN_ACT};
-        for (int i = 0; i < 7; i++) {
-            if ((const float *const *)slot != slots[i] || f->n >= f->cap)
+        const float *const *slots[] = {&w->q,       &w->k,      &w->v,       &w->o,    &w->gate,
+                                       &w->up,      &w->down,   &w->gdn_qkv, &w->gdn_z, &w->gdn_out};
+        static const int input[] = {IN_ATTN, IN_ATTN, IN_ATTN, IN_CTX, IN_MLP, IN_MLP, IN_ACT, IN_ATTN, IN_ATTN, IN_GDN};
+        for (int i = 0; i < (int)(sizeof input / sizeof input[0]); i++) {
+            if ((const float *const *)slot != slots[i] || f->n >= f->cap || !rc_quant_policy_quantizes(name, f->s))
                 continue;
             const rc_tensor *t = rc_tensors_find(&f->m->store, name);
             if (!t || t->data != *slot) /* shared or derived: left alone */
@@ -123,6 +126,12 @@ static int layer_hessians(const rc_model *m, int l, const int32_t *ids, int64_t 
 }
 
 /* ---- the model ---- */
+rc_quant_scheme rcq_quant_scheme(const rc_gq_scheme *s)
+{
+    return (rc_quant_scheme){.family = s->sym ? RC_QF_SCALE : RC_QF_AFFINE, .bits = s->bits, .group = s->group,
+                             .gptq_v1 = 0, .lm_head = 0};
+}
+
 static double now(void)
 {
     struct timespec t;
@@ -134,7 +143,8 @@ int rcq_quantize(rc_model *m, const rcq_opts *o, const int32_t *calib, int64_t T
 {
     memset(out, 0, sizeof *out);
     const int L = m->cfg.n_layers;
-    find_ctx f = {.m = m, .cap = 7 * L};
+    const rc_quant_scheme qs = rcq_quant_scheme(&o->scheme);
+    find_ctx f = {.m = m, .s = &qs, .cap = 10 * L};
     f.out = rc_calloc(f.cap, sizeof *f.out, e, "the linear layers");
     out->lin = f.out ? rc_calloc(f.cap, sizeof *out->lin, e, "the quantized layers") : NULL;
     if (!out->lin) {
@@ -160,6 +170,7 @@ int rcq_quantize(rc_model *m, const rcq_opts *o, const int32_t *calib, int64_t T
                 continue;
             rcq_linear *q = &out->lin[out->n];
             snprintf(q->name, sizeof q->name, "%s", r->name);
+            q->layer = l;
             if (o->gptq) {
                 if (!h.H[r->input] || h.K[r->input] != r->cols) {
                     rc = rc_fail(e, RC_E_SHAPE, "quantize: %s has %lld inputs but probe L%d.%s gave %lld", r->name,

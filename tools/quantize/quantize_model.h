@@ -6,6 +6,7 @@
 
 #include "gptq.h"
 #include "model.h"
+#include "quant.h"
 
 typedef struct rcq_opts {
     rc_gq_scheme scheme;
@@ -16,18 +17,22 @@ typedef struct rcq_opts {
 
 typedef struct rcq_linear {
     char name[160]; /* HF weight name, "model.layers.3.mlp.down_proj.weight" */
+    int layer;
     rc_gq_tensor q;
 } rcq_linear;
 
 typedef struct rcq_model {
-    rcq_linear *lin; /* in layer order: q, k, v, o, gate, up, down */
+    rcq_linear *lin; /* in layer order */
     int n;
     double seconds;
 } rcq_model;
 
-/* Replaces every q/k/v/o/gate/up/down weight of m by its dequantized quantization (the tensors in out); the
- * other tensors (embeddings, lm_head, norms, biases, gated-delta-net projections) stay fp32. calib[T] is
- * needed for GPTQ only. */
+/* model/quant's scheme for s (gptq_v2 zeros, lm_head kept). */
+rc_quant_scheme rcq_quant_scheme(const rc_gq_scheme *s);
+
+/* Replaces every matrix model/quant's policy quantizes (attention, MLP and gated-delta-net projections) by its
+ * dequantized quantization (the tensors in out); the other tensors (embeddings, lm_head, norms, biases, the
+ * small gate projections) stay fp32. calib[T] is needed for GPTQ only. */
 int rcq_quantize(rc_model *m, const rcq_opts *o, const int32_t *calib, int64_t T, rcq_model *out, rc_err *e);
 void rcq_model_free(rcq_model *q);
 

@@ -1,7 +1,9 @@
-/* GPTQ-layout checkpoint writer: packing, the safetensors file, config.json, the atomic folder. */
+/* The quantize command's folder: rc_gqtensor -> model/quant's rc_qtensor, the writer, the load-back check, the
+ * atomic rename. */
 #include "write_gptq.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,133 +11,45 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- packing: P.qweight int32 [K*bits/32, N], P.qzeros int32 [K/g, N*bits/32], P.scales f16 [K/g, N],
- * P.g_idx int32 [K] ---- */
-typedef struct packed {
-    char base[160];
-    int32_t *qweight, *qzeros, *g_idx;
-    uint16_t *scales;
-    int64_t N, K, G, per; /* per: codes per int32 */
-} packed;
+#include "gptq_layout.h"
 
-static int pack(const rcq_linear *l, packed *p, rc_err *e)
+/* sym: the scale family, q - zero signed; asym: the affine family with the integer zero. The dequant is the same
+ * number: every scale is an fp16 value, so s * q, s * z and their difference are exact in fp32. */
+static int to_qtensor(const rcq_linear *l, rc_qtensor *t, rc_err *e)
 {
-    const rc_gq_tensor *t = &l->q;
-    memset(p, 0, sizeof *p);
-    const size_t n = strlen(l->name);
-    if (n < 8 || strcmp(l->name + n - 7, ".weight"))
-        return rc_fail(e, RC_E_FORMAT, "quantize: %s is not a .weight tensor", l->name);
-    snprintf(p->base, sizeof p->base, "%.*s", (int)(n - 7), l->name);
-    p->N = t->rows, p->K = t->cols, p->G = t->n_groups, p->per = 32 / t->bits;
-    if (p->K % p->per || p->N % p->per)
-        return rc_fail(e, RC_E_SHAPE, "quantize: %s [%lld, %lld] does not pack %lld codes per int32", l->name,
-                       (long long)p->N, (long long)p->K, (long long)p->per);
-    p->qweight = rc_calloc(p->K / p->per * p->N, sizeof *p->qweight, e, "qweight");
-    p->qzeros = p->qweight ? rc_calloc(p->G * (p->N / p->per), sizeof *p->qzeros, e, "qzeros") : NULL;
-    p->scales = p->qzeros ? rc_calloc(p->G * p->N, sizeof *p->scales, e, "scales") : NULL;
-    p->g_idx = p->scales ? rc_calloc(p->K, sizeof *p->g_idx, e, "g_idx") : NULL;
-    if (!p->g_idx)
-        return e->code;
-    const uint32_t mask = (1u << t->bits) - 1;
-    for (int64_t r = 0; r < p->N; r++)
-        for (int64_t k = 0; k < p->K; k++) {
-            uint32_t *w = (uint32_t *)&p->qweight[(k / p->per) * p->N + r];
-            *w |= ((uint32_t)t->q[r * p->K + k] & mask) << (t->bits * (k % p->per));
+    const rc_gq_tensor *g = &l->q;
+    int rc = rc_qtensor_alloc(t, l->name, g->sym ? RC_QF_SCALE : RC_QF_AFFINE, g->bits, g->rows, g->cols, g->group,
+                              !g->sym, e);
+    if (rc)
+        return rc;
+    for (int64_t r = 0; r < g->rows; r++)
+        for (int64_t c = 0; c < g->cols; c++) {
+            const int64_t gi = r * g->n_groups + c / g->group;
+            t->q[r * g->cols + c] = (int8_t)(g->sym ? (int)g->q[r * g->cols + c] - (int)g->zero[gi]
+                                                    : (int)g->q[r * g->cols + c]);
         }
-    for (int64_t g = 0; g < p->G; g++)
-        for (int64_t r = 0; r < p->N; r++) {
-            uint32_t *z = (uint32_t *)&p->qzeros[g * (p->N / p->per) + r / p->per];
-            *z |= ((uint32_t)t->zero[r * p->G + g] & mask) << (t->bits * (r % p->per));
-            p->scales[g * p->N + r] = rc_gq_f16_bits(t->scale[r * p->G + g]);
-        }
-    for (int64_t k = 0; k < p->K; k++)
-        p->g_idx[k] = (int32_t)(k / t->group);
+    memcpy(t->scale, g->scale, (size_t)(g->rows * g->n_groups) * sizeof *t->scale);
+    if (!g->sym) {
+        for (int64_t i = 0; i < g->rows * g->n_groups; i++)
+            t->zero[i] = g->zero[i];
+        rc_qtensor_set_offsets(t);
+    }
     return RC_OK;
 }
 
-static void packed_free(packed *p)
+static int write_meta(const char *path, const rcq_opts *o, const rcq_meta *meta, rc_err *e)
 {
-    free(p->qweight);
-    free(p->qzeros);
-    free(p->scales);
-    free(p->g_idx);
-}
-
-/* ---- safetensors ---- */
-typedef struct st_entry {
-    char name[192];
-    const char *dtype;
-    int ndim;
-    int64_t shape[2];
-    const void *data;
-    int64_t bytes;
-} st_entry;
-
-static int write_safetensors(const char *path, const st_entry *t, int n, rc_err *e)
-{
-    cJSON *h = cJSON_CreateObject();
-    int64_t off = 0;
-    for (int i = 0; i < n; i++) {
-        cJSON *o = cJSON_AddObjectToObject(h, t[i].name);
-        cJSON_AddStringToObject(o, "dtype", t[i].dtype);
-        cJSON *s = cJSON_AddArrayToObject(o, "shape");
-        for (int d = 0; d < t[i].ndim; d++)
-            cJSON_AddItemToArray(s, cJSON_CreateNumber((double)t[i].shape[d]));
-        cJSON *d = cJSON_AddArrayToObject(o, "data_offsets");
-        cJSON_AddItemToArray(d, cJSON_CreateNumber((double)off));
-        cJSON_AddItemToArray(d, cJSON_CreateNumber((double)(off + t[i].bytes)));
-        off += t[i].bytes;
-    }
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(h, "__metadata__"), "format", "pt");
-    char *js = cJSON_PrintUnformatted(h);
-    cJSON_Delete(h);
-    if (!js)
-        return rc_fail(e, RC_E_NOMEM, "%s: out of memory for the header", path);
-    uint64_t hl = strlen(js);
-    const uint64_t pad = (8 - hl % 8) % 8;
-    FILE *f = fopen(path, "wb");
-    int ok = f != NULL;
-    if (ok) {
-        const uint64_t total = hl + pad;
-        unsigned char len[8];
-        for (int i = 0; i < 8; i++)
-            len[i] = (unsigned char)(total >> (8 * i));
-        ok = fwrite(len, 1, 8, f) == 8 && fwrite(js, 1, hl, f) == hl && fwrite("        ", 1, pad, f) == pad;
-        for (int i = 0; i < n && ok; i++)
-            ok = fwrite(t[i].data, 1, (size_t)t[i].bytes, f) == (size_t)t[i].bytes;
-        ok = (fclose(f) == 0) && ok;
-    }
-    free(js);
-    return ok ? RC_OK : rc_fail(e, RC_E_IO, "%s: cannot write: %s", path, strerror(errno));
-}
-
-/* ---- config.json ---- */
-static int write_config(const char *path, const rcq_opts *o, const rcq_meta *meta, rc_err *e)
-{
-    cJSON *c = cJSON_Parse(meta->config_json);
-    if (!cJSON_IsObject(c)) {
-        cJSON_Delete(c);
-        return rc_fail(e, RC_E_FORMAT, "quantize: the source's config is not a JSON object");
-    }
-    cJSON_DeleteItemFromObjectCaseSensitive(c, "quantization_config");
-    cJSON *q = cJSON_AddObjectToObject(c, "quantization_config");
-    cJSON_AddStringToObject(q, "quant_method", "gptq");
-    cJSON_AddNumberToObject(q, "bits", o->scheme.bits);
-    cJSON_AddNumberToObject(q, "group_size", o->scheme.group ? o->scheme.group : -1);
-    cJSON_AddBoolToObject(q, "desc_act", 0);
-    cJSON_AddBoolToObject(q, "sym", o->scheme.sym);
-    cJSON_AddStringToObject(q, "checkpoint_format", "gptq_v2");
-    cJSON_AddNumberToObject(q, "damp_percent", meta->damp);
     char sch[48];
-    cJSON *r = cJSON_AddObjectToObject(q, "refchain");
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "tool", "refchain quantize");
     cJSON_AddStringToObject(r, "scheme", rc_gq_scheme_str(&o->scheme, sch, sizeof sch));
     cJSON_AddStringToObject(r, "method", meta->method);
     cJSON_AddStringToObject(r, "source", meta->source);
     cJSON_AddNumberToObject(r, "calibration_tokens", (double)meta->calib_tokens);
+    cJSON_AddNumberToObject(r, "damp", meta->damp);
     cJSON_AddNumberToObject(r, "block", meta->block);
-    cJSON_AddStringToObject(r, "kept_fp32", "embeddings, lm_head, norms, biases, gated-delta-net projections");
-    char *text = cJSON_Print(c);
-    cJSON_Delete(c);
+    char *text = cJSON_Print(r);
+    cJSON_Delete(r);
     FILE *f = text ? fopen(path, "w") : NULL;
     int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
     if (f)
@@ -144,23 +58,34 @@ static int write_config(const char *path, const rcq_opts *o, const rcq_meta *met
     return ok ? RC_OK : rc_fail(e, RC_E_IO, "%s: cannot write: %s", path, strerror(errno));
 }
 
-/* ---- the folder ---- */
-static int is_quantized(const rcq_model *q, const char *name)
+/* The folder loads back to m's tensors, bit for bit. */
+static int verify(const char *tmp, const rc_model *m, rc_err *e)
 {
-    for (int i = 0; i < q->n; i++)
-        if (!strcmp(q->lin[i].name, name))
-            return 1;
-    return 0;
+    rc_model back;
+    int rc = rc_model_load(&back, tmp, e);
+    if (rc)
+        return rc;
+    for (int i = 0; i < m->store.n && !rc; i++) {
+        const rc_tensor *a = &m->store.t[i], *b = rc_tensors_find(&back.store, a->name);
+        if (!b || b->numel != a->numel || memcmp(a->data, b->data, (size_t)a->numel * sizeof *a->data))
+            rc = rc_fail(e, RC_E_FORMAT, "quantize: %s reads back %s from the written folder", a->name,
+                         b ? "different values" : "missing");
+    }
+    rc_model_free(&back);
+    return rc;
 }
 
 static void remove_tmp(const char *tmp)
 {
-    static const char *const files[] = {"model.safetensors", "config.json"};
-    char p[4200];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", tmp, files[i]);
-        unlink(p);
-    }
+    DIR *d = opendir(tmp);
+    char p[4400];
+    for (struct dirent *x; d && (x = readdir(d));)
+        if (strcmp(x->d_name, ".") && strcmp(x->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", tmp, x->d_name);
+            unlink(p);
+        }
+    if (d)
+        closedir(d);
     rmdir(tmp);
 }
 
@@ -176,59 +101,44 @@ int rcq_write_gptq(const char *dir, const rc_model *m, const rcq_model *q, const
     snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", dir);
     if (!mkdtemp(tmp))
         return rc_fail(e, RC_E_IO, "%s: cannot create a temporary folder beside it: %s", dir, strerror(errno));
-    const int n_st = m->store.n, n_ent = n_st + 3 * q->n;
-    st_entry *ent = rc_calloc(n_ent, sizeof *ent, e, "the tensor list");
-    packed *pk = ent ? rc_calloc(q->n ? q->n : 1, sizeof *pk, e, "the packed tensors") : NULL;
-    int rc = pk ? RC_OK : e->code, k = 0;
-    for (int i = 0; i < n_st && !rc; i++) {
+    rc_tensors full = {0};
+    rc_qtensor *qt = rc_calloc(q->n ? q->n : 1, sizeof *qt, e, "the quantized tensors");
+    int rc = qt ? RC_OK : e->code;
+    for (int i = 0; i < q->n && !rc; i++)
+        rc = to_qtensor(&q->lin[i], &qt[i], e);
+    for (int i = 0; i < m->store.n && !rc; i++) {
         const rc_tensor *t = &m->store.t[i];
-        if (is_quantized(q, t->name))
+        int quantized = 0;
+        for (int j = 0; j < q->n && !quantized; j++)
+            quantized = !strcmp(q->lin[j].name, t->name);
+        if (quantized)
             continue;
-        if (t->ndim > 2) {
-            rc = rc_fail(e, RC_E_UNSUPPORTED, "quantize: %s has rank %d; the writer takes rank <= 2", t->name,
-                         t->ndim);
+        float *copy = rc_calloc(t->numel ? t->numel : 1, sizeof *copy, e, t->name);
+        if (!copy) {
+            rc = e->code;
             break;
         }
-        st_entry *s = &ent[k++];
-        *s = (st_entry){.dtype = "F32", .ndim = t->ndim, .data = t->data, .bytes = t->numel * 4};
-        snprintf(s->name, sizeof s->name, "%s", t->name);
-        for (int d = 0; d < t->ndim; d++)
-            s->shape[d] = t->shape[d];
+        memcpy(copy, t->data, (size_t)t->numel * sizeof *copy);
+        rc = rc_tensors_add(&full, t->name, t->ndim, t->shape, copy, e);
     }
-    for (int i = 0; i < q->n && !rc; i++) {
-        packed *p = &pk[i];
-        if ((rc = pack(&q->lin[i], p, e)))
-            break;
-        const st_entry add[4] = {
-            {"", "I32", 2, {p->K / p->per, p->N}, p->qweight, p->K / p->per * p->N * 4},
-            {"", "I32", 2, {p->G, p->N / p->per}, p->qzeros, p->G * (p->N / p->per) * 4},
-            {"", "F16", 2, {p->G, p->N}, p->scales, p->G * p->N * 2},
-            {"", "I32", 1, {p->K, 0}, p->g_idx, p->K * 4},
-        };
-        static const char *const suffix[4] = {"qweight", "qzeros", "scales", "g_idx"};
-        for (int j = 0; j < 4; j++) {
-            ent[k] = add[j];
-            snprintf(ent[k].name, sizeof ent[k].name, "%s.%s", p->base, suffix[j]);
-            k++;
-        }
-    }
+    const rc_quant_scheme qs = rcq_quant_scheme(&o->scheme);
+    if (!rc)
+        rc = rc_gptq_write(tmp, meta->config_json, &qs, &full, qt, q->n, e);
     if (!rc) {
-        snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-        rc = write_safetensors(path, ent, k, e);
+        snprintf(path, sizeof path, "%s/quantize.json", tmp);
+        rc = write_meta(path, o, meta, e);
     }
-    if (!rc) {
-        snprintf(path, sizeof path, "%s/config.json", tmp);
-        rc = write_config(path, o, meta, e);
-    }
+    if (!rc)
+        rc = verify(tmp, m, e);
     if (!rc && chmod(tmp, 0755)) /* mkdtemp made it 0700 */
         rc = rc_fail(e, RC_E_IO, "%s: cannot chmod: %s", tmp, strerror(errno));
     if (!rc && rename(tmp, dir))
         rc = rc_fail(e, RC_E_IO, "%s: cannot rename %s into place: %s", dir, tmp, strerror(errno));
     if (rc)
         remove_tmp(tmp);
-    for (int i = 0; pk && i < q->n; i++)
-        packed_free(&pk[i]);
-    free(pk);
-    free(ent);
+    for (int i = 0; qt && i < q->n; i++)
+        rc_qtensor_free(&qt[i]);
+    free(qt);
+    rc_tensors_free(&full);
     return rc;
 }
