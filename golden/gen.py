@@ -110,6 +110,15 @@ PRESETS = {
     "llama_rope_llama3": dict(model_type="llama", config=LLAMA3_ROPE_CFG, seed=1240, prompt_len=40, steps=16),
     "llama_rope_linear": dict(model_type="llama", config=LINEAR_ROPE_CFG, seed=1241, prompt_len=40, steps=16),
     "qwen3_rope_yarn": dict(model_type="qwen3", config=YARN_ROPE_CFG, seed=1242, prompt_len=40, steps=16),
+    # Quantized (see QUANT below): the llama shape with its matrices RTN-quantized in numpy, weights in a GPTQ
+    # safetensors file beside the golden, probes from HF's forward on the dequantized fp32 weights.
+    "llama_int8": dict(model_type="llama", config=LLAMA_CFG, seed=1250, prompt_len=24, steps=16,
+                       quant=dict(bits=8, group=-1, sym=True, v1=False)),
+    "llama_int4_g32": dict(model_type="llama", config=LLAMA_CFG, seed=1251, prompt_len=24, steps=16,
+                           quant=dict(bits=4, group=32, sym=False, v1=True)),
+    # hidden 128 / intermediate 256, so every matrix's K is a multiple of 128
+    "llama_int4_g128": dict(model_type="llama", config={**LLAMA_CFG, "hidden_size": 128, "intermediate_size": 256},
+                            seed=1252, prompt_len=24, steps=16, quant=dict(bits=4, group=128, sym=False, v1=False)),
 }
 
 # --------------------------------------------------------------------------------------------
@@ -495,6 +504,131 @@ def run_greedy(model, ids, steps):
     return tokens, logits
 
 
+# --------------------------------------------------------------------------------------------
+# Quantized goldens: round-to-nearest in numpy, written in the HF GPTQ layout, independently of model/quant.c.
+# Rules (docs/quantization.md), each operation rounded to fp32: symmetric w = s*q; asymmetric w = (s*q) + m with
+# m = -(s*z). Scales are rounded to fp16 (the layout stores fp16) before the codes are chosen.
+QUANT_SUFFIXES = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                  "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")
+
+
+def rtn_quantize(w, bits, group, sym):
+    """w [N, K] float32 -> (q [N, K] int, s [N, G] f32 (fp16 values), z [N, G] int or None)."""
+    N, K = w.shape
+    g = K if group == -1 else group
+    assert K % g == 0, (K, g)
+    x = w.reshape(N, K // g, g).astype(np.float32)
+    if sym:
+        qmax = 2 ** (bits - 1) - 1
+        s = (np.abs(x).max(-1) / np.float32(qmax)).astype(np.float16).astype(np.float32)
+        s[s == 0] = np.float32(1)
+        q = np.clip(np.rint(x / s[..., None]), -qmax - 1, qmax).astype(np.int64)
+        return q.reshape(N, K), s, None
+    qmax = 2 ** bits - 1
+    lo, hi = np.minimum(x.min(-1), 0), np.maximum(x.max(-1), 0)
+    s = ((hi - lo) / np.float32(qmax)).astype(np.float16).astype(np.float32)
+    s[s == 0] = np.float32(1)
+    z = np.clip(np.rint(-lo / s), 0, qmax).astype(np.int64)
+    q = np.clip(np.rint(x / s[..., None]) + z[..., None], 0, qmax).astype(np.int64)
+    return q.reshape(N, K), s, z
+
+
+def dequant(q, s, z, group):
+    N, K = q.shape
+    g = K if group == -1 else group
+    qf = q.reshape(N, K // g, g).astype(np.float32)
+    sq = (s[..., None] * qf).astype(np.float32)
+    if z is None:
+        return sq.reshape(N, K)
+    m = -(s * z.astype(np.float32)).astype(np.float32)
+    return (sq + m[..., None]).astype(np.float32).reshape(N, K)
+
+
+def gptq_pack(q, s, z, bits, group, sym, v1):
+    """The HF GPTQ tensors of one matrix: qweight int32 [K*bits/32, N] (codes along K, low bits first), qzeros
+    int32 [G, N*bits/32] (along N), scales fp16 [G, N], g_idx int32 [K]."""
+    N, K = q.shape
+    per, G = 32 // bits, s.shape[1]
+    g = K // G
+    half = 2 ** (bits - 1)
+    u = (q + half if sym else q).astype(np.uint32)  # stored codes are unsigned
+    zs = (np.full((N, G), half, np.int64) if sym else z) - (1 if v1 else 0)
+    assert zs.min() >= 0 and zs.max() < 2 ** bits, "zero not storable"
+    qweight = np.zeros((K // per, N), np.uint32)
+    ut = u.T  # [K, N]
+    for j in range(per):
+        qweight |= ut[j::per, :] << np.uint32(bits * j)
+    qzeros = np.zeros((G, N // per), np.uint32)
+    zt = zs.T.astype(np.uint32)  # [G, N]
+    for j in range(per):
+        qzeros |= zt[:, j::per] << np.uint32(bits * j)
+    return {"qweight": qweight.view(np.int32), "qzeros": qzeros.view(np.int32),
+            "scales": np.ascontiguousarray(s.T.astype(np.float16)), "g_idx": (np.arange(K) // g).astype(np.int32)}
+
+
+def gptq_unpack(t, bits, group, sym, v1, N, K):
+    """Independent inverse of gptq_pack (the validation round trip)."""
+    per = 32 // bits
+    mask = np.uint32(2 ** bits - 1)
+    qw, qz = t["qweight"].view(np.uint32), t["qzeros"].view(np.uint32)
+    u = np.stack([(qw >> np.uint32(bits * j)) & mask for j in range(per)], 1).reshape(K, N).T.astype(np.int64)
+    zs = np.stack([(qz >> np.uint32(bits * j)) & mask for j in range(per)], 2).reshape(qz.shape[0], N).T
+    z = zs.astype(np.int64) + (1 if v1 else 0)
+    s = t["scales"].astype(np.float32).T
+    half = 2 ** (bits - 1)
+    if sym:
+        assert np.all(z == half)
+        return u - half, s, None
+    return u, s, z
+
+
+def quantize_model(model, qp, st_path):
+    """Quantizes the model's matrices in place to their dequantized fp32 values; writes the GPTQ safetensors file
+    (every other tensor F32). Returns the quantization_config."""
+    from safetensors.numpy import load_file, save_file
+    bits, group, sym, v1 = qp["bits"], qp["group"], qp["sym"], qp["v1"]
+    sd = model.state_dict()
+    tensors, n_q = {}, 0
+    with torch.no_grad():
+        for name, t in sd.items():
+            if name == "lm_head.weight" and model.config.tie_word_embeddings:
+                continue
+            w = t.detach().to(torch.float32).numpy().copy()
+            if not name.endswith(QUANT_SUFFIXES):
+                tensors[name] = w
+                continue
+            q, s, z = rtn_quantize(w, bits, group, sym)
+            wq = dequant(q, s, z, group)
+            prefix = name[: -len(".weight")]
+            for k, a in gptq_pack(q, s, z, bits, group, sym, v1).items():
+                tensors[f"{prefix}.{k}"] = a
+            t.copy_(torch.from_numpy(wq))
+            n_q += 1
+    assert n_q == 7 * model.config.num_hidden_layers, n_q
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(st_path) + ".", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(st_path)))
+    os.close(fd)
+    try:
+        save_file({k: np.ascontiguousarray(a) for k, a in tensors.items()}, tmp, metadata={"format": "pt"})
+        back = load_file(tmp)
+        for name, t in model.state_dict().items():  # the file dequantizes to exactly the weights HF runs
+            if not name.endswith(QUANT_SUFFIXES):
+                continue
+            prefix = name[: -len(".weight")]
+            q, s, z = gptq_unpack({k: back[f"{prefix}.{k}"] for k in ("qweight", "qzeros")} |
+                                  {"scales": back[f"{prefix}.scales"]}, bits, group, sym, v1, *t.shape)
+            assert np.array_equal(dequant(q, s, z, group), t.numpy()), name
+            assert np.array_equal(back[f"{prefix}.g_idx"], tensors[f"{prefix}.g_idx"])
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, st_path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return {"quant_method": "gptq", "bits": bits, "group_size": group, "desc_act": False, "sym": sym,
+            "checkpoint_format": "gptq" if v1 else "gptq_v2", "lm_head": False, "pack_dtype": "int32"}
+
+
 def generate(preset_name, out_path, command):
     p = PRESETS[preset_name]
     arch = ARCHS[p["model_type"]]
@@ -502,6 +636,10 @@ def generate(preset_name, out_path, command):
     torch.set_num_threads(1)
     model, ids = build_model(p)
     cfg = model.config
+    qconfig, st_path = None, None
+    if p.get("quant"):
+        st_path = os.path.splitext(out_path)[0] + ".safetensors"
+        qconfig = quantize_model(model, p["quant"], st_path)
 
     probes, logits = capture_probes(model, ids, arch)
     order = probe_order(cfg, arch)
@@ -531,6 +669,16 @@ def generate(preset_name, out_path, command):
             assert t.data_ptr() == sd["model.embed_tokens.weight"].data_ptr()
             continue
         weights[name] = t.detach().to(torch.float32).numpy()
+    config_json = cfg.to_json_string(use_diff=False)
+    quant_attrs = {}
+    if qconfig:
+        import safetensors
+        weights = None
+        config_json = json.dumps(json.loads(config_json) | {"quantization_config": qconfig}, indent=2, sort_keys=True)
+        quant_attrs = dict(weights_file=os.path.basename(st_path), weights_size=np.int64(os.path.getsize(st_path)),
+                           weights_sha256=sha256_file(st_path), safetensors_version=safetensors.__version__,
+                           quantization="round-to-nearest in numpy (golden/gen.py rtn_quantize), GPTQ layout; "
+                                        "probes: HF on the dequantized fp32 weights")
 
     attrs = {
         "format": FORMAT,
@@ -541,12 +689,13 @@ def generate(preset_name, out_path, command):
         "model_type": p["model_type"],
         "seed": np.int64(p["seed"]),
         **run_attrs(),
-        "config_json": cfg.to_json_string(use_diff=False),
+        "config_json": config_json,
         "probe_order": "\n".join(order),
+        **quant_attrs,
     }
     assert cfg._attn_implementation == "eager"
 
-    write_golden(out_path, attrs, ids, order, probes, tokens, glogits, weights)
+    write_golden(out_path, attrs, ids, order, probes, tokens, glogits, weights, compress=bool(qconfig))
     return dict(path=out_path, size=os.path.getsize(out_path),
                 max_logit=float(logits.abs().max()), n_probes=len(order),
                 tokens=tokens.tolist())

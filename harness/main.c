@@ -33,6 +33,8 @@ static const char usage_text[] =
     "       harness faults [--only NAME] [--json OUT]\n"
     "       harness quality --stage S --model FILE.gguf|HF_DIR --text FILE [--max-tokens N] [--against B]\n"
     "                       [--json OUT] [--max-dnll X] [--device N] [engine mode flags]\n"
+    "       harness quant-quality --model M (--text FILE | --eval IDS (--calib IDS | --calib-golden)) [--group G]\n"
+    "                       [--calib-tokens N] [--eval-tokens N] [--greedy N] [--damp X] [--json OUT] [--check]\n"
     "       harness inspect FILE\n"
     "       harness --help | --version\n"
     "\n"
@@ -336,6 +338,8 @@ int main(int argc, char **argv)
         return cmd_compare(argc - 2, argv + 2);
     if (!strcmp(argv[1], "quality"))
         return rc_cmd_quality(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "quant-quality"))
+        return rc_cmd_quant_quality(argc - 2, argv + 2);
     if (!strcmp(argv[1], "inspect"))
         return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(argv[1], "chain"))

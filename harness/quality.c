@@ -117,7 +117,7 @@ static int64_t model_context(const char *path)
 }
 
 /* The text's ids under the model's own tokenizer (its special prefix, e.g. BOS, included). */
-static int text_ids(const char *model, const char *text_path, int32_t **ids, int64_t *n, rc_err *e)
+int rc_quality_text_ids(const char *model, const char *text_path, int32_t **ids, int64_t *n, rc_err *e)
 {
     struct stat sb;
     rc_text txt;
@@ -260,7 +260,7 @@ int rc_cmd_quality(int argc, char **argv)
     rc_err e = {0};
     int32_t *ids = NULL;
     int64_t n_text = 0;
-    if (text_ids(model, text, &ids, &n_text, &e)) {
+    if (rc_quality_text_ids(model, text, &ids, &n_text, &e)) {
         fprintf(stderr, "harness: error: %s\n", e.msg);
         return RC_EXIT_ERROR;
     }

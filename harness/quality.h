@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "err.h"
+
 typedef struct rc_quality {
     int64_t n;                  /* positions scored: T - 1 (position t predicts ids[t + 1]) */
     double nll_ref, nll_stage;  /* mean negative log-likelihood of the next token, natural log */
@@ -20,6 +22,10 @@ typedef struct rc_quality {
  * Returns 0, or -1 when a logit is NaN/Inf (q->bad_pos, q->bad_stage say where) or T < 2. */
 int rc_quality_score(const float *ref, const float *stage, const int32_t *ids, int64_t T, int64_t V,
                      rc_quality *q);
+/* The text file's ids under the model's own tokenizer (special prefix included); at least 2. */
+int rc_quality_text_ids(const char *model, const char *text_path, int32_t **ids, int64_t *n, rc_err *e);
+/* harness quant-quality (harness/quant_quality.c): the ΔNLL / KL / top-1 table per quantization scheme. */
+int rc_cmd_quant_quality(int argc, char **argv);
 /* harness quality --stage S --model M --text FILE [...]; returns the exit code. */
 int rc_cmd_quality(int argc, char **argv);
 

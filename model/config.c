@@ -996,9 +996,10 @@ static int check_meta(parse_ctx *p, const rc_config_field *f, const cJSON *it)
         return bad(p, f->name, it, "not implemented (only 1: the sliced pretraining matmuls differ in rounding)");
     if (strcmp(f->name, "quantization_config") == 0 && cJSON_IsObject(it)) {
         const cJSON *qm = cJSON_GetObjectItemCaseSensitive(it, "quant_method");
-        if (!(cJSON_IsString(qm) && strcmp(qm->valuestring, "gguf") == 0))
+        if (!(cJSON_IsString(qm) && (strcmp(qm->valuestring, "gguf") == 0 || strcmp(qm->valuestring, "gptq") == 0)))
             return bad(p, "quantization_config.quant_method", qm,
-                       "not implemented (only \"gguf\", whose weights the export dequantized)");
+                       "not implemented (only \"gguf\", whose weights the export dequantized, and \"gptq\", "
+                       "model/gptq_layout.h)");
     }
     return RC_OK;
 }

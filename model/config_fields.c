@@ -106,8 +106,8 @@ static const rc_config_field fields[] = {
     META("max_position_embeddings", "int|null", "the trained context: a limit on positions, not math (llama3 / yarn "
          "read it as their original context when nothing else gives one)")
     META("pretraining_tp", "int|null", "tensor-parallel degree at pretraining; 1 is the plain forward (others refused)")
-    META("quantization_config", "obj|null", "a GGUF export's record; its weights are already dequantized (other "
-         "quantization methods refused)")
+    META("quantization_config", "obj|null", "a GGUF export's record (weights already dequantized) or a GPTQ "
+         "checkpoint's (read by the weights loader, model/gptq_layout.c); other methods refused")
     META("bos_token_id", "ids|null", "a token id: tokenizer / generation metadata")
     META("eos_token_id", "ids|null", "a token id: tokenizer / generation metadata")
     META("pad_token_id", "ids|null", "a token id: tokenizer / generation metadata")

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "quant.h"
 #include "safetensors.h"
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
@@ -425,14 +426,26 @@ int rc_gguf_get_strs(const rc_gguf *g, const rc_gguf_kv *kv, rc_gguf_str *out, r
     return RC_OK;
 }
 
-/* ---- dequantization: the gguf package's float32 arithmetic, operation for operation ---- */
+/* ---- dequantization: the gguf package's float32 arithmetic, operation for operation; the quantized block
+ * types through the one rule of their family (model/quant.h) ---- */
 static float f16_at(const unsigned char *p)
 {
     return rc_f16_to_f32((uint16_t)le(p, 2));
 }
 
+/* A 4-bit block's 32 codes: low nibbles are values 0..15, high nibbles 16..31; minus bias. */
+static const int8_t *nibbles(const unsigned char *qs, int bias, int8_t *codes)
+{
+    for (int j = 0; j < 16; j++) {
+        codes[j] = (int8_t)((qs[j] & 0x0f) - bias);
+        codes[j + 16] = (int8_t)((qs[j] >> 4) - bias);
+    }
+    return codes;
+}
+
 int rc_ggml_dequant(uint32_t type, const unsigned char *src, int64_t n, float *dst, rc_err *e)
 {
+    int8_t codes[32];
     if (!type_supported(type))
         return rc_fail(e, RC_E_UNSUPPORTED, "ggml type %s is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1)",
                        rc_ggml_type_name(type) ? rc_ggml_type_name(type) : "?");
@@ -451,29 +464,15 @@ int rc_ggml_dequant(uint32_t type, const unsigned char *src, int64_t n, float *d
         }
         case RC_GGML_F16: y[0] = f16_at(q); break;
         case RC_GGML_BF16: y[0] = rc_bf16_to_f32((uint16_t)le(q, 2)); break;
-        case RC_GGML_Q8_0: {
-            const float d = f16_at(q);
-            for (int j = 0; j < 32; j++)
-                y[j] = (float)(int8_t)q[2 + j] * d;
+        case RC_GGML_Q8_0: /* scale family, q = the signed byte */
+            rc_qf_dequant_group(RC_QF_SCALE, f16_at(q), 0.0f, (const int8_t *)(q + 2), 32, y);
             break;
-        }
-        case RC_GGML_Q4_0: {
-            const float d = f16_at(q);
-            for (int j = 0; j < 16; j++) {
-                y[j] = d * (float)((q[2 + j] & 0x0f) - 8);
-                y[j + 16] = d * (float)((q[2 + j] >> 4) - 8);
-            }
+        case RC_GGML_Q4_0: /* scale family, q = nibble - 8 */
+        case RC_GGML_Q4_1: /* affine family, q = nibble, offset m */
+            rc_qf_dequant_group(type == RC_GGML_Q4_0 ? RC_QF_SCALE : RC_QF_AFFINE, f16_at(q),
+                                type == RC_GGML_Q4_1 ? f16_at(q + 2) : 0.0f,
+                                nibbles(q + (type == RC_GGML_Q4_1 ? 4 : 2), type == RC_GGML_Q4_0 ? 8 : 0, codes), 32, y);
             break;
-        }
-        case RC_GGML_Q4_1: {
-            const float d = f16_at(q), m = f16_at(q + 2);
-            for (int j = 0; j < 16; j++) {
-                const float lo = d * (float)(q[4 + j] & 0x0f), hi = d * (float)(q[4 + j] >> 4);
-                y[j] = lo + m;
-                y[j + 16] = hi + m;
-            }
-            break;
-        }
         }
     }
     return RC_OK;

@@ -87,3 +87,37 @@ char *rc_read_text(const char *path, const char *what, int64_t limit, rc_err *e)
     buf[len] = 0;
     return buf;
 }
+
+int rc_atomic_open(rc_atomic_file *a, const char *path, rc_err *e)
+{
+    memset(a, 0, sizeof *a);
+    if (strlen(path) + 32 >= sizeof a->tmp)
+        return rc_fail(e, RC_E_IO, "%.200s...: path too long", path);
+    snprintf(a->path, sizeof a->path, "%s", path);
+    snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (!(a->f = fopen(a->tmp, "wb")))
+        return rc_fail(e, RC_E_IO, "%s: cannot write (%s)", a->tmp, strerror(errno));
+    return RC_OK;
+}
+
+int rc_atomic_commit(rc_atomic_file *a, rc_err *e)
+{
+    int ok = !ferror(a->f) && fflush(a->f) == 0 && fsync(fileno(a->f)) == 0;
+    ok = fclose(a->f) == 0 && ok;
+    a->f = NULL;
+    if (!ok || rename(a->tmp, a->path) != 0) {
+        int err = errno;
+        unlink(a->tmp);
+        return rc_fail(e, RC_E_IO, "%s: write failed (%s)", a->path, strerror(err));
+    }
+    return RC_OK;
+}
+
+void rc_atomic_abort(rc_atomic_file *a)
+{
+    if (a->f)
+        fclose(a->f);
+    a->f = NULL;
+    if (a->tmp[0])
+        unlink(a->tmp);
+}

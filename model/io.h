@@ -3,6 +3,7 @@
 #define RC_IO_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "err.h"
 
@@ -19,5 +20,16 @@ int rc_open_regular(const char *path, const char *what, int64_t *size, rc_err *e
  * RC_READ_TEXT_MAX); RC_E_NOMEM when host memory runs out. Reads to the end of the file, so files whose
  * size the kernel reports as 0 (/proc) work too. */
 char *rc_read_text(const char *path, const char *what, int64_t limit, rc_err *e);
+
+/* A file written whole or not at all: a temporary beside path, renamed onto path by rc_atomic_commit. */
+typedef struct rc_atomic_file {
+    FILE *f;
+    char tmp[4096], path[4096];
+} rc_atomic_file;
+int rc_atomic_open(rc_atomic_file *a, const char *path, rc_err *e);
+/* Flushes, syncs and renames; on any failure removes the temporary (RC_E_IO naming path). */
+int rc_atomic_commit(rc_atomic_file *a, rc_err *e);
+/* Removes the temporary (after a failed write). */
+void rc_atomic_abort(rc_atomic_file *a);
 
 #endif

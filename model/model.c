@@ -2,10 +2,14 @@
 #include "model.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "gguf.h"
+#include "gptq_layout.h"
+#include "io.h"
 #include "safetensors.h"
 #include "weights_ref.h"
 
@@ -46,6 +50,40 @@ static const char *config_diff(const rc_config *a, const rc_config *b)
     return NULL;
 }
 
+/* A GPTQ checkpoint's store dequantized in place, when config_text (a config.json, or quantize_config.json)
+ * says it is one. */
+static int dequant_if_gptq(rc_model *m, const char *config_text, const char *what, rc_err *e)
+{
+    rc_quant_scheme s;
+    int found = 0, rc = rc_gptq_config_parse(config_text, what, &s, &found, e);
+    if (!rc && found)
+        rc = rc_gptq_dequant_store(&m->store, &s, &m->quant, what, e);
+    return rc;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    const size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* A golden that references a .safetensors file: the golden's config_json describes it (a GPTQ one through
+ * its quantization_config). */
+static int from_golden_safetensors(rc_model *m, rc_golden *g, const char *path, rc_err *e)
+{
+    int rc = rc_config_parse(g->config_json, &m->cfg, e);
+    if (rc) {
+        char tmp[sizeof e->msg];
+        snprintf(tmp, sizeof tmp, "%s", e->msg);
+        return rc_fail(e, rc, "%s: %s", g->path, tmp);
+    }
+    if ((rc = rc_safetensors_load(path, &m->store, e)) || (rc = dequant_if_gptq(m, g->config_json, path, e))) {
+        rc_model_free(m);
+        return rc;
+    }
+    return finish(m, e);
+}
+
 /* A golden that references its weights: the file found on the search path, whose own description must
  * be the golden's config. */
 static int from_golden_ref(rc_model *m, rc_golden *g, rc_err *e)
@@ -55,8 +93,11 @@ static int from_golden_ref(rc_model *m, rc_golden *g, rc_err *e)
                                     (int)sizeof path, e);
     if (rc)
         return rc;
+    if (!rc_gguf_is_gguf(path) && ends_with(path, ".safetensors"))
+        return from_golden_safetensors(m, g, path, e);
     if (!rc_gguf_is_gguf(path))
-        return rc_fail(e, RC_E_UNSUPPORTED, "%s: referenced weights file %s is not a GGUF file", g->path, path);
+        return rc_fail(e, RC_E_UNSUPPORTED, "%s: referenced weights file %s is neither a GGUF nor a .safetensors "
+                       "file", g->path, path);
     if ((rc = rc_model_load(m, path, e)))
         return rc;
     rc_config hf;
@@ -100,6 +141,20 @@ int rc_model_load_dir(rc_model *m, const char *dir, rc_err *e)
     int rc = rc_config_load_file(path, &m->cfg, e);
     if (!rc)
         rc = rc_safetensors_load_dir(dir, &m->store, e);
+    char *text = rc ? NULL : rc_read_text(path, "config", 0, e);
+    if (!rc && !text)
+        rc = e->code;
+    if (!rc)
+        rc = dequant_if_gptq(m, text, path, e);
+    free(text);
+    snprintf(path, sizeof path, "%s/quantize_config.json", dir);
+    if (!rc && !m->quant.on && access(path, F_OK) == 0) { /* AutoGPTQ: the scheme beside config.json */
+        if (!(text = rc_read_text(path, "quantize_config.json", 0, e)))
+            rc = e->code;
+        else
+            rc = dequant_if_gptq(m, text, path, e);
+        free(text);
+    }
     if (rc) {
         rc_model_free(m);
         return rc;
@@ -138,6 +193,7 @@ int rc_model_load(rc_model *m, const char *path, rc_err *e)
 
 void rc_model_free(rc_model *m)
 {
+    rc_quant_free(&m->quant);
     rc_weights_free(&m->w);
     rc_tensors_free(&m->store);
     rc_config_free(&m->cfg);

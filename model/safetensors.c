@@ -37,6 +37,26 @@ float rc_f16_to_f32(uint16_t h)
     return f;
 }
 
+uint16_t rc_f32_to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u) /* inf, nan (kept quiet) */
+        return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0));
+    if (a >= 0x477ff000u) /* rounds past 65504 */
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) { /* a subnormal half: value / 2^-24, rounded to nearest even */
+        float v;
+        memcpy(&v, &a, sizeof v);
+        return (uint16_t)(sign | (uint32_t)lrintf(v * 16777216.0f));
+    }
+    uint32_t h = ((a >> 13) - (112u << 10)), rest = a & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
 /* The byte range [begin, end) of one tensor within the data section. */
 typedef struct st_span {
     uint64_t begin, end;
@@ -68,13 +88,14 @@ static int add_tensor(const char *path, const cJSON *it, const unsigned char *da
     if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2)
         return rc_fail(e, RC_E_FORMAT, "%s: tensor '%s' has a malformed header entry", path, name);
     int esz;
-    if (strcmp(dt->valuestring, "F32") == 0)
+    const int is_i32 = strcmp(dt->valuestring, "I32") == 0;
+    if (strcmp(dt->valuestring, "F32") == 0 || is_i32)
         esz = 4;
     else if (strcmp(dt->valuestring, "BF16") == 0 || strcmp(dt->valuestring, "F16") == 0)
         esz = 2;
     else
-        return rc_fail(e, RC_E_UNSUPPORTED, "%s: tensor '%s' has dtype %s (supported: F32, F16, BF16)", path, name,
-                       dt->valuestring);
+        return rc_fail(e, RC_E_UNSUPPORTED, "%s: tensor '%s' has dtype %s (supported: F32, F16, BF16; I32 for GPTQ)",
+                       path, name, dt->valuestring);
     int ndim = cJSON_GetArraySize(sh);
     int64_t shape[RC_MAX_DIMS];
     if (ndim > RC_MAX_DIMS)
@@ -114,7 +135,10 @@ static int add_tensor(const char *path, const cJSON *it, const unsigned char *da
             out[i] = dt->valuestring[0] == 'B' ? rc_bf16_to_f32(h) : rc_f16_to_f32(h);
         }
     }
-    return rc_tensors_add(store, name, ndim, shape, out, e);
+    int rc = rc_tensors_add(store, name, ndim, shape, out, e);
+    if (!rc)
+        store->t[store->n - 1].is_i32 = is_i32;
+    return rc;
 }
 
 /* As safetensors itself requires: the tensors tile the data section exactly, no overlap, no hole, nothing after. */
@@ -261,5 +285,70 @@ int rc_safetensors_load_dir(const char *dir, rc_tensors *store, rc_err *e)
                          it->string, it->valuestring);
     }
     cJSON_Delete(idx);
+    return rc;
+}
+
+static int dtype_size(const char *dt)
+{
+    return !strcmp(dt, "F32") || !strcmp(dt, "I32") ? 4 : !strcmp(dt, "F16") || !strcmp(dt, "BF16") ? 2 : 0;
+}
+
+int rc_safetensors_write(const char *path, const rc_st_entry *t, int n, rc_err *e)
+{
+    cJSON *h = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(h, "__metadata__");
+    if (!h || !meta || !cJSON_AddStringToObject(meta, "format", "pt")) {
+        cJSON_Delete(h);
+        return rc_fail(e, RC_E_NOMEM, "out of host memory");
+    }
+    int64_t at = 0, *bytes = rc_calloc(n ? n : 1, sizeof *bytes, e, path);
+    int rc = bytes ? RC_OK : e->code;
+    for (int i = 0; !rc && i < n; i++) {
+        int64_t numel;
+        const int es = dtype_size(t[i].dtype);
+        if (!es || !rc_numel(t[i].ndim, t[i].shape, &numel) || !rc_mul_i64(numel, es, &bytes[i])) {
+            rc = rc_fail(e, RC_E_USAGE, "%s: tensor '%s': dtype %s or its shape cannot be written", path, t[i].name,
+                         t[i].dtype);
+            break;
+        }
+        cJSON *o = cJSON_AddObjectToObject(h, t[i].name), *sh = cJSON_CreateArray(), *off = cJSON_CreateArray();
+        int ok = o && sh && off && cJSON_AddStringToObject(o, "dtype", t[i].dtype);
+        for (int d = 0; ok && d < t[i].ndim; d++)
+            ok = cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t[i].shape[d]));
+        ok = ok && cJSON_AddItemToArray(off, cJSON_CreateNumber((double)at)) &&
+             cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(at + bytes[i])));
+        if (ok) {
+            cJSON_AddItemToObject(o, "shape", sh);
+            cJSON_AddItemToObject(o, "data_offsets", off);
+        } else {
+            cJSON_Delete(sh);
+            cJSON_Delete(off);
+            rc = rc_fail(e, RC_E_NOMEM, "out of host memory");
+        }
+        at += bytes[i];
+    }
+    char *js = rc ? NULL : cJSON_PrintUnformatted(h);
+    cJSON_Delete(h);
+    if (!rc && !js)
+        rc = rc_fail(e, RC_E_NOMEM, "out of host memory");
+    rc_atomic_file f;
+    if (!rc && !(rc = rc_atomic_open(&f, path, e))) {
+        const size_t len = strlen(js), padded = (len + 7) / 8 * 8;
+        unsigned char lenb[8];
+        for (int i = 0; i < 8; i++)
+            lenb[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+        int ok = fwrite(lenb, 1, 8, f.f) == 8 && fwrite(js, 1, len, f.f) == len;
+        for (size_t i = len; ok && i < padded; i++)
+            ok = fputc(' ', f.f) != EOF;
+        for (int i = 0; ok && i < n; i++)
+            ok = fwrite(t[i].data, 1, (size_t)bytes[i], f.f) == (size_t)bytes[i];
+        if (ok)
+            rc = rc_atomic_commit(&f, e);
+        else {
+            rc_atomic_abort(&f);
+            rc = rc_fail(e, RC_E_IO, "%s: write failed", path);
+        }
+    }
+    free(js);
+    free(bytes);
     return rc;
 }

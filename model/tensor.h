@@ -14,6 +14,7 @@ typedef struct rc_tensor {
     int64_t shape[RC_MAX_DIMS];
     int64_t numel;
     float *data; /* owned, fp32, row-major */
+    int is_i32;  /* data holds int32 values, not floats (a GPTQ checkpoint's packed codes; model/gptq_layout.h) */
 } rc_tensor;
 
 typedef struct rc_tensors {

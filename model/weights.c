@@ -105,8 +105,19 @@ static int bind_one(void *user, const char *name, int ndim, const int64_t *shape
     if (!t) {
         if (!required)
             return RC_OK;
+        char qn[256];
+        const size_t len = strlen(name);
+        if (len > 7 && len < 200 && !strcmp(name + len - 7, ".weight")) {
+            snprintf(qn, sizeof qn, "%.*s.qweight", (int)(len - 7), name);
+            if (rc_tensors_find(b->store, qn))
+                return rc_fail(b->e, RC_E_MISSING, "weights: tensor '%s' is missing; the checkpoint has '%s' (a GPTQ "
+                               "checkpoint without its quantization_config?)", name, qn);
+        }
         return rc_fail(b->e, RC_E_MISSING, "weights: tensor '%s' is missing", name);
     }
+    if (t->is_i32)
+        return rc_fail(b->e, RC_E_FORMAT, "weights: tensor '%s' holds int32 values, not weights (a GPTQ checkpoint "
+                       "without its quantization_config?)", name);
     int ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++)
         ok = t->shape[i] == shape[i];

@@ -1,0 +1,286 @@
+/* harness quant-quality: ref on each quantization scheme's dequantized weights against ref on the unquantized
+ * model: ΔNLL, KL, top-1 and greedy-token agreement over a held-out token stream, one table row a scheme. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "compare.h"
+#include "forward.h"
+#include "quality.h"
+#include "quantize_model.h"
+#include "util.h"
+
+typedef struct qq_row {
+    const char *scheme;
+    int sym, gptq;
+    rc_quality q;
+    int64_t greedy_equal, greedy_n; /* greedy tokens equal to the unquantized model's, of greedy_n */
+    double quantize_s, eval_s;
+} qq_row;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* out[n]: n greedy tokens after prompt[P] (ref, full forward per step). */
+static int greedy(const rc_model *m, const int32_t *prompt, int64_t P, int64_t n, int32_t *out, rc_err *e)
+{
+    const int64_t V = m->cfg.vocab;
+    int32_t *ids = malloc((size_t)(P + n) * sizeof *ids);
+    float *lg = rc_calloc((P + n) * V, sizeof *lg, e, "greedy logits");
+    int rc = ids && lg ? RC_OK : rc_fail(e, RC_E_NOMEM, "out of memory for the greedy run");
+    if (!rc)
+        memcpy(ids, prompt, (size_t)P * sizeof *ids);
+    for (int64_t s = 0; s < n && !rc; s++) {
+        if ((rc = ref_forward(m, ids, P + s, lg, NULL, e)))
+            break;
+        out[s] = ids[P + s] = rc_argmax(lg + (P + s - 1) * V, V);
+    }
+    free(ids);
+    free(lg);
+    return rc;
+}
+
+static cJSON *row_json(const qq_row *r)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "scheme", r->scheme);
+    cJSON_AddStringToObject(j, "zero", r->sym ? "symmetric" : "asymmetric");
+    cJSON_AddStringToObject(j, "method", r->gptq ? "gptq" : "rtn");
+    cJSON_AddNumberToObject(j, "dnll", r->q.nll_stage - r->q.nll_ref);
+    cJSON_AddNumberToObject(j, "nll", r->q.nll_stage);
+    cJSON_AddNumberToObject(j, "nll_ref", r->q.nll_ref);
+    cJSON_AddNumberToObject(j, "kl_mean", r->q.kl_mean);
+    cJSON_AddNumberToObject(j, "kl_max", r->q.kl_max);
+    cJSON_AddNumberToObject(j, "top1_agreement", (double)r->q.top1_agree / (double)r->q.n);
+    cJSON_AddNumberToObject(j, "greedy_equal", (double)r->greedy_equal);
+    cJSON_AddNumberToObject(j, "greedy_tokens", (double)r->greedy_n);
+    cJSON_AddNumberToObject(j, "quantize_seconds", r->quantize_s);
+    cJSON_AddNumberToObject(j, "eval_seconds", r->eval_s);
+    return j;
+}
+
+/* One scheme: the model reloaded, quantized in place, scored against the unquantized logits lr and greedy g0. */
+static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int32_t *calib, int64_t C,
+                   const int32_t *ev, int64_t T, const float *lr, const int32_t *g0, int64_t P, int64_t G, rc_err *e)
+{
+    rcq_source src;
+    int rc = rcq_source_load(&src, model, e);
+    if (rc)
+        return rc;
+    rcq_opts o = {.gptq = r->gptq, .gq = *gq, .progress = 0};
+    rcq_model qm = {0};
+    const int64_t V = src.m.cfg.vocab;
+    float *ls = NULL;
+    int32_t *g1 = NULL;
+    double t0 = now_s();
+    if (!(rc = rc_gq_scheme_parse(r->scheme, r->sym, &o.scheme, e)))
+        rc = rcq_quantize(&src.m, &o, calib, C, &qm, e);
+    r->quantize_s = now_s() - t0;
+    t0 = now_s();
+    if (!rc && (!(ls = rc_calloc(T * V, sizeof *ls, e, "quantized logits")) ||
+                !(g1 = rc_calloc(G ? G : 1, sizeof *g1, e, "greedy tokens"))))
+        rc = e->code;
+    if (!rc)
+        rc = ref_forward(&src.m, ev, T, ls, NULL, e);
+    if (!rc && rc_quality_score(lr, ls, ev, T, V, &r->q))
+        rc = rc_fail(e, RC_E_RANGE, "%s (%s): the quantized model's logits hold NaN/Inf at position %lld", r->scheme,
+                     r->gptq ? "gptq" : "rtn", (long long)r->q.bad_pos);
+    if (!rc && G)
+        rc = greedy(&src.m, ev, P, G, g1, e);
+    r->greedy_n = G;
+    r->greedy_equal = 0;
+    for (int64_t s = 0; !rc && s < G && g1[s] == g0[s]; s++)
+        r->greedy_equal++;
+    r->eval_s = now_s() - t0;
+    free(ls);
+    free(g1);
+    rcq_model_free(&qm);
+    rcq_source_free(&src);
+    return rc;
+}
+
+int rc_cmd_quant_quality(int argc, char **argv)
+{
+    const char *model = NULL, *calib = NULL, *eval = NULL, *text = NULL, *json = NULL;
+    long group = 128, n_calib = 128, n_eval = 256, n_greedy = 16;
+    int calib_golden = 0, check = 0;
+    rc_gq_opts gq = {.damp = 0.01, .block = 128};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const int has = i + 1 < argc;
+        char *end;
+        long *count = NULL;
+        if (!strcmp(a, "--calib-golden"))
+            calib_golden = 1;
+        else if (!strcmp(a, "--check"))
+            check = 1;
+        else if (!strcmp(a, "--model") && has)
+            model = argv[++i];
+        else if (!strcmp(a, "--calib") && has)
+            calib = argv[++i];
+        else if (!strcmp(a, "--eval") && has)
+            eval = argv[++i];
+        else if (!strcmp(a, "--text") && has)
+            text = argv[++i];
+        else if (!strcmp(a, "--json") && has)
+            json = argv[++i];
+        else if (!strcmp(a, "--damp") && has) {
+            gq.damp = strtod(argv[++i], &end);
+            if (*end || end == argv[i] || !(gq.damp >= 0 && gq.damp <= 1))
+                return rc_usage_error("--damp needs a number in [0, 1], got '%s'", argv[i]);
+        } else if (!strcmp(a, "--group") && has)
+            count = &group;
+        else if (!strcmp(a, "--calib-tokens") && has)
+            count = &n_calib;
+        else if (!strcmp(a, "--eval-tokens") && has)
+            count = &n_eval;
+        else if (!strcmp(a, "--greedy") && has)
+            count = &n_greedy;
+        else
+            return rc_usage_error("quant-quality: unknown or incomplete argument '%s'", a);
+        if (count) {
+            *count = strtol(argv[++i], &end, 10);
+            if (*end || end == argv[i] || *count < 0 || *count > 1000000)
+                return rc_usage_error("quant-quality needs a count in [0, 1000000], got '%s'", argv[i]);
+        }
+    }
+    if (!model || (!text && !eval))
+        return rc_usage_error("quant-quality needs --model and --text FILE or --eval IDS_FILE%s", "");
+    if (group != 128 && group != 64 && group != 32)
+        return rc_usage_error("--group is 32, 64 or 128, got '%s'", group == 0 ? "0" : "another");
+    if (text && (eval || calib || calib_golden))
+        return rc_usage_error("--text splits one stream into calibration and held-out ids; it excludes "
+                              "--eval, --calib and --calib-golden%s", "");
+    rc_err e = {0};
+    rcq_source src;
+    if (rcq_source_load(&src, model, &e)) {
+        fprintf(stderr, "harness: error: %s\n", e.msg);
+        return RC_EXIT_ERROR;
+    }
+    int32_t *cal = NULL, *ev = NULL, *all = NULL;
+    int64_t C = 0, T = 0, n_all = 0;
+    int rc = RC_OK;
+    if (text) {
+        if (!(rc = rc_quality_text_ids(model, text, &all, &n_all, &e)) && n_all < n_calib + 2)
+            rc = rc_fail(&e, RC_E_FORMAT, "%s: %lld tokens; --calib-tokens %ld leave fewer than 2 held out", text,
+                         (long long)n_all, n_calib);
+        if (!rc) {
+            C = n_calib;
+            T = n_all - C < n_eval ? n_all - C : n_eval;
+            cal = malloc((size_t)(C ? C : 1) * sizeof *cal);
+            ev = malloc((size_t)T * sizeof *ev);
+            if (!cal || !ev)
+                rc = rc_fail(&e, RC_E_NOMEM, "out of memory for the ids");
+            else {
+                memcpy(cal, all, (size_t)C * sizeof *cal);
+                memcpy(ev, all + C, (size_t)T * sizeof *ev);
+            }
+        }
+    } else {
+        rc = rcq_read_ids(eval, src.m.cfg.vocab, &ev, &T, &e);
+        if (!rc && T > n_eval)
+            T = n_eval;
+        if (!rc && T < 2)
+            rc = rc_fail(&e, RC_E_FORMAT, "%s: a held-out stream needs at least 2 ids", eval);
+        if (!rc && calib)
+            rc = rcq_read_ids(calib, src.m.cfg.vocab, &cal, &C, &e);
+        else if (!rc && calib_golden) {
+            if (!src.ids)
+                rc = rc_fail(&e, RC_E_USAGE, "%s: --calib-golden needs a golden .h5 with a prompt", model);
+            else
+                cal = src.ids, C = src.n_ids, src.ids = NULL;
+        } else if (!rc)
+            rc = rc_fail(&e, RC_E_USAGE, "quant-quality needs --calib IDS_FILE or --calib-golden with --eval");
+        if (!rc && C > n_calib)
+            C = n_calib;
+    }
+    if (!rc && C < 1)
+        rc = rc_fail(&e, RC_E_USAGE, "GPTQ needs at least one calibration token");
+    const int64_t V = src.m.cfg.vocab, P = T / 2 < 8 ? T / 2 : 8, G = n_greedy;
+    float *lr = rc ? NULL : rc_calloc(T * V, sizeof *lr, &e, "reference logits");
+    int32_t *g0 = rc ? NULL : rc_calloc(G ? G : 1, sizeof *g0, &e, "greedy tokens");
+    if (!rc && (!lr || !g0))
+        rc = e.code;
+    double t0 = now_s();
+    if (!rc)
+        rc = ref_forward(&src.m, ev, T, lr, NULL, &e);
+    if (!rc && G)
+        rc = greedy(&src.m, ev, P, G, g0, &e);
+    const double ref_s = now_s() - t0;
+    char g4[16];
+    snprintf(g4, sizeof g4, "int4-g%ld", group);
+    qq_row rows[] = {
+        {"int8", 1, 0, {0}, 0, 0, 0, 0},
+        {g4, 0, 0, {0}, 0, 0, 0, 0},
+        {g4, 1, 0, {0}, 0, 0, 0, 0},
+        {g4, 1, 1, {0}, 0, 0, 0, 0},
+        {g4, 0, 1, {0}, 0, 0, 0, 0},
+    };
+    const int nr = (int)(sizeof rows / sizeof rows[0]);
+    if (!rc) {
+        printf("quant-quality %s: ref on dequantized weights against ref unquantized\n", model);
+        printf("calibration %lld tokens, held-out %lld tokens, greedy %lld tokens after %lld; damp %g, block %d\n",
+               (long long)C, (long long)T, (long long)G, (long long)P, gq.damp, gq.block);
+        printf("%-10s %-5s %-6s %12s %12s %12s %8s %8s %9s\n", "scheme", "zero", "method", "ΔNLL", "KL mean",
+               "KL max", "top-1", "greedy", "time (s)");
+    }
+    for (int i = 0; i < nr && !rc; i++) {
+        qq_row *r = &rows[i];
+        if ((rc = run_row(model, r, &gq, cal, C, ev, T, lr, g0, P, G, &e)))
+            break;
+        char gr[32];
+        snprintf(gr, sizeof gr, "%lld/%lld", (long long)r->greedy_equal, (long long)r->greedy_n);
+        printf("%-10s %-5s %-6s %+12.5e %12.5e %12.5e %7.2f%% %8s %9.1f\n", r->scheme, r->sym ? "sym" : "asym",
+               r->gptq ? "gptq" : "rtn", r->q.nll_stage - r->q.nll_ref, r->q.kl_mean, r->q.kl_max,
+               100.0 * (double)r->q.top1_agree / (double)r->q.n, gr, r->quantize_s + r->eval_s);
+        fflush(stdout);
+    }
+    int exit_code = rc ? RC_EXIT_ERROR : RC_EXIT_PASS;
+    if (rc)
+        fprintf(stderr, "harness: error: %s\n", e.msg);
+    else {
+        printf("reference NLL %.6f (ref %.1f s)\n", rows[0].q.nll_ref, ref_s);
+        const double d_rtn_a = rows[1].q.nll_stage, d_rtn_s = rows[2].q.nll_stage;
+        const int gptq_wins = rows[3].q.nll_stage < d_rtn_s && rows[4].q.nll_stage < d_rtn_a;
+        const int int8_greedy = rows[0].greedy_equal == rows[0].greedy_n;
+        printf("GPTQ below RTN at %s (sym and asym ΔNLL): %s; int8 greedy tokens equal: %s\n", g4,
+               gptq_wins ? "yes" : "NO", int8_greedy ? "yes" : "NO");
+        if (check) {
+            exit_code = gptq_wins && int8_greedy ? RC_EXIT_PASS : RC_EXIT_BOUND;
+            printf("VERDICT quant-quality: %s\n", exit_code ? "FAIL" : "PASS");
+        }
+        if (json) {
+            cJSON *root = cJSON_CreateObject();
+            cJSON_AddStringToObject(root, "tool", "refchain harness quant-quality");
+            cJSON_AddStringToObject(root, "model", model);
+            cJSON_AddNumberToObject(root, "exit_code", exit_code);
+            cJSON_AddNumberToObject(root, "calibration_tokens", (double)C);
+            cJSON_AddNumberToObject(root, "heldout_tokens", (double)T);
+            cJSON_AddNumberToObject(root, "damp", gq.damp);
+            cJSON_AddNumberToObject(root, "block", gq.block);
+            cJSON *arr = cJSON_AddArrayToObject(root, "rows");
+            for (int i = 0; i < nr; i++)
+                cJSON_AddItemToArray(arr, row_json(&rows[i]));
+            char *out = cJSON_Print(root);
+            const int wrc = out ? rc_write_file_atomic(json, out, 1) : RC_EXIT_ERROR;
+            if (wrc > exit_code)
+                exit_code = wrc;
+            free(out);
+            cJSON_Delete(root);
+        }
+    }
+    free(lr);
+    free(g0);
+    free(cal);
+    free(ev);
+    free(all);
+    rcq_source_free(&src);
+    return exit_code;
+}

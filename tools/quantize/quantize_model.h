@@ -1,0 +1,53 @@
+/* Quantizes a loaded model's attention and MLP projections in place, layer by layer; GPTQ's Hessians come from
+ * the ref forward over a calibration token set, each layer's from the activations of the already-quantized
+ * layers before it. */
+#ifndef RCQ_QUANTIZE_MODEL_H
+#define RCQ_QUANTIZE_MODEL_H
+
+#include "gptq.h"
+#include "model.h"
+#include "quant.h"
+
+typedef struct rcq_opts {
+    rc_gq_scheme scheme;
+    int gptq;      /* 0: round to nearest (no calibration) */
+    rc_gq_opts gq; /* damping, block */
+    int progress;  /* "layer i/L" lines on stderr */
+} rcq_opts;
+
+typedef struct rcq_linear {
+    char name[160]; /* HF weight name, "model.layers.3.mlp.down_proj.weight" */
+    int layer;
+    rc_gq_tensor q;
+} rcq_linear;
+
+typedef struct rcq_model {
+    rcq_linear *lin; /* in layer order */
+    int n;
+    double seconds;
+} rcq_model;
+
+/* model/quant's scheme for s (gptq_v2 zeros, lm_head kept). */
+rc_quant_scheme rcq_quant_scheme(const rc_gq_scheme *s);
+
+/* Replaces every matrix model/quant's policy quantizes (attention, MLP and gated-delta-net projections) by its
+ * dequantized quantization (the tensors in out); the other tensors (embeddings, lm_head, norms, biases, the
+ * small gate projections) stay fp32. calib[T] is needed for GPTQ only. */
+int rcq_quantize(rc_model *m, const rcq_opts *o, const int32_t *calib, int64_t T, rcq_model *out, rc_err *e);
+void rcq_model_free(rcq_model *q);
+
+/* A model to quantize from a golden .h5, an HF folder or a GGUF file; *config_json (malloc'd) its HF config
+ * text (NULL for GGUF), *ids[*n] a golden's prompt (NULL otherwise). */
+typedef struct rcq_source {
+    rc_model m;
+    char *config_json;
+    int32_t *ids;
+    int64_t n_ids;
+} rcq_source;
+int rcq_source_load(rcq_source *s, const char *path, rc_err *e);
+void rcq_source_free(rcq_source *s);
+
+/* Token ids from a text file of whitespace-separated integers, each in [0, vocab). */
+int rcq_read_ids(const char *path, int64_t vocab, int32_t **ids, int64_t *n, rc_err *e);
+
+#endif
