@@ -478,6 +478,30 @@ int rc_ggml_dequant(uint32_t type, const unsigned char *src, int64_t n, float *d
     return RC_OK;
 }
 
+int rc_gguf_tensor_qtensor(const rc_gguf_tensor *t, const char *name, rc_qtensor *out, rc_err *e)
+{
+    memset(out, 0, sizeof *out);
+    const int q8 = t->type == RC_GGML_Q8_0, q41 = t->type == RC_GGML_Q4_1;
+    if ((!q8 && !q41 && t->type != RC_GGML_Q4_0) || t->ndim != 2)
+        return rc_fail(e, RC_E_UNSUPPORTED, "GGUF tensor '%s' (%s, %d-d) is not a 2-d Q8_0, Q4_0 or Q4_1 matrix",
+                       t->name, rc_ggml_type_name(t->type), t->ndim);
+    int rc = rc_qtensor_alloc(out, name, q41 ? RC_QF_AFFINE : RC_QF_SCALE, q8 ? 8 : 4, t->ne[1], t->ne[0], 32, 0, e);
+    if (rc)
+        return rc;
+    const int bs = ggml_types[t->type].size;
+    for (int64_t b = 0; b < t->numel / 32; b++) { /* block b = row b / (K/32), group b % (K/32) */
+        const unsigned char *q = t->data + b * bs;
+        out->scale[b] = f16_at(q);
+        if (q41)
+            out->offset[b] = f16_at(q + 2);
+        if (q8)
+            memcpy(out->q + b * 32, q + 2, 32);
+        else
+            nibbles(q + (q41 ? 4 : 2), q41 ? 0 : 8, out->q + b * 32);
+    }
+    return RC_OK;
+}
+
 int rc_gguf_tensor_f32(const rc_gguf *g, const rc_gguf_tensor *t, float **out, rc_err *e)
 {
     *out = NULL;

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "gguf.h"
 #include "gptq_layout.h"
 #include "model.h"
 #include "quant.h"
@@ -420,6 +421,43 @@ static void test_schemes_and_policy(void **state)
         assert_int_equal(rc_f32_to_f16(rc_f16_to_f32((uint16_t)h)), h);
 }
 
+#ifndef RC_TEST_GGUF_DIR
+#define RC_TEST_GGUF_DIR "tests/gguf"
+#endif
+
+/* GGUF's quantized blocks as the families: Q8_0 and Q4_0 scale, Q4_1 affine; the qtensor dequantizes to the
+ * bytes the reader (itself bit-exact against the gguf package) gives. */
+static void test_gguf_families(void **state)
+{
+    (void)state;
+    static const struct { const char *name; rc_qfamily fam; int bits; } cases[] = {
+        {"q8_0", RC_QF_SCALE, 8}, {"q4_0", RC_QF_SCALE, 4}, {"q4_1", RC_QF_AFFINE, 4}};
+    rc_gguf g;
+    rc_err e = {0};
+    assert_int_equal(rc_gguf_open(&g, RC_TEST_GGUF_DIR "/dequant.gguf", &e), RC_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const rc_gguf_tensor *t = rc_gguf_find_tensor(&g, cases[i].name);
+        assert_non_null(t);
+        rc_qtensor q;
+        float *want, *got = malloc((size_t)t->numel * sizeof *got);
+        assert_int_equal(rc_gguf_tensor_qtensor(t, cases[i].name, &q, &e), RC_OK);
+        assert_int_equal(q.family, cases[i].fam);
+        assert_int_equal(q.bits, cases[i].bits);
+        assert_int_equal(q.group, 32);
+        assert_int_equal(q.n * q.k, t->numel);
+        assert_int_equal(rc_qtensor_check(&q, &e), RC_OK);
+        assert_int_equal(rc_gguf_tensor_f32(&g, t, &want, &e), RC_OK);
+        rc_qtensor_dequant(&q, got);
+        assert_memory_equal(got, want, (size_t)t->numel * sizeof *got);
+        free(got);
+        free(want);
+        rc_qtensor_free(&q);
+    }
+    assert_int_equal(rc_gguf_tensor_qtensor(rc_gguf_find_tensor(&g, "f16"), "f16", &(rc_qtensor){0}, &e),
+                     RC_E_UNSUPPORTED);
+    rc_gguf_close(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -427,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_v1_v2_zeros),     cmocka_unit_test(test_golden_v1),
         cmocka_unit_test(test_write_then_load), cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_store_refusals),  cmocka_unit_test(test_schemes_and_policy),
+        cmocka_unit_test(test_gguf_families),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
