@@ -82,7 +82,9 @@ int rc_gguf_tensor_f32(const rc_gguf *g, const rc_gguf_tensor *t, float **out, r
 
 /* A llama GGUF as a model: the description HF's GGUF loader builds (through a config.json that
  * rc_config_parse reads), and every tensor dequantized under its HF name, q/k rows un-permuted as
- * transformers does. Other architectures are refused by name. */
-int rc_gguf_load_model(const char *path, rc_config *cfg, rc_tensors *store, rc_err *e);
+ * transformers does. Other architectures are refused by name. quant (may be NULL) gets every 2-d Q8_0/Q4_0/Q4_1
+ * matrix as a qtensor (rows un-permuted alike; each carries its own family, bits and group; quant->scheme stays
+ * zero: a GGUF mixes types). */
+int rc_gguf_load_model(const char *path, rc_config *cfg, rc_tensors *store, rc_quant *quant, rc_err *e);
 
 #endif

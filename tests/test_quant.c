@@ -456,6 +456,24 @@ static void test_gguf_families(void **state)
     assert_int_equal(rc_gguf_tensor_qtensor(rc_gguf_find_tensor(&g, "f16"), "f16", &(rc_qtensor){0}, &e),
                      RC_E_UNSUPPORTED);
     rc_gguf_close(&g);
+    /* a GGUF model keeps its quantized matrices, q/k rows un-permuted like the fp32 copies the stages bind */
+    rc_model m;
+    if (rc_model_load(&m, RC_TEST_GGUF_DIR "/tiny_llama.gguf", &e))
+        fail_msg("%s", e.msg);
+    assert_true(m.quant.on);
+    int qk = 0;
+    for (int i = 0; i < m.quant.n; i++) {
+        const rc_qtensor *q = &m.quant.t[i];
+        const rc_tensor *t = rc_tensors_find(&m.store, q->name);
+        assert_non_null(t);
+        float *w = malloc((size_t)t->numel * sizeof *w);
+        rc_qtensor_dequant(q, w);
+        assert_memory_equal(w, t->data, (size_t)t->numel * sizeof *w);
+        free(w);
+        qk += strstr(q->name, "q_proj") || strstr(q->name, "k_proj");
+    }
+    assert_true(m.quant.n >= 8 && qk >= 2);
+    rc_model_free(&m);
 }
 
 int main(void)
