@@ -478,6 +478,30 @@ int rc_ggml_dequant(uint32_t type, const unsigned char *src, int64_t n, float *d
     return RC_OK;
 }
 
+int rc_gguf_tensor_qtensor(const rc_gguf_tensor *t, const char *name, rc_qtensor *out, rc_err *e)
+{
+    memset(out, 0, sizeof *out);
+    const int q8 = t->type == RC_GGML_Q8_0, q41 = t->type == RC_GGML_Q4_1;
+    if ((!q8 && !q41 && t->type != RC_GGML_Q4_0) || t->ndim != 2)
+        return rc_fail(e, RC_E_UNSUPPORTED, "GGUF tensor '%s' (%s, %d-d) is not a 2-d Q8_0, Q4_0 or Q4_1 matrix",
+                       t->name, rc_ggml_type_name(t->type), t->ndim);
+    int rc = rc_qtensor_alloc(out, name, q41 ? RC_QF_AFFINE : RC_QF_SCALE, q8 ? 8 : 4, t->ne[1], t->ne[0], 32, 0, e);
+    if (rc)
+        return rc;
+    const int bs = ggml_types[t->type].size;
+    for (int64_t b = 0; b < t->numel / 32; b++) { /* block b = row b / (K/32), group b % (K/32) */
+        const unsigned char *q = t->data + b * bs;
+        out->scale[b] = f16_at(q);
+        if (q41)
+            out->offset[b] = f16_at(q + 2);
+        if (q8)
+            memcpy(out->q + b * 32, q + 2, 32);
+        else
+            nibbles(q + (q41 ? 4 : 2), q41 ? 0 : 8, out->q + b * 32);
+    }
+    return RC_OK;
+}
+
 int rc_gguf_tensor_f32(const rc_gguf *g, const rc_gguf_tensor *t, float **out, rc_err *e)
 {
     *out = NULL;
@@ -610,28 +634,53 @@ done:
 }
 
 /* transformers' LlamaTensorProcessor._reverse_permute_weights: rows viewed as [heads, 2, D/2] become
- * [heads, D/2, 2] (llama.cpp's convert script interleaved the rotary halves). */
-static int reverse_permute(float *w, const int64_t *shape, int ndim, int64_t heads, const char *name, rc_err *e)
+ * [heads, D/2, 2] (llama.cpp's convert script interleaved the rotary halves). A row is row_bytes bytes (fp32
+ * weights, or a quantized matrix's codes, scales and offsets: its groups run along the row). */
+static int reverse_permute(void *w, int64_t rows, size_t row_bytes, int64_t heads, const char *name, rc_err *e)
 {
-    const int64_t rows = shape[0], cols = ndim > 1 ? shape[1] : 1;
     if (heads < 1 || rows % (2 * heads))
         return rc_fail(e, RC_E_SHAPE, "GGUF tensor '%s': %lld rows do not split into %lld heads of rotary pairs", name,
                        (long long)rows, (long long)heads);
     const int64_t half = rows / heads / 2;
-    float *tmp = rc_calloc(rows * cols, sizeof *tmp, e, name);
+    unsigned char *tmp = rc_calloc(rows, (int64_t)row_bytes, e, name), *src = w;
     if (!tmp)
         return e->code;
     for (int64_t h = 0; h < heads; h++)
         for (int64_t d = 0; d < half; d++)
             for (int64_t j = 0; j < 2; j++) /* new row [h, j, d] = old row [h, d, j] */
-                memcpy(tmp + ((h * 2 + j) * half + d) * cols, w + ((h * half + d) * 2 + j) * cols,
-                       (size_t)cols * sizeof *w);
-    memcpy(w, tmp, (size_t)(rows * cols) * sizeof *w);
+                memcpy(tmp + ((h * 2 + j) * half + d) * row_bytes, src + ((h * half + d) * 2 + j) * row_bytes,
+                       row_bytes);
+    memcpy(w, tmp, (size_t)rows * row_bytes);
     free(tmp);
     return RC_OK;
 }
 
-static int load_llama_tensors(const rc_gguf *g, int64_t n_heads, int64_t n_kv_heads, rc_tensors *store, rc_err *e)
+/* A Q8_0/Q4_0/Q4_1 matrix kept as a qtensor (rows un-permuted like its fp32 copy) in quant. */
+static int keep_qtensor(const rc_gguf_tensor *t, const char *hf, int64_t heads, rc_quant *quant, rc_err *e)
+{
+    rc_qtensor *grown = realloc(quant->t, (size_t)(quant->n + 1) * sizeof *grown);
+    if (!grown)
+        return rc_fail(e, RC_E_NOMEM, "out of host memory");
+    quant->t = grown;
+    rc_qtensor *x = &quant->t[quant->n];
+    int rc = rc_gguf_tensor_qtensor(t, hf, x, e);
+    if (rc)
+        return rc;
+    const int64_t G = x->k / x->group;
+    if (heads && ((rc = reverse_permute(x->q, x->n, (size_t)x->k, heads, t->name, e)) ||
+                  (rc = reverse_permute(x->scale, x->n, (size_t)G * sizeof *x->scale, heads, t->name, e)) ||
+                  (x->offset && (rc = reverse_permute(x->offset, x->n, (size_t)G * sizeof *x->offset, heads, t->name,
+                                                      e))))) {
+        rc_qtensor_free(x);
+        return rc;
+    }
+    quant->n++;
+    quant->on = 1;
+    return RC_OK;
+}
+
+static int load_llama_tensors(const rc_gguf *g, int64_t n_heads, int64_t n_kv_heads, rc_tensors *store,
+                              rc_quant *quant, rc_err *e)
 {
     for (int64_t i = 0; i < g->n_t; i++) {
         const rc_gguf_tensor *t = &g->t[i];
@@ -644,20 +693,25 @@ static int load_llama_tensors(const rc_gguf *g, int64_t n_heads, int64_t n_kv_he
         int64_t shape[RC_MAX_DIMS];
         for (int d = 0; d < t->ndim; d++) /* GGUF lists dimensions innermost first */
             shape[d] = t->ne[t->ndim - 1 - d];
+        const int64_t heads = qk ? (qk == 1 ? n_heads : n_kv_heads) : 0;
         float *w;
         if ((rc = rc_gguf_tensor_f32(g, t, &w, e)))
             return rc;
-        if (qk && (rc = reverse_permute(w, shape, t->ndim, qk == 1 ? n_heads : n_kv_heads, t->name, e))) {
+        if (qk && (rc = reverse_permute(w, shape[0], (size_t)(t->ndim > 1 ? shape[1] : 1) * sizeof *w, heads,
+                                        t->name, e))) {
             free(w);
             return rc;
         }
         if ((rc = rc_tensors_add(store, hf, t->ndim, shape, w, e)))
             return rc;
+        const int qtype = t->type == RC_GGML_Q8_0 || t->type == RC_GGML_Q4_0 || t->type == RC_GGML_Q4_1;
+        if (quant && qtype && t->ndim == 2 && (rc = keep_qtensor(t, hf, heads, quant, e)))
+            return rc;
     }
     return RC_OK;
 }
 
-int rc_gguf_load_model(const char *path, rc_config *cfg, rc_tensors *store, rc_err *e)
+int rc_gguf_load_model(const char *path, rc_config *cfg, rc_tensors *store, rc_quant *quant, rc_err *e)
 {
     memset(cfg, 0, sizeof *cfg);
     rc_gguf g;
@@ -681,12 +735,14 @@ int rc_gguf_load_model(const char *path, rc_config *cfg, rc_tensors *store, rc_e
         rc = rc_fail(e, rc, "%s: %s", path, tmp);
     }
     if (!rc)
-        rc = load_llama_tensors(&g, nh, nkv, store, e);
+        rc = load_llama_tensors(&g, nh, nkv, store, quant, e);
     free(json);
     rc_gguf_close(&g);
     if (rc) {
         rc_config_free(cfg);
         rc_tensors_free(store);
+        if (quant)
+            rc_quant_free(quant);
     }
     return rc;
 }

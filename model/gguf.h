@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "quant.h"
 #include "tensor.h"
 
 /* GGUF metadata value types */
@@ -72,12 +73,18 @@ const char *rc_ggml_type_name(uint32_t type);
 /* Dequantizes n values of a supported type (n a multiple of its block) into dst, bit-identical to the gguf
  * Python package's dequantize. */
 int rc_ggml_dequant(uint32_t type, const unsigned char *src, int64_t n, float *dst, rc_err *e);
+/* A 2-d Q8_0, Q4_0 or Q4_1 tensor as a quantized matrix named name (model/quant.h): rows ne[1], columns ne[0],
+ * group 32; Q8_0 and Q4_0 the scale family (Q4_0's codes nibble - 8), Q4_1 the affine family (its offsets m, no
+ * integer zeros). rc_qtensor_dequant of it equals rc_gguf_tensor_f32 bit for bit. */
+int rc_gguf_tensor_qtensor(const rc_gguf_tensor *t, const char *name, rc_qtensor *out, rc_err *e);
 /* A tensor dequantized to a malloc'd fp32 array of numel values. */
 int rc_gguf_tensor_f32(const rc_gguf *g, const rc_gguf_tensor *t, float **out, rc_err *e);
 
 /* A llama GGUF as a model: the description HF's GGUF loader builds (through a config.json that
  * rc_config_parse reads), and every tensor dequantized under its HF name, q/k rows un-permuted as
- * transformers does. Other architectures are refused by name. */
-int rc_gguf_load_model(const char *path, rc_config *cfg, rc_tensors *store, rc_err *e);
+ * transformers does. Other architectures are refused by name. quant (may be NULL) gets every 2-d Q8_0/Q4_0/Q4_1
+ * matrix as a qtensor (rows un-permuted alike; each carries its own family, bits and group; quant->scheme stays
+ * zero: a GGUF mixes types). */
+int rc_gguf_load_model(const char *path, rc_config *cfg, rc_tensors *store, rc_quant *quant, rc_err *e);
 
 #endif

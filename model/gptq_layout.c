@@ -273,11 +273,10 @@ int rc_gptq_dequant_store(rc_tensors *store, const rc_quant_scheme *s, rc_quant 
             rc_qtensor_dequant(x, w);
             rc = rc_tensors_add(&out, x->name, 2, (const int64_t[]){x->n, x->k}, w, e);
         } else if (!gone[i]) {
-            rc = rc_tensors_add(&out, t->name, t->ndim, t->shape, t->data, e);
-            if (!rc) {
+            rc = rc_tensors_add(&out, t->name, t->ndim, t->shape, t->data, e); /* owns data now, even on error */
+            t->data = NULL;
+            if (!rc)
                 out.t[out.n - 1].is_i32 = t->is_i32;
-                t->data = NULL;
-            }
         }
     }
     free(gone);

@@ -165,7 +165,7 @@ int rc_model_load_dir(rc_model *m, const char *dir, rc_err *e)
 int rc_model_load_gguf(rc_model *m, const char *path, rc_err *e)
 {
     memset(m, 0, sizeof *m);
-    int rc = rc_gguf_load_model(path, &m->cfg, &m->store, e);
+    int rc = rc_gguf_load_model(path, &m->cfg, &m->store, &m->quant, e);
     if (rc) {
         memset(m, 0, sizeof *m);
         return rc;

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "gguf.h"
 #include "gptq_layout.h"
 #include "model.h"
 #include "quant.h"
@@ -420,6 +421,61 @@ static void test_schemes_and_policy(void **state)
         assert_int_equal(rc_f32_to_f16(rc_f16_to_f32((uint16_t)h)), h);
 }
 
+#ifndef RC_TEST_GGUF_DIR
+#define RC_TEST_GGUF_DIR "tests/gguf"
+#endif
+
+/* GGUF's quantized blocks as the families: Q8_0 and Q4_0 scale, Q4_1 affine; the qtensor dequantizes to the
+ * bytes the reader (itself bit-exact against the gguf package) gives. */
+static void test_gguf_families(void **state)
+{
+    (void)state;
+    static const struct { const char *name; rc_qfamily fam; int bits; } cases[] = {
+        {"q8_0", RC_QF_SCALE, 8}, {"q4_0", RC_QF_SCALE, 4}, {"q4_1", RC_QF_AFFINE, 4}};
+    rc_gguf g;
+    rc_err e = {0};
+    assert_int_equal(rc_gguf_open(&g, RC_TEST_GGUF_DIR "/dequant.gguf", &e), RC_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const rc_gguf_tensor *t = rc_gguf_find_tensor(&g, cases[i].name);
+        assert_non_null(t);
+        rc_qtensor q;
+        float *want, *got = malloc((size_t)t->numel * sizeof *got);
+        assert_int_equal(rc_gguf_tensor_qtensor(t, cases[i].name, &q, &e), RC_OK);
+        assert_int_equal(q.family, cases[i].fam);
+        assert_int_equal(q.bits, cases[i].bits);
+        assert_int_equal(q.group, 32);
+        assert_int_equal(q.n * q.k, t->numel);
+        assert_int_equal(rc_qtensor_check(&q, &e), RC_OK);
+        assert_int_equal(rc_gguf_tensor_f32(&g, t, &want, &e), RC_OK);
+        rc_qtensor_dequant(&q, got);
+        assert_memory_equal(got, want, (size_t)t->numel * sizeof *got);
+        free(got);
+        free(want);
+        rc_qtensor_free(&q);
+    }
+    assert_int_equal(rc_gguf_tensor_qtensor(rc_gguf_find_tensor(&g, "f16"), "f16", &(rc_qtensor){0}, &e),
+                     RC_E_UNSUPPORTED);
+    rc_gguf_close(&g);
+    /* a GGUF model keeps its quantized matrices, q/k rows un-permuted like the fp32 copies the stages bind */
+    rc_model m;
+    if (rc_model_load(&m, RC_TEST_GGUF_DIR "/tiny_llama.gguf", &e))
+        fail_msg("%s", e.msg);
+    assert_true(m.quant.on);
+    int qk = 0;
+    for (int i = 0; i < m.quant.n; i++) {
+        const rc_qtensor *q = &m.quant.t[i];
+        const rc_tensor *t = rc_tensors_find(&m.store, q->name);
+        assert_non_null(t);
+        float *w = malloc((size_t)t->numel * sizeof *w);
+        rc_qtensor_dequant(q, w);
+        assert_memory_equal(w, t->data, (size_t)t->numel * sizeof *w);
+        free(w);
+        qk += strstr(q->name, "q_proj") || strstr(q->name, "k_proj");
+    }
+    assert_true(m.quant.n >= 8 && qk >= 2);
+    rc_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -427,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_v1_v2_zeros),     cmocka_unit_test(test_golden_v1),
         cmocka_unit_test(test_write_then_load), cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_store_refusals),  cmocka_unit_test(test_schemes_and_policy),
+        cmocka_unit_test(test_gguf_families),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

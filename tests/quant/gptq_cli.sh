@@ -3,6 +3,8 @@
 # AutoGPTQ v1, group 32, asymmetric checkpoint) and the config fixtures here, run by `harness compare --stage ref
 # --against ref --model DIR`: the checkpoint as it is passes (its scheme in config.json, or in quantize_config.json
 # beside a plain config.json); each unsupported option or a layout the config contradicts is refused by name, exit 2.
+# Fixtures: config.json is golden/llama_int4_g32.h5's config_json; config_plain.json the same without its
+# quantization_config, which quantize_config.json holds.
 set -u
 ee=$1 h=$2 w=$3 fx=$4
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gptq_cli.XXXXXX") || exit 2
