@@ -367,6 +367,7 @@ int eng_bench_main(int argc, char **argv)
     eng_opts_default(&o);
     o.log = stderr;
     o.max_ctx = 1024;
+    o.prefill_chunk = 2048; /* HF prefills a prompt in one pass; --prefill-chunk (a memory flag) overrides it */
     int f32 = 0, mem_flag = 0, np = 1, no_stream = 0;
     long steps = 16, rounds = 3, prompts[MAX_PROMPTS] = {16};
     unsigned long long seed = 1;
