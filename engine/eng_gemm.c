@@ -25,6 +25,7 @@ struct eng_gemm {
     gemm_shape *sh;
     int n, max_rows, max_k, scratch_n;
     uint16_t *d_xb; /* [max_rows, max_k] bf16 activations */
+    void *d_ws;     /* ENG_GEMM_WS bytes of cuBLASLt workspace (split-K stays 1: see pin_config) */
     float *d_acc;   /* [max_rows, scratch_n] accumulators of a bias + residual GEMM */
 };
 
@@ -77,7 +78,7 @@ int eng_gemm_supported(int device, char *why, size_t cap)
 
 int64_t eng_gemm_device_bytes(int max_rows, int max_k, int scratch_n)
 {
-    return (int64_t)max_rows * max_k * 2 + (int64_t)max_rows * scratch_n * 4;
+    return (int64_t)max_rows * max_k * 2 + (int64_t)max_rows * scratch_n * 4 + ENG_GEMM_WS;
 }
 
 static gemm_shape *find(const eng_gemm *g, int N, int K)
@@ -107,7 +108,7 @@ static int algo_ok(eng_gemm *g, const cublasLtMatmulAlgo_t *algo, int N, int K, 
     cublasLtMatmulHeuristicResult_t r;
     memset(&r, 0, sizeof r);
     const cublasStatus_t st = cublasLtMatmulAlgoCheck(g->lt, &g->desc, &a, &b, &d, &d, algo, &r);
-    return st == CUBLAS_STATUS_SUCCESS && r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize == 0;
+    return st == CUBLAS_STATUS_SUCCESS && r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= ENG_GEMM_WS;
 }
 
 /* Split-K 1, no reduction; refuses an algorithm whose accumulator is known not to be fp32. */
@@ -135,7 +136,7 @@ static int pin_shape(eng_gemm *g, gemm_shape *s, FILE *log, rc_err *e)
     if (layouts(s->N, s->K, ENG_GEMM_REF_ROWS, &a, &b, &d, e))
         return e->code;
     cublasLtMatmulPreferenceOpaque_t pref;
-    const uint64_t ws = 0;
+    const uint64_t ws = ENG_GEMM_WS;
     LT(cublasLtMatmulPreferenceInit(&pref));
     LT(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     cublasLtMatmulHeuristicResult_t res[TRY];
@@ -243,6 +244,7 @@ void eng_gemm_close(eng_gemm *g)
     if (!g)
         return;
     cudaFree(g->d_xb);
+    cudaFree(g->d_ws);
     cudaFree(g->d_acc);
     cudaGetLastError();
     if (g->lt)
@@ -308,6 +310,8 @@ static int open_all(eng_gemm *g, const eng_gemm_shape *shapes, int n, FILE *log,
                 return rc;
         }
     int rc = gemm_alloc((void **)&g->d_xb, (int64_t)g->max_rows * g->max_k * 2, acct, "bf16 GEMM activations", e);
+    if (!rc)
+        rc = gemm_alloc(&g->d_ws, ENG_GEMM_WS, acct, "cuBLASLt workspace", e);
     if (!rc)
         rc = gemm_alloc((void **)&g->d_acc, (int64_t)g->max_rows * g->scratch_n * 4, acct, "GEMM accumulators", e);
     return rc;
@@ -376,7 +380,7 @@ int eng_gemm_run(eng_gemm *g, float *y, const float *x, const uint16_t *W, const
         RT(cudaMemcpyAsync(y, res, (size_t)M * N * 4, cudaMemcpyDeviceToDevice, s));
     const float one = 1.0f, zero = 0.0f;
     const float *beta = res && !b ? &one : &zero;
-    LT(cublasLtMatmul(g->lt, &g->desc, &one, W, &la, g->d_xb, &lb, beta, d, &ld, d, &ld, &sh->algo, NULL, 0, s));
+    LT(cublasLtMatmul(g->lt, &g->desc, &one, W, &la, g->d_xb, &lb, beta, d, &ld, d, &ld, &sh->algo, g->d_ws, ENG_GEMM_WS, s));
     if (b)
         RT(engk_bias_res(y, d, b, res, M, N, s));
     return RC_OK;

@@ -20,6 +20,10 @@ extern "C" {
 #define ENG_GEMM_REF_ROWS 2048
 /* Pointer alignment the pinned algorithms may assume (cuBLASLt's default preference); eng_gemm_run checks it. */
 #define ENG_GEMM_ALIGN 256
+/* cuBLASLt workspace: the H200's heuristic offers no workspace-free kernel for some wide shapes (q|k|v 6144 x 4096,
+ * gate|up 28672 x 4096); split-K is still forced to 1 and the reduction scheme to none (engine.gemm proves the
+ * bits independent of the row count). */
+#define ENG_GEMM_WS ((size_t)32 << 20)
 
 typedef struct eng_gemm eng_gemm;
 
