@@ -90,11 +90,16 @@ identity | identity-synth)
             printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" "$tok" "$lg"
         done
     }
+    # a budget 10% above the smallest plan at the group's tile, as the engine's own refusal of a 1-byte budget
+    # names it (the plan includes the prefill GEMM's fixed cuBLASLt workspace on GPUs that run it)
+    smallest_budget() {
+        local sm
+        sm=$("$ENGINE" "${src[@]}" "${f[@]}" --kv-tile "$1" --vram-budget 1 2>&1 | sed -n 's/.*smallest plan.* needs \([0-9.]*\) \([KMG]\)iB.*/\1 \2/p')
+        [ -n "$sm" ] || { echo "FAIL: no smallest plan from --vram-budget 1" >&2; return 1; }
+        echo "$sm" | awk '{m = $2 == "K" ? 1 : $2 == "M" ? 1024 : 1048576; printf "%dK", $1 * m * 1.1 + 1}'
+    }
     if [ "$cmd" = identity ]; then
-        # a budget 10% above the golden's smallest plan, as the engine's own refusal of a 1-byte budget names it
-        smallest=$("$ENGINE" "${src[@]}" "${f[@]}" --kv-tile 8 --vram-budget 1 2>&1 | sed -n 's/.*smallest plan.* needs \([0-9.]*\) \([KMG]\)iB.*/\1 \2/p')
-        budget=$(echo "$smallest" | awk '{m = $2 == "K" ? 1 : $2 == "M" ? 1024 : 1048576; printf "%dK", $1 * m * 1.1 + 1}')
-        [ -n "$smallest" ] || { echo "FAIL: no smallest plan from --vram-budget 1"; exit 1; }
+        budget=$(smallest_budget 8) || exit 1
         run_group 8 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
             "resident-layers 2|--resident-layers 2" "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" \
             "prefill-chunk 5|--prefill-chunk 5" "prefill-chunk 1|--prefill-chunk 1" "prefill-chunk 3|--prefill-chunk 3" \
@@ -110,6 +115,7 @@ identity | identity-synth)
         run_group 16 "sample full|${s[*]}" \
             "sample rl1+kv-offload+vocab-on-cpu|${s[*]} --resident-layers 1 --kv-offload --vocab-on-cpu"
     elif [ "$g" = synth-hybrid ]; then
+        budget=$(smallest_budget 4) || exit 1
         run_group 4 "full|" "rerun|" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
             "resident-layers 2|--resident-layers 2" "resident-layers 3|--resident-layers 3" \
             "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" "prefill-chunk 1|--prefill-chunk 1" \
@@ -119,16 +125,17 @@ identity | identity-synth)
             "rl0+kv-offload+chunk 7|--resident-layers 0 --kv-offload --prefill-chunk 7" \
             "rl1+vocab-on-cpu+chunk 1|--resident-layers 1 --vocab-on-cpu --prefill-chunk 1" \
             "rl2+kv-offload+chunk 5|--resident-layers 2 --kv-offload --prefill-chunk 5" \
-            "vram-budget 12M|--vram-budget 12M"
+            "vram-budget $budget|--vram-budget $budget"
         run_group 512 "full|" "kv-offload+chunk 3|--kv-offload --prefill-chunk 3"
     else
+        budget=$(smallest_budget 4) || exit 1
         run_group 4 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
             "resident-layers 2|--resident-layers 2" "resident-layers 3|--resident-layers 3" \
             "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" "prefill-chunk 3|--prefill-chunk 3" \
             "rl2+kv-offload+vocab-on-cpu|--resident-layers 2 --kv-offload --vocab-on-cpu" \
             "rl3+kv-offload|--resident-layers 3 --kv-offload" \
             "rl0+kv-offload+chunk 6|--resident-layers 0 --kv-offload --prefill-chunk 6" \
-            "vram-budget 8M|--vram-budget 8M"
+            "vram-budget $budget|--vram-budget $budget"
     fi
     if [ "$fails" -ne 0 ]; then
         echo "FAIL: $fails mode(s) differ from their reference run"
