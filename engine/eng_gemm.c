@@ -154,12 +154,10 @@ static int pin_shape(eng_gemm *g, gemm_shape *s, FILE *log, rc_err *e)
         if (!pin_config(&algo))
             continue;
         int ok = 1;
-        for (size_t r = 0; r < sizeof rows / sizeof rows[0] && ok; r++) {
-            const int c = algo_ok(g, &algo, s->N, s->K, rows[r], e);
-            if (c < 0)
-                return e->code;
-            ok = c;
-        }
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0] && ok == 1; r++)
+            ok = algo_ok(g, &algo, s->N, s->K, rows[r], e);
+        if (ok < 0)
+            return e->code;
         if (ok) {
             s->algo = algo;
             s->pinned = 1;
@@ -172,37 +170,6 @@ static int pin_shape(eng_gemm *g, gemm_shape *s, FILE *log, rc_err *e)
                     eng_gemm_describe(g, s->N, s->K, buf, sizeof buf));
         else
             fprintf(log, "engine: prefill GEMM N=%d K=%d: CUDA-core k_matmul (cuBLASLt: %s)\n", s->N, s->K, why);
-    }
-    return RC_OK;
-}
-
-/* The first pinned shape's algorithm (shapes in the model's order: a fixed choice) that cuBLASLt accepts for s
- * at 1 and ENG_GEMM_REF_ROWS rows with no workspace: on the H200 the heuristic offers only split-K or
- * workspace kernels for some wide shapes (q|k|v 6144 x 4096, gate|up 28672 x 4096) while the tile
- * configuration it picks for 4096 x 4096 runs them without either. */
-static int borrow_algo(eng_gemm *g, gemm_shape *s, FILE *log, rc_err *e)
-{
-    const int rows[] = {1, ENG_GEMM_REF_ROWS};
-    for (int j = 0; j < g->n && !s->pinned; j++) {
-        if (!g->sh[j].pinned || &g->sh[j] == s)
-            continue;
-        cublasLtMatmulAlgo_t algo = g->sh[j].algo;
-        int ok = 1;
-        for (size_t r = 0; r < sizeof rows / sizeof rows[0] && ok; r++) {
-            const int c = algo_ok(g, &algo, s->N, s->K, rows[r], e);
-            if (c < 0)
-                return e->code;
-            ok = c;
-        }
-        if (ok) {
-            s->algo = algo;
-            s->pinned = 1;
-            if (log) {
-                char buf[192];
-                fprintf(log, "engine: prefill GEMM N=%d K=%d: cuBLASLt pinned, borrowed from N=%d K=%d (%s)\n", s->N,
-                        s->K, g->sh[j].N, g->sh[j].K, eng_gemm_describe(g, s->N, s->K, buf, sizeof buf));
-            }
-        }
     }
     return RC_OK;
 }
@@ -303,12 +270,6 @@ static int open_all(eng_gemm *g, const eng_gemm_shape *shapes, int n, FILE *log,
         if (rc)
             return rc;
     }
-    for (int i = 0; i < g->n; i++) /* a shape the heuristic found nothing for borrows a pinned shape's algorithm */
-        if (!g->sh[i].pinned) {
-            int rc = borrow_algo(g, &g->sh[i], log, e);
-            if (rc)
-                return rc;
-        }
     int rc = gemm_alloc((void **)&g->d_xb, (int64_t)g->max_rows * g->max_k * 2, acct, "bf16 GEMM activations", e);
     if (!rc)
         rc = gemm_alloc(&g->d_ws, ENG_GEMM_WS, acct, "cuBLASLt workspace", e);
