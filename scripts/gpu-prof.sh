@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Per-kernel profile of the engine on the GPU machine (from the repo root, .debs/ carried): builds build-gpu through
+# scripts/gpu-lane.sh (one quick test), then runs Nsight Compute over `engine bench` and writes one CSV per prompt
+# length with every kernel's duration, DRAM bytes read and grid:
+#   OUT=/tmp/out [PROF_PROMPTS="16 2048"] [PROF_SHAPE=llama3-8b] [PROF_FILTER=regex] bash scripts/gpu-prof.sh
+# $OUT/prof-<len>.csv (ncu --csv --page raw) and $OUT/prof.txt (a per-kernel-name summary: count, total µs, GB/s).
+set -u
+cd "$(dirname "$0")/.." || exit 2
+OUT=${OUT:-/tmp/out}
+B=${RC_BUILD:-build-gpu}
+mkdir -p "$OUT" || exit 2
+export LD_LIBRARY_PATH=${RC_PREFIX:-/tmp/rcprefix}/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ ! -x "$B/engine/engine" ]; then
+    OUT=$OUT/lane RC_BUILD=$B RC_SANITIZERS=" " RC_TEST_ARGS="engine.gemm" bash scripts/gpu-lane.sh >"$OUT/lane.txt" 2>&1
+    tail -n 2 "$OUT/lane.txt"
+fi
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+for len in ${PROF_PROMPTS:-16 2048}; do
+    "$NCU" --clock-control none --csv --page raw --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__block_size \
+        ${PROF_FILTER:+-k "$PROF_FILTER"} ${PROF_SKIP:+--launch-skip "$PROF_SKIP"} --launch-count "${PROF_COUNT:-4000}" \
+        "$B/engine/engine" bench --shape "${PROF_SHAPE:-llama3-8b}" --prompt-len "$len" --steps "${PROF_STEPS:-3}" --rounds 1 --no-stream \
+        >"$OUT/prof-$len.csv" 2>"$OUT/prof-$len.err"
+    echo "ncu $len: exit $? ($(wc -l <"$OUT/prof-$len.csv") lines)"
+done
+python3 - "$OUT" <<'PY' | tee "$OUT/prof.txt"
+import csv, glob, os, sys, collections
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "prof-*.csv"))):
+    rows = [r for r in csv.reader(l for l in open(path) if l.startswith('"'))]
+    if len(rows) < 3:
+        print(path, "no rows"); continue
+    h = rows[0]; data = rows[2:]
+    ki, ti, bi, gi = h.index("Kernel Name"), h.index("gpu__time_duration.sum"), h.index("dram__bytes_read.sum"), h.index("launch__grid_size")
+    agg = collections.OrderedDict()
+    for r in data:
+        try: t = float(r[ti].replace(",", "")); b = float(r[bi].replace(",", ""))
+        except ValueError: continue
+        k = (r[ki][:60], r[gi])
+        a = agg.setdefault(k, [0, 0.0, 0.0]); a[0] += 1; a[1] += t; a[2] += b
+    print("==", os.path.basename(path), "units: time as ncu reports (ns unless header says otherwise)", rows[1][ti], rows[1][bi])
+    for (k, g), (n, t, b) in sorted(agg.items(), key=lambda x: -x[1][1])[:40]:
+        print("%-60s grid %-8s n %5d  total %12.0f  mean %10.1f  bytes/launch %12.0f" % (k, g, n, t, t / n, b / n))
+PY
