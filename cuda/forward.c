@@ -1,5 +1,6 @@
-/* The cuda stage's forward pass, in sections mirroring ref/forward.c: errors, weights, buffers, probes, attention
- * block, gated delta net block, MLP block, per-layer embeddings, forward. */
+/* The cuda stage's forward pass, in sections mirroring ref/forward.c: device lists, weights (quantized ones packed,
+ * dequantized on use), buffers, probes, attention block, gated delta net block, MLP block, per-layer embeddings,
+ * forward. */
 #include "cuda_forward.h"
 
 #include <math.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dequant.h"
 #include "kernels.h"
 #include "rope.h"
 
@@ -22,36 +24,6 @@ const rc_caps cuda_fwd_caps = {
 };
 
 #define GDN_CHUNK 64 /* HF torch_chunk_gated_delta_rule's chunk_size, as ref uses for a prompt */
-
-/* ---- errors and device allocations ---- */
-int cuda_check_at(cudaError_t err, const char *call, const char *file, int line, rc_err *e)
-{
-    if (err == cudaSuccess)
-        return RC_OK;
-    (void)cudaGetLastError();
-    return rc_fail(e, RC_E_DEVICE, "%s failed at %s:%d: %s", call, file, line, cudaGetErrorString(err));
-}
-
-int cuda_alloc(void **p, int64_t n, int64_t size, rc_err *e, const char *what)
-{
-    int64_t bytes;
-    *p = NULL;
-    if (!rc_mul_i64(n, size, &bytes) || (uint64_t)bytes > SIZE_MAX)
-        return rc_fail(e, RC_E_RANGE, "cuda: %s: size %lld x %lld overflows", what, (long long)n, (long long)size);
-    cudaError_t err = cudaMalloc(p, bytes ? (size_t)bytes : 1);
-    if (err == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError();
-        *p = NULL;
-        return rc_fail(e, RC_E_NOMEM, "cuda: out of device memory allocating %lld bytes for %s", (long long)bytes,
-                       what);
-    }
-    if (err == cudaSuccess)
-        return RC_OK;
-    char call[192];
-    snprintf(call, sizeof call, "cudaMalloc(%lld bytes for %s)", (long long)bytes, what);
-    *p = NULL;
-    return cuda_check_at(err, call, __FILE__, __LINE__, e);
-}
 
 /* Device allocations freed together. */
 typedef struct dev_list {
@@ -96,16 +68,40 @@ struct cuda_fwd {
     const rc_model *m;
     int device;
     int smem_optin;   /* bytes of shared memory one block may use */
-    rc_weights w;     /* device pointers; w.layers itself is a host array */
+    rc_weights w;     /* device pointers; w.layers itself is a host array. A quantized matrix's slot holds its
+                       * packed words (the key into qm), dequantized into wq before each use */
     dev_list weights; /* owns the device copies */
+    cuda_qmat *qm;    /* the quantized matrices, packed [nq] */
+    int nq;
+    float *wq;        /* [max n*k of qm] fp32 dequant of the matrix in use */
     float *host;      /* probe staging [host_cap] */
     int64_t host_cap;
 };
 
 typedef struct upload_ctx {
-    dev_list *l;
+    cuda_fwd *f;
     rc_err *e;
 } upload_ctx;
+
+static void *qalloc(void *owner, int64_t n, int64_t size, rc_err *e, const char *what)
+{
+    return dev_new(owner, n, size, e, what);
+}
+
+/* A matrix the checkpoint stores quantized: its codes, scales and zeros go up packed, not its fp32 dequant. */
+static int upload_quant(cuda_fwd *f, const rc_qtensor *t, int ndim, const int64_t *shape, const float **slot, rc_err *e)
+{
+    if (ndim != 2 || shape[0] != t->n || shape[1] != t->k)
+        return rc_fail(e, RC_E_SHAPE, "cuda: quantized '%s' is [%lld, %lld], the model binds it as %d-d [%lld, ...]",
+                       t->name, (long long)t->n, (long long)t->k, ndim, (long long)shape[0]);
+    cuda_qmat *d = &f->qm[f->nq];
+    int rc = cuda_qmat_upload(d, t, qalloc, &f->weights, e);
+    if (rc)
+        return rc;
+    f->nq++;
+    *slot = (const float *)(const void *)d->words;
+    return RC_OK;
+}
 
 static int upload_one(void *user, const char *name, int ndim, const int64_t *shape, const float **slot, int required)
 {
@@ -115,9 +111,12 @@ static int upload_one(void *user, const char *name, int ndim, const int64_t *sha
     (void)required;
     if (!*slot)
         return RC_OK;
+    const rc_qtensor *qt = rc_quant_find(&u->f->m->quant, name);
+    if (qt)
+        return upload_quant(u->f, qt, ndim, shape, slot, e);
     if (!rc_numel(ndim, shape, &n))
         return rc_fail(e, RC_E_RANGE, "cuda: weight '%s': size overflows", name);
-    float *d = dev_new(u->l, n, sizeof(float), e, name);
+    float *d = dev_new(&u->f->weights, n, sizeof(float), e, name);
     if (!d)
         return e->code;
     CK(cudaMemcpy(d, *slot, (size_t)n * sizeof(float), cudaMemcpyHostToDevice));
@@ -156,6 +155,7 @@ void cuda_fwd_close(cuda_fwd *f)
         return;
     (void)cudaSetDevice(f->device);
     dev_list_free(&f->weights);
+    free(f->qm);
     free(f->w.layers);
     free(f->host);
     free(f);
@@ -203,9 +203,20 @@ int cuda_fwd_open(cuda_fwd **out, const rc_model *m, int device, rc_err *e)
         goto fail;
     }
     memcpy(f->w.layers, m->w.layers, (size_t)c->n_layers * sizeof *f->w.layers);
-    upload_ctx u = {.l = &f->weights, .e = e};
+    upload_ctx u = {.f = f, .e = e};
+    if (m->quant.n && !(f->qm = rc_calloc(m->quant.n, sizeof *f->qm, e, "cuda quantized matrices"))) {
+        rc = e->code;
+        goto fail;
+    }
     if ((rc = rc_weights_visit(c, &f->w, upload_one, &u)))
         goto fail;
+    int64_t wq = 0;
+    for (int i = 0; i < f->nq; i++)
+        wq = f->qm[i].n * f->qm[i].k > wq ? f->qm[i].n * f->qm[i].k : wq;
+    if (wq && !(f->wq = dev_new(&f->weights, wq, sizeof(float), e, "dequantized matrix"))) {
+        rc = e->code;
+        goto fail;
+    }
     if (c->tie_embeddings)
         f->w.lm_head = f->w.embed;
     *out = f;
@@ -214,6 +225,35 @@ fail:
     cuda_fwd_close(f);
     return rc;
 }
+
+/* ---- weights in use: a quantized matrix dequantized into f->wq (one at a time: the stream orders the uses) ---- */
+static int weight(cuda_fwd *f, const float *W, const float **out, rc_err *e)
+{
+    *out = W;
+    for (int i = 0; i < f->nq; i++)
+        if ((const void *)f->qm[i].words == (const void *)W) {
+            CK(cuda_k_dequant(f->wq, &f->qm[i]));
+            *out = f->wq;
+            break;
+        }
+    return RC_OK;
+}
+
+/* y[T,N] = x[T,K] W[N,K]^T (+ b), W dequantized first when quantized */
+static int matmul(cuda_fwd *f, float *y, const float *x, const float *W, const float *bias, int64_t T, int64_t N,
+                  int64_t K, rc_err *e)
+{
+    const float *Wd;
+    int rc = weight(f, W, &Wd, e);
+    if (rc)
+        return rc;
+    CK(cuda_k_matmul(y, x, Wd, bias, T, N, K));
+    return RC_OK;
+}
+
+#define MM(f, ...) do { int mm_ = matmul((f), __VA_ARGS__, e); if (mm_) return mm_; } while (0)
+/* dst = the device fp32 table W stands for (dequantized when quantized) */
+#define WT(f, dst, W) do { int wt_ = weight((f), (W), &(dst), e); if (wt_) return wt_; } while (0)
 
 /* ---- buffers: every activation of one call, on the device ---- */
 typedef struct cuda_buf {
@@ -338,12 +378,12 @@ static int attention_block(const rc_config *c, const rc_layer_desc *d, const rc_
     const int64_t qd = (int64_t)H * D, kd = (int64_t)Hkv * D, hd = c->hidden;
     const rc_rope_desc *r = &c->ropes[d->rope];
     if (d->out_gate) { /* q_proj rows per head: [query (D) | gate (D)] */
-        CK(cuda_k_matmul(b->qg, b->a, w->q, w->q_b, T, 2 * qd, hd));
+        MM(p->f, b->qg, b->a, w->q, w->q_b, T, 2 * qd, hd);
         CK(cuda_k_split_halves(b->q, b->ogate, b->qg, T * H, D));
     } else
-        CK(cuda_k_matmul(b->q, b->a, w->q, w->q_b, T, qd, hd));
-    CK(cuda_k_matmul(b->k, b->a, w->k, w->k_b, T, kd, hd));
-    CK(cuda_k_matmul(b->v, b->a, w->v, w->v_b, T, kd, hd));
+        MM(p->f, b->q, b->a, w->q, w->q_b, T, qd, hd);
+    MM(p->f, b->k, b->a, w->k, w->k_b, T, kd, hd);
+    MM(p->f, b->v, b->a, w->v, w->v_b, T, kd, hd);
     PROBE(p, "attn.q", b->q, 3, T, H, D);
     if (d->out_gate)
         PROBE(p, "attn.gate", b->ogate, 2, T, qd, 0);
@@ -371,7 +411,7 @@ static int attention_block(const rc_config *c, const rc_layer_desc *d, const rc_
         CK(cuda_k_sigmoid_mul(b->ctx, b->ogate, T * qd));
         PROBE(p, "attn.ctx_gated", b->ctx, 2, T, qd, 0);
     }
-    CK(cuda_k_matmul(b->o, b->ctx, w->o, w->o_b, T, hd, qd));
+    MM(p->f, b->o, b->ctx, w->o, w->o_b, T, hd, qd);
     PROBE(p, "attn.out", b->o, 2, T, hd, 0);
     return RC_OK;
 }
@@ -382,10 +422,10 @@ static int gdn_block(const rc_config *c, const rc_layer_desc *d, const rc_layer_
 {
     const int Hk = d->gdn_k_heads, Hv = d->gdn_v_heads, dk = d->gdn_k_dim, dv = d->gdn_v_dim, K = d->gdn_conv_kernel;
     const int64_t Kd = (int64_t)Hk * dk, Vd = (int64_t)Hv * dv, C = 2 * Kd + Vd, hd = c->hidden;
-    CK(cuda_k_matmul(b->qkv, b->a, w->gdn_qkv, NULL, T, C, hd));
-    CK(cuda_k_matmul(b->z, b->a, w->gdn_z, NULL, T, Vd, hd));
-    CK(cuda_k_matmul(b->gb, b->a, w->gdn_b, NULL, T, Hv, hd));
-    CK(cuda_k_matmul(b->ga, b->a, w->gdn_a, NULL, T, Hv, hd));
+    MM(p->f, b->qkv, b->a, w->gdn_qkv, NULL, T, C, hd);
+    MM(p->f, b->z, b->a, w->gdn_z, NULL, T, Vd, hd);
+    MM(p->f, b->gb, b->a, w->gdn_b, NULL, T, Hv, hd);
+    MM(p->f, b->ga, b->a, w->gdn_a, NULL, T, Hv, hd);
     PROBE(p, "gdn.qkv", b->qkv, 2, T, C, 0);
     PROBE(p, "gdn.z", b->z, 3, T, Hv, dv);
     PROBE(p, "gdn.b", b->gb, 2, T, Hv, 0);
@@ -416,7 +456,7 @@ static int gdn_block(const rc_config *c, const rc_layer_desc *d, const rc_layer_
     PROBE(p, "gdn.core", b->core, 3, T, Hv, dv);
     CK(cuda_k_rmsnorm_gated(b->normed, b->core, b->z, w->gdn_norm, T * Hv, dv, c->eps));
     PROBE(p, "gdn.normed", b->normed, 2, T, Vd, 0);
-    CK(cuda_k_matmul(b->o, b->normed, w->gdn_out, NULL, T, hd, Vd));
+    MM(p->f, b->o, b->normed, w->gdn_out, NULL, T, hd, Vd);
     PROBE(p, "gdn.out", b->o, 2, T, hd, 0);
     PROBE(p, "gdn.state", b->state, 3, Hv, dk, dv);
     PROBE(p, "gdn.conv_state", b->conv_state, 2, K - 1, C, 0);
@@ -428,13 +468,13 @@ static int mlp_block(const rc_config *c, const rc_layer_desc *d, const rc_layer_
                      const probe_ctx *p, rc_err *e)
 {
     const int64_t I = d->intermediate, hd = c->hidden;
-    CK(cuda_k_matmul(b->gate, b->a, w->gate, w->gate_b, T, I, hd));
-    CK(cuda_k_matmul(b->up, b->a, w->up, w->up_b, T, I, hd));
+    MM(p->f, b->gate, b->a, w->gate, w->gate_b, T, I, hd);
+    MM(p->f, b->up, b->a, w->up, w->up_b, T, I, hd);
     PROBE(p, "mlp.gate", b->gate, 2, T, I, 0);
     PROBE(p, "mlp.up", b->up, 2, T, I, 0);
     CK(cuda_k_glu(b->gate, b->gate, b->up, T * I, c->act));
     PROBE(p, "mlp.act", b->gate, 2, T, I, 0);
-    CK(cuda_k_matmul(b->o, b->gate, w->down, w->down_b, T, hd, I));
+    MM(p->f, b->o, b->gate, w->down, w->down_b, T, hd, I);
     PROBE(p, "mlp.out", b->o, 2, T, hd, 0);
     return RC_OK;
 }
@@ -447,9 +487,11 @@ static int ple_inputs(cuda_fwd *f, int64_t T, cuda_buf *b, const probe_ctx *p, r
     const int64_t LP = (int64_t)L * P, hd = c->hidden;
     const float tok_scale = (float)sqrt((double)P), proj_scale = (float)pow((double)hd, -0.5),
                 in_scale = (float)pow(2.0, -0.5);
-    CK(cuda_k_embed(b->ple_tok, f->w.ple_embed, b->ids, T, LP, tok_scale));
+    const float *table;
+    WT(f, table, f->w.ple_embed);
+    CK(cuda_k_embed(b->ple_tok, table, b->ids, T, LP, tok_scale));
     PROBE(p, "ple.tok", b->ple_tok, 2, T, LP, 0);
-    CK(cuda_k_matmul(b->ple_mproj, b->x, f->w.ple_model_proj, NULL, T, LP, hd));
+    MM(f, b->ple_mproj, b->x, f->w.ple_model_proj, NULL, T, LP, hd);
     PROBE(p, "ple.mproj", b->ple_mproj, 2, T, LP, 0);
     CK(cuda_k_scale(b->ple_in, b->ple_mproj, T * LP, proj_scale));
     CK(cuda_k_rmsnorm(b->ple_in, b->ple_in, f->w.ple_proj_norm, T * L, P, c->eps, c->norm));
@@ -465,11 +507,11 @@ static int ple_block(const rc_config *c, const rc_layer_weights *w, cuda_buf *b,
 {
     const int P = c->ple_dim;
     const int64_t LP = (int64_t)c->n_layers * P, hd = c->hidden;
-    CK(cuda_k_matmul(b->ple_g, b->x, w->ple_gate, NULL, T, P, hd));
+    MM(p->f, b->ple_g, b->x, w->ple_gate, NULL, T, P, hd);
     PROBE(p, "ple.gate", b->ple_g, 2, T, P, 0);
     CK(cuda_k_glu_rows(b->ple_g, b->ple_in + (int64_t)l * P, T, P, LP, c->act));
     PROBE(p, "ple.act", b->ple_g, 2, T, P, 0);
-    CK(cuda_k_matmul(b->o, b->ple_g, w->ple_proj, NULL, T, hd, P));
+    MM(p->f, b->o, b->ple_g, w->ple_proj, NULL, T, hd, P);
     PROBE(p, "ple.proj", b->o, 2, T, hd, 0);
     CK(cuda_k_rmsnorm(b->o, b->o, w->ple_norm, T, hd, c->eps, c->norm));
     PROBE(p, "ple.norm", b->o, 2, T, hd, 0);
@@ -487,7 +529,9 @@ static int run(cuda_fwd *f, const int32_t *ids, int64_t T, float *logits, cuda_b
     probe_ctx p = {.f = f, .sink = sink, .layer = -1, .e = e};
 
     CK(cudaMemcpy(b->ids, ids, (size_t)T * sizeof *ids, cudaMemcpyHostToDevice));
-    CK(cuda_k_embed(b->x, W->embed, b->ids, T, hd, c->emb_scale));
+    const float *embed;
+    WT(f, embed, W->embed);
+    CK(cuda_k_embed(b->x, embed, b->ids, T, hd, c->emb_scale));
     PROBE(&p, "emb", b->x, 2, T, hd, 0);
     if (c->ple_dim) {
         int rc = ple_inputs(f, T, b, &p, e);
@@ -547,7 +591,7 @@ static int run(cuda_fwd *f, const int32_t *ids, int64_t T, float *logits, cuda_b
     if (logits || rc_probe_wanted(sink, "logits") || rc_probe_wanted(sink, "logits_raw")) {
         if (!(b->logits = dev_new(&b->l, T * V, sizeof(float), e, "logits")))
             return e->code;
-        CK(cuda_k_matmul(b->logits, b->a, W->lm_head, NULL, T, V, hd));
+        MM(f, b->logits, b->a, W->lm_head, NULL, T, V, hd);
         if (c->final_softcap != 0.0f) {
             PROBE(&p, "logits_raw", b->logits, 2, T, V, 0);
             CK(cuda_k_softcap(b->logits, T * V, c->final_softcap));
