@@ -13,6 +13,8 @@
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_rng.h>
 
+#include "dequant.h"
+#include "fault.h"
 #include "gpu_skip.h"
 #include "kernels.h"
 #include "ops.h"
@@ -117,6 +119,95 @@ static void test_checker_fails(void **state)
     b[257] = a[257];
     a[3] = NAN;
     assert_int_equal(mismatches("checker: one NaN (must FAIL)", a, b, 300, 1.0, 1.0), 1);
+}
+
+/* ---- dequant: the family rules on the device, bit for bit rc_qtensor_dequant (model/quant.h) ---- */
+static void *qalloc_test(void *owner, int64_t n, int64_t size, rc_err *e, const char *what)
+{
+    void *d = NULL;
+    (void)owner;
+    return cuda_alloc(&d, n, size, e, what) ? NULL : d;
+}
+
+typedef struct dq_case {
+    const char *what;
+    rc_qfamily fam;
+    int bits, with_zero;
+    int64_t n, k, group;
+} dq_case;
+
+static const dq_case dq_cases[] = {
+    {"int8 per row (W8A16)", RC_QF_SCALE, 8, 0, 7, 96, 96},
+    {"int8 blocks of 32 (GGUF Q8_0)", RC_QF_SCALE, 8, 0, 5, 96, 32},
+    {"signed nibbles, blocks of 32 (GGUF Q4_0)", RC_QF_SCALE, 4, 0, 6, 64, 32},
+    {"int4 g32 with integer zeros (GPTQ asym)", RC_QF_AFFINE, 4, 1, 9, 128, 32},
+    {"int4 g128 with integer zeros (GPTQ asym)", RC_QF_AFFINE, 4, 1, 4, 256, 128},
+    {"int4 blocks of 32 with float offsets (GGUF Q4_1)", RC_QF_AFFINE, 4, 0, 3, 64, 32},
+};
+
+/* Codes over the family's whole range, scales of both signs, zeros 0..2^bits; the kernel's bad elements. */
+static int64_t dequant_case(const dq_case *c)
+{
+    rc_qtensor t;
+    rc_err e = {0};
+    assert_int_equal(rc_qtensor_alloc(&t, c->what, c->fam, c->bits, c->n, c->k, c->group, c->with_zero, &e), RC_OK);
+    const int lo = c->fam == RC_QF_SCALE ? -(1 << (c->bits - 1)) : 0, span = 1 << c->bits;
+    for (int64_t i = 0; i < c->n * c->k; i++)
+        t.q[i] = (int8_t)(lo + (int)gsl_rng_uniform_int(rng, (unsigned long)span));
+    for (int64_t i = 0; i < c->n * (c->k / c->group); i++) {
+        t.scale[i] = (float)((gsl_rng_uniform(rng) - 0.3) * 0.1);
+        if (t.zero)
+            t.zero[i] = (int16_t)gsl_rng_uniform_int(rng, (unsigned long)span + 1);
+        else if (t.offset)
+            t.offset[i] = (float)(gsl_rng_uniform(rng) - 0.5);
+    }
+    if (t.zero)
+        rc_qtensor_set_offsets(&t);
+    cuda_qmat d;
+    if (cuda_qmat_upload(&d, &t, qalloc_test, NULL, &e))
+        fail_msg("%s", e.msg);
+    float *want = hmalloc(c->n * c->k, sizeof *want), *dw = dev_nan(c->n * c->k);
+    rc_qtensor_dequant(&t, want);
+    CU(cuda_k_dequant(dw, &d));
+    float *got = from_dev(dw, c->n * c->k);
+    int64_t bad = mismatches(c->what, got, want, c->n * c->k, 0, 0);
+    for (int64_t i = 0; i < c->n * c->k && !bad; i++)
+        bad += memcmp(&got[i], &want[i], sizeof *got) != 0; /* the bits: -0 and +0 too */
+    free(got);
+    free(want);
+    dfree(dw);
+    dfree(d.words);
+    dfree(d.scale);
+    if (d.zero)
+        dfree(d.zero);
+    if (d.offset)
+        dfree(d.offset);
+    rc_qtensor_free(&t);
+    return bad;
+}
+
+static void test_dequant(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof dq_cases / sizeof dq_cases[0]; i++)
+        assert_int_equal(dequant_case(&dq_cases[i]), 0);
+    cuda_qmat bad = {.family = RC_QF_AFFINE, .bits = 4, .n = 2, .k = 64, .group = 32};
+    assert_int_equal(cuda_k_dequant(NULL, &bad), cudaErrorInvalidValue); /* affine without zeros or offsets */
+    bad.family = RC_QF_SCALE;
+    bad.group = 4; /* not a multiple of the 8 codes of a word */
+    assert_int_equal(cuda_k_dequant(NULL, &bad), cudaErrorInvalidValue);
+    /* each catalogued quantization fault makes this checker fail on the case it is about */
+    static const struct { const char *fault; int c; } sel[] = {
+        {"cuda_q4_nibble_swap", 3}, {"cuda_qzero_off_by_one", 4}, {"cuda_qscale_wrong_group", 4},
+        {"cuda_q_no_sign_extend", 0}, {"cuda_q_no_sign_extend", 2},
+    };
+    for (size_t i = 0; RC_FAULTS_BUILT && i < sizeof sel / sizeof sel[0]; i++) {
+        printf("  fault %s (must FAIL):\n", sel[i].fault);
+        rc_fault_select(sel[i].fault);
+        const int64_t n = dequant_case(&dq_cases[sel[i].c]);
+        rc_fault_select(NULL);
+        assert_true(n > 0);
+    }
 }
 
 /* ---- embedding ---- */
@@ -762,7 +853,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rmsnorm),       cmocka_unit_test(test_rope),      cmocka_unit_test(test_attention),
         cmocka_unit_test(test_elementwise),   cmocka_unit_test(test_gate_pieces), cmocka_unit_test(test_gdn_conv),
         cmocka_unit_test(test_gdn_qk_gates),  cmocka_unit_test(test_delta_rule), cmocka_unit_test(test_rmsnorm_gated),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors),        cmocka_unit_test(test_dequant),
     };
     return cmocka_run_group_tests_name("cuda.kernels", tests, setup, teardown);
 }
