@@ -258,6 +258,8 @@ int rc_cmd_quant_quality(int argc, char **argv)
         }
         if (json) {
             cJSON *root = cJSON_CreateObject();
+            cJSON_AddStringToObject(root, "format", "refchain-quant-quality");
+            cJSON_AddNumberToObject(root, "format_version", 1);
             cJSON_AddStringToObject(root, "tool", "refchain harness quant-quality");
             cJSON_AddStringToObject(root, "model", model);
             cJSON_AddNumberToObject(root, "exit_code", exit_code);

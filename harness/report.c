@@ -81,10 +81,28 @@ static void iso_now(char *out, size_t cap)
     strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* The table given by arg, else <outdir>/<commit>.<suffix>.json when there (NULL, path "", when neither); *bad when the
+ * file is not such a table (load printed why). */
+static cJSON *attachment(const char *arg, const char *outdir, const char *commit, const char *suffix,
+                         cJSON *(*load)(const char *), char *path, size_t cap, int *bad)
+{
+    if (arg)
+        snprintf(path, cap, "%s", arg);
+    else
+        snprintf(path, cap, "%s/%s.%s.json", outdir, commit, suffix);
+    if (!arg && access(path, F_OK)) {
+        path[0] = 0;
+        return NULL;
+    }
+    cJSON *j = load(path);
+    *bad = !j;
+    return j;
+}
+
 int rc_cmd_report(int argc, char **argv)
 {
     const char *out = NULL, *repo_arg = NULL, *tolfile = NULL, *diff_a = NULL, *diff_b = NULL, *commit_arg = NULL,
-               *bench_arg = NULL;
+               *bench_arg = NULL, *quality_arg = NULL;
     int force = 0, no_faults = 0, ng = 0, device = 0, no_floor = 0, x_opt;
     char **goldens = calloc((size_t)argc + 1, sizeof *goldens);
     rc_chain_opts o = {.base = {.greedy = 1, .quiet = 1}};
@@ -121,6 +139,8 @@ int rc_cmd_report(int argc, char **argv)
             commit_arg = argv[++i];
         else if (!strcmp(x, "--bench") && has)
             bench_arg = argv[++i];
+        else if (!strcmp(x, "--quality") && has)
+            quality_arg = argv[++i];
         else if (!strcmp(x, "--no-faults"))
             no_faults = 1;
         else if (!strcmp(x, "--no-floor"))
@@ -195,12 +215,15 @@ int rc_cmd_report(int argc, char **argv)
         rc_tol_free(&tols);
         return RC_EXIT_ERROR;
     }
-    /* speed: --bench FILE, else <out>/<commit>.bench.json when there (scripts/gpu-bench.sh puts it there) */
-    char bench_auto[4400];
-    snprintf(bench_auto, sizeof bench_auto, "%s/%s.bench.json", outdir, commit);
-    const char *bench_path = bench_arg ? bench_arg : !access(bench_auto, F_OK) ? bench_auto : NULL;
-    cJSON *bench = bench_path ? rc_bench_load(bench_path) : NULL;
-    if (bench_path && !bench) {
+    /* speed and quantization quality: --bench / --quality FILE, else <out>/<commit>.bench.json / .quality.json when
+     * there (scripts/gpu-bench.sh puts the bench table there) */
+    char bench_path[4400], quality_path[4400];
+    int bad = 0;
+    cJSON *bench = attachment(bench_arg, outdir, commit, "bench", rc_bench_load, bench_path, sizeof bench_path, &bad);
+    cJSON *quality = bad ? NULL : attachment(quality_arg, outdir, commit, "quality", rc_quality_load, quality_path,
+                                             sizeof quality_path, &bad);
+    if (bad) {
+        cJSON_Delete(bench);
         free(goldens);
         rc_tol_free(&tols);
         return RC_EXIT_ERROR;
@@ -211,6 +234,7 @@ int rc_cmd_report(int argc, char **argv)
     int nb = 0, rc = RC_EXIT_PASS;
     if (!ng && (rc = rc_golden_list(&bundled, &nb))) {
         cJSON_Delete(bench);
+        cJSON_Delete(quality);
         free(goldens);
         rc_tol_free(&tols);
         return rc;
@@ -278,6 +302,10 @@ int rc_cmd_report(int argc, char **argv)
     if (bench) {
         cJSON_AddStringToObject(bench, "file", bench_path);
         cJSON_AddItemToObject(rep, "bench", bench);
+    }
+    if (quality) {
+        cJSON_AddStringToObject(quality, "file", quality_path);
+        cJSON_AddItemToObject(rep, "quality", quality);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     cJSON_AddNumberToObject(rep, "seconds", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));

@@ -65,4 +65,15 @@ void rc_report_md_speed(rc_sbuf *b, const cJSON *bench);
 #define RC_SPEED_ABS_FLOOR_MS 0.002
 int rc_speed_diff(const cJSON *a, const cJSON *b, FILE *out, int *missing);
 
+/* quantization quality (report_quality.c): a `harness quant-quality --json` table, checked (NULL and one error line
+ * if it is not one), rendered, and compared by report --diff: a scheme whose ΔNLL in B exceeds A's by more than
+ * RC_QUALITY_DNLL_MARGIN (nats) is a regression. The table is deterministic (ref on the CPU, fixed calibration and
+ * held-out ids), so the margin only keeps a compiler's last-bit changes in the quantizer from counting: they move
+ * ΔNLL by < 1e-6 on the tiny goldens, a worse quantizer by >= 1e-3. Returns the regressions; *missing: A's rows
+ * absent from B. Tables of different models or held-out streams are not compared. */
+#define RC_QUALITY_DNLL_MARGIN 1e-4
+cJSON *rc_quality_load(const char *path);
+void rc_report_md_quality(rc_sbuf *b, const cJSON *quality);
+int rc_quality_diff(const cJSON *a, const cJSON *b, FILE *out, int *missing);
+
 #endif

@@ -143,8 +143,11 @@ int rc_report_diff(const char *a, const char *b, const char *outdir, const char 
     }
     int missing = 0, slow = rc_speed_diff(rc_jget(A, "bench"), rc_jget(B, "bench"), stdout, &missing);
     regressions += slow;
-    printf("%d regression%s (%d of speed), %d probe%s moved beyond %gx, %d bench row%s missing in B\n", regressions,
-           regressions == 1 ? "" : "s", slow, moved, moved == 1 ? "" : "s", F, missing, missing == 1 ? "" : "s");
+    int qmissing = 0, qreg = rc_quality_diff(rc_jget(A, "quality"), rc_jget(B, "quality"), stdout, &qmissing);
+    regressions += qreg;
+    printf("%d regression%s (%d of speed, %d of quantization quality), %d probe%s moved beyond %gx, %d bench row%s "
+           "and %d quality row%s missing in B\n", regressions, regressions == 1 ? "" : "s", slow, qreg, moved,
+           moved == 1 ? "" : "s", F, missing, missing == 1 ? "" : "s", qmissing, qmissing == 1 ? "" : "s");
     cJSON_Delete(A);
     cJSON_Delete(B);
     rc_tol_free(&t);

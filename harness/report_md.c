@@ -73,4 +73,6 @@ void rc_report_md(rc_sbuf *b, const cJSON *rep)
         rc_sb(b, "\n## Injected faults\n\nNot run: %s\n", rc_jstr(rep, "faults_why"));
     if (cJSON_IsObject(rc_jget(rep, "bench")))
         rc_report_md_speed(b, rc_jget(rep, "bench"));
+    if (cJSON_IsObject(rc_jget(rep, "quality")))
+        rc_report_md_quality(b, rc_jget(rep, "quality"));
 }

@@ -1,8 +1,10 @@
 #!/bin/sh
-# report_test.sh HARNESS GOLDEN: `harness report` writes <commit>.json/.md/.html atomically into --out, refuses
+# report_test.sh HARNESS GOLDEN [CALIB_IDS HELDOUT_IDS]: `harness report` writes <commit>.json/.md/.html atomically into --out, refuses
 # to overwrite them without --force, the HTML is self-contained with inline SVG, and `report --diff` exits 0
 # on no change or an improvement and 1 on a regression (worst scaled error grown beyond the margin, or an engine
-# bench row slower than its measured noise allows; --bench or <out>/<commit>.bench.json).
+# bench row slower than its measured noise allows; --bench or <out>/<commit>.bench.json; or a quantization scheme's
+# ΔNLL grown beyond its margin: --quality or <out>/<commit>.quality.json, a `harness quant-quality --json` table made
+# here from the ids files).
 set -u
 harness=$1 golden=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/report_test.XXXXXX") || exit 2
@@ -72,5 +74,32 @@ check "diff with a faster decode" 0 $?
 check "--bench with a report instead of a bench table" 2 $?
 grep -q 'not an engine bench table' "$tmp/bad.out" || { echo "FAIL: bad --bench not named"; cat "$tmp/bad.out"; fail=1; }
 [ ! -e "$tmp/s/ccc.json" ] || { echo "FAIL: a report was written despite a bad --bench"; fail=1; }
+grep -q 'Quantization quality' "$base.md" && { echo "FAIL: a quality section without a quality table"; fail=1; }
+
+# quantization quality: quant-quality's table recorded (md and json); every ΔNLL set to 0.5 is a regression in --diff
+if [ $# -ge 4 ]; then
+    "$harness" quant-quality --model "$golden" --calib "$3" --eval "$4" --group 32 --greedy 2 --json "$tmp/qq_a.json" \
+        >/dev/null
+    check "quant-quality --json exit code" 0 $?
+    mkdir -p "$tmp/q"
+    "$harness" report --out "$tmp/q" --golden "$golden" --no-faults --commit a1 --quality "$tmp/qq_a.json" >/dev/null
+    check "report --quality exit code" 0 $?
+    grep -q '^## Quantization quality' "$tmp/q/a1.md" && grep -q '^| int4-g32 | asymmetric | gptq | ' "$tmp/q/a1.md" ||
+        { echo "FAIL: no quality table in the markdown"; fail=1; }
+    grep -q '"quality":' "$tmp/q/a1.json" || { echo "FAIL: no quality in the report JSON"; fail=1; }
+    sed 's/"dnll":[[:space:]]*[-0-9.e+]*/"dnll": 0.5/' "$tmp/qq_a.json" >"$tmp/q/b1.quality.json"
+    "$harness" report --out "$tmp/q" --golden "$golden" --no-faults --commit b1 >/dev/null
+    grep -q '"dnll":[[:space:]]*0.5' "$tmp/q/b1.json" || { echo "FAIL: <commit>.quality.json not picked up"; fail=1; }
+    "$harness" report --diff "$tmp/q/a1.json" "$tmp/q/b1.json" >"$tmp/diff4.out"
+    check "diff with a grown ΔNLL" 1 $?
+    grep -q 'REGRESSION int4-g32 asymmetric gptq .*ΔNLL .* -> +5.00000e-01' "$tmp/diff4.out" ||
+        { echo "FAIL: quality regression not named"; cat "$tmp/diff4.out"; fail=1; }
+    "$harness" report --diff "$tmp/q/b1.json" "$tmp/q/a1.json" >/dev/null
+    check "diff with a smaller ΔNLL" 0 $?
+    "$harness" report --out "$tmp/q" --golden "$golden" --no-faults --commit c1 --quality "$json" >"$tmp/badq.out" 2>&1
+    check "--quality with a report instead of a quality table" 2 $?
+    grep -q 'not a quantization quality table' "$tmp/badq.out" || { echo "FAIL: bad --quality not named"; fail=1; }
+    [ ! -e "$tmp/q/c1.json" ] || { echo "FAIL: a report was written despite a bad --quality"; fail=1; }
+fi
 [ "$fail" -eq 0 ] && echo "ok: report and report --diff"
 exit "$fail"
