@@ -6,7 +6,8 @@
 # 2. harness chain on every golden: ref -> cuda -> engine, tables and verdicts   -> $OUT/chain.txt, chain.json
 # 3. harness faults: detection and attribution of every catalogued fault         -> $OUT/faults.txt, faults.json
 #    then harness quality, engine bf16 and fp32 vs ref fp32 on SmolLM2 when fetched  -> $OUT/quality*.txt, .json
-# 4. harness report --commit $COMMIT (every stage, every golden, the faults)    -> $OUT/reports/<commit>.{json,md,html}
+# 4. harness quant-quality on golden/llama.h5 (ΔNLL / KL / top-1 per scheme)    -> $OUT/quant_quality.{txt,json}
+#    harness report --commit $COMMIT (every stage, every golden, the faults, that table) -> $OUT/reports/<commit>.*
 #    (RC_BENCH_REPORT=1: scripts/gpu-bench.sh first, its engine bench table recorded in the report)
 # Copy $OUT/reports/* into reports/ to record the commit. Exit 0 iff every step passed.
 set -u
@@ -64,7 +65,13 @@ if [ "${RC_BENCH_REPORT:-0}" = 1 ] && [ -n "${COMMIT:-}" ]; then
     tail -n 40 "$OUT/bench.txt"
     cp "$OUT/bench/engine.json" "$OUT/reports/$COMMIT.bench.json" 2>/dev/null
 fi
-"$H" report --out "$OUT/reports" --force "${commit[@]}" >"$OUT/report.txt" 2>&1
+# issue 12: the quantization quality table (ref, CPU, a few seconds on the tiny llama golden) recorded in the report
+"$H" quant-quality --model golden/llama.h5 --calib tests/quant/calib.ids --eval tests/quant/heldout.ids --group 32 \
+    --greedy 8 --json "$OUT/quant_quality.json" >"$OUT/quant_quality.txt" 2>&1 || status=1
+cat "$OUT/quant_quality.txt"
+quality=()
+[ -f "$OUT/quant_quality.json" ] && quality=(--quality "$OUT/quant_quality.json")
+"$H" report --out "$OUT/reports" --force "${commit[@]}" "${quality[@]}" >"$OUT/report.txt" 2>&1
 rc=$?
 cat "$OUT/report.txt"
 [ "$rc" -le 1 ] || status=1 # 1 = a chain verdict failed: recorded in the report, read it
