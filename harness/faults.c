@@ -73,6 +73,8 @@ void *rc_faults_run(const char *catalogue, const char *only, const rc_tolerances
         for (int i = 0; i < na && !skip[0]; i++)
             if (rc_stage_opt_parse(na, args, &i, &o.base.stage_opts) != 1)
                 snprintf(skip, sizeof skip, "catalogue: '%s' is not a stage option", args[i]);
+        if (!skip[0] && str(f, "stages")[0] && !rc_chain_parse_stages(&o, str(f, "stages")))
+            snprintf(skip, sizeof skip, "catalogue: stages '%s' is not a stage list", str(f, "stages"));
         if (!skip[0]) {
             char path[1024];
             const char *g = str(f, "golden");

@@ -146,6 +146,8 @@ int main(int argc, char **argv)
         if (cJSON_IsString(it) && na < sizeof args)
             na += (size_t)snprintf(args + na, sizeof args - na, " '%s'", it->valuestring);
     }
+    if (str(f, "stages")[0] && na < sizeof args) /* the links the fault's chain runs (default: every stage) */
+        na += (size_t)snprintf(args + na, sizeof args - na, " --stages '%s'", str(f, "stages"));
     if (!mkdtemp(tmp)) {
         cJSON_Delete(root);
         return 2;
