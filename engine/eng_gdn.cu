@@ -55,7 +55,8 @@ __global__ void __launch_bounds__(CONV_THREADS) k_gdn_conv(float *u, float *st, 
     }
 }
 
-/* One block per row: a warp per q or k head (lane-strided fmaf sum of squares, butterfly), then the gates. */
+/* Blocks (row, group of PREP_WARPS heads): a warp per q or k head (lane-strided fmaf sum of squares, butterfly);
+ * group 0 also computes the row's gates. A decode step's 2 Hk heads thus run on 2 Hk / PREP_WARPS blocks. */
 __global__ void __launch_bounds__(PREP_WARPS * 32) k_gdn_prep(float *qn, float *kn, float *beta, float *g,
                                                               const float *u, const float *gin, int64_t xs,
                                                               int64_t boff, const float *A_log, const float *dt_bias,
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(PREP_WARPS * 32) k_gdn_prep(float *qn, float *
 {
     const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t C = 2 * (int64_t)Hk * dk + (int64_t)Hv * dv;
-    for (int j = warp; j < 2 * Hk; j += PREP_WARPS) {
+    for (int j = blockIdx.y * PREP_WARPS + warp; j < 2 * Hk; j += PREP_WARPS * gridDim.y) {
         const bool isq = j < Hk;
         const int kh = isq ? j : j - Hk;
         const float *src = u + (int64_t)t * C + (isq ? 0 : (int64_t)Hk * dk) + (int64_t)kh * dk;
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(PREP_WARPS * 32) k_gdn_prep(float *qn, float *
         }
     }
     const float *row = gin + (int64_t)t * xs + boff;
-    for (int h = threadIdx.x; h < Hv; h += PREP_WARPS * 32) {
+    for (int h = blockIdx.y ? Hv : threadIdx.x; h < Hv; h += PREP_WARPS * 32) {
         const float x = row[Hv + h] + dt_bias[h];
         const float sp = x > 20.0f ? x : (float)log1p(exp((double)x)); /* torch softplus, threshold 20 */
         g[(int64_t)t * Hv + h] = -(float)exp((double)A_log[h]) * sp;
@@ -297,8 +298,8 @@ __global__ void __launch_bounds__(CK_THREADS) k_gdn_inter(float *core, float *S,
     const int h = blockIdx.y, e0 = blockIdx.x * DVS, tid = threadIdx.x, dk = R.dk, ks = dk + 1;
     const int ne = min(DVS, R.dv - e0), kh = key_head(h, R.Hk, R.Hv, hm), total = R.np + R.T;
     const int nch = n_chunks(total, first);
-    float *Ss = sm, *K = Ss + DVS * ks, *Q = K + CH * ks, *Ti = Q + CH * ks, *Aq = Ti + CH * CH;
-    float *X = Aq + CH * CH, *VN = X + CH * DVS, *QS = VN + CH * DVS, *cum = QS + CH * DVS, *ec = cum + CH,
+    float *Ss = sm, *K = Ss + DVS * ks, *Q = K + CH * ks;
+    float *X = Q + CH * ks, *VN = X + CH * DVS, *QS = VN + CH * DVS, *cum = QS + CH * DVS, *ec = cum + CH,
           *kd = ec + CH, *bt = kd + CH;
     float *Sg = S + ((int64_t)h * R.dv + e0) * dk;
     for (int i = tid; i < DVS * dk; i += CK_THREADS) {
@@ -309,13 +310,11 @@ __global__ void __launch_bounds__(CK_THREADS) k_gdn_inter(float *core, float *S,
     for (int c = 0; c < nch; c++) {
         int c0, n, full;
         chunk_span(c, first, total, &c0, &n, &full);
-        const float *W = ws + ((int64_t)c * R.Hv + h) * WS_PER;
+        /* Ti and Aq are read from global memory (L1): in shared memory too, a block would not leave room for a
+         * second one on the SM */
+        const float *W = ws + ((int64_t)c * R.Hv + h) * WS_PER, *Ti = W + CH, *Aq = Ti + CH * CH;
         __syncthreads(); /* the previous chunk is done with the buffers */
         load_kq(K, Q, R, c0, n, kh, ks);
-        for (int i = tid; i < CH * CH; i += CK_THREADS) {
-            Ti[i] = W[CH + i];
-            Aq[i] = W[CH + CH * CH + i];
-        }
         for (int i = tid; i < CH * DVS; i += CK_THREADS) {
             const int r = i / DVS, e = i % DVS;
             X[i] = r < n && e < ne ? R.v(c0 + r, h, e0 + e) : 0.0f;
@@ -433,7 +432,9 @@ cudaError_t engk_gdn_prep(float *qn, float *kn, float *beta, float *g, const flo
                           int64_t boff, const float *A_log, const float *dt_bias, int T, int Hk, int Hv, int dk,
                           int dv, float qmul, cudaStream_t s)
 {
-    k_gdn_prep<<<T, PREP_WARPS * 32, 0, s>>>(qn, kn, beta, g, u, gin, xs, boff, A_log, dt_bias, Hk, Hv, dk, dv, qmul);
+    const dim3 grid(T, (2 * Hk + PREP_WARPS - 1) / PREP_WARPS);
+    k_gdn_prep<<<grid, PREP_WARPS * 32, 0, s>>>(qn, kn, beta, g, u, gin, xs, boff, A_log, dt_bias, Hk, Hv, dk, dv,
+                                                qmul);
     return cudaGetLastError();
 }
 
@@ -504,7 +505,7 @@ cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, 
                     np, T, C, Hk, Hv, dk, dv};
     const int hm = rc_fault_active("gdn_key_head_modulo") ? 1 : 0, nch = n_chunks(total, first), ks = dk + 1;
     const size_t sm1 = sizeof(float) * (2 * (size_t)CH * ks + 2 * CH * CH + 2 * CH);
-    const size_t sm2 = sizeof(float) * ((size_t)DVS * ks + 2 * (size_t)CH * ks + 2 * CH * CH + 3 * CH * DVS + 4 * CH);
+    const size_t sm2 = sizeof(float) * ((size_t)DVS * ks + 2 * (size_t)CH * ks + 3 * CH * DVS + 4 * CH);
     cudaError_t err = cudaFuncSetAttribute(k_gdn_intra, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1);
     if (err == cudaSuccess)
         err = cudaFuncSetAttribute(k_gdn_inter, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2);
