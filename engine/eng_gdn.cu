@@ -183,6 +183,7 @@ __global__ void k_sigmoid_gate(float *ctx, const float *gate, int64_t total)
  * Every sum runs s (or d, or r) ascending with fmaf from 0: a row's bits never depend on the rows after it. */
 constexpr int CH = ENG_GDN_CHUNK, CK_THREADS = 256, DVS = 16; /* value dims per k_gdn_inter block */
 constexpr int64_t WS_PER = CH + 2 * CH * CH;                  /* per (chunk, head): cum, Ti, Aq */
+static_assert(CK_THREADS == 256 && DVS == 16 && CH == 64, "k_gdn_inter's X / QS tile: 32 x 8 threads");
 
 struct Rows {
     const float *qn, *kn, *u, *beta, *g; /* the call's rows */
