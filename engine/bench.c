@@ -12,6 +12,7 @@
 
 #include "eng_bw.h"
 #include "eng_cli.h"
+#include "eng_gdn.h"
 #include "eng_sample.h"
 
 #define MAX_PROMPTS 8
@@ -326,6 +327,29 @@ static int run_mode(bench_run *b, const eng_opts *o, const char *key, const long
     return rc ? ENG_EXIT_ERROR : ENG_EXIT_OK;
 }
 
+/* The DeltaNet decode step of one linear layer (its kernels, without the GEMVs), for hybrid shapes: the state
+ * [Hv, dv, dk] fp32 read and written once is the floor. */
+static void gdn_step_line(const rc_config *c, double read)
+{
+    for (int l = 0; l < c->n_layers; l++) {
+        const rc_layer_desc *d = &c->layers[l];
+        if (d->mixer != RC_MIXER_GDN)
+            continue;
+        double step = 0.0, delta = 0.0;
+        const cudaError_t err = engk_gdn_step_bench(d->gdn_k_heads, d->gdn_v_heads, d->gdn_k_dim, d->gdn_v_dim,
+                                                    d->gdn_conv_kernel, &step, &delta);
+        if (err != cudaSuccess) {
+            printf("deltanet decode step: FAILED (%s)\n", cudaGetErrorString(err));
+            return;
+        }
+        const double st = 8.0 * d->gdn_v_heads * d->gdn_v_dim * d->gdn_k_dim;
+        printf("deltanet decode step per linear layer: %.2f us (delta rule %.2f us; state %.1f MiB read + written: "
+               "%.2f us at %.0f GB/s, %.0f%%); anchor llama.cpp ~24.5 us/layer, target <= 4 us/layer\n",
+               step, delta, st / 2 / (1 << 20), 1e6 * st / read, read / 1e9, 100.0 * (1e6 * st / read) / delta);
+        return;
+    }
+}
+
 static int parse_prompts(const char *s, long *out, int *n)
 {
     char buf[256];
@@ -495,6 +519,7 @@ int eng_bench_main(int argc, char **argv)
     int worst = no_stream ? ENG_EXIT_OK : run_mode(&b, &alt, mem_flag ? "flags" : "stream", prompts, 1);
     int r2 = run_mode(&b, &full, "resident", prompts, np);
     worst = r2 > worst ? r2 : worst;
+    gdn_step_line(c, b.rf.read);
     eng_weights_free(w);
     return worst;
 }

@@ -55,7 +55,8 @@ __global__ void __launch_bounds__(CONV_THREADS) k_gdn_conv(float *u, float *st, 
     }
 }
 
-/* One block per row: a warp per q or k head (lane-strided fmaf sum of squares, butterfly), then the gates. */
+/* Blocks (row, group of PREP_WARPS heads): a warp per q or k head (lane-strided fmaf sum of squares, butterfly);
+ * group 0 also computes the row's gates. A decode step's 2 Hk heads thus run on 2 Hk / PREP_WARPS blocks. */
 __global__ void __launch_bounds__(PREP_WARPS * 32) k_gdn_prep(float *qn, float *kn, float *beta, float *g,
                                                               const float *u, const float *gin, int64_t xs,
                                                               int64_t boff, const float *A_log, const float *dt_bias,
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(PREP_WARPS * 32) k_gdn_prep(float *qn, float *
 {
     const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t C = 2 * (int64_t)Hk * dk + (int64_t)Hv * dv;
-    for (int j = warp; j < 2 * Hk; j += PREP_WARPS) {
+    for (int j = blockIdx.y * PREP_WARPS + warp; j < 2 * Hk; j += PREP_WARPS * gridDim.y) {
         const bool isq = j < Hk;
         const int kh = isq ? j : j - Hk;
         const float *src = u + (int64_t)t * C + (isq ? 0 : (int64_t)Hk * dk) + (int64_t)kh * dk;
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(PREP_WARPS * 32) k_gdn_prep(float *qn, float *
         }
     }
     const float *row = gin + (int64_t)t * xs + boff;
-    for (int h = threadIdx.x; h < Hv; h += PREP_WARPS * 32) {
+    for (int h = blockIdx.y ? Hv : threadIdx.x; h < Hv; h += PREP_WARPS * 32) {
         const float x = row[Hv + h] + dt_bias[h];
         const float sp = x > 20.0f ? x : (float)log1p(exp((double)x)); /* torch softplus, threshold 20 */
         g[(int64_t)t * Hv + h] = -(float)exp((double)A_log[h]) * sp;
@@ -169,6 +170,252 @@ __global__ void k_sigmoid_gate(float *ctx, const float *gate, int64_t total)
         ctx[i] = ctx[i] * sigmoid(gate[i]);
 }
 
+/* ---- the chunked delta rule (prefill) ----
+ * The rows of one call form a virtual sequence: np pending rows (an earlier call's part of the base's chunk),
+ * then the call's T rows. Chunk 0 spans `first` rows of it, every later chunk CH. Per (chunk, value head), with
+ * cum the running sum of g (double, rounded per row), beta, k, q of the chunk's rows r < n:
+ *   N[r][s] = -(beta_r (k_r . k_s)) exp(cum_r - cum_s) (s < r), Ti = (I - N)^-1 by rows (row i from rows < i),
+ *   Aq[r][s] = (q_r . k_s) exp(cum_r - cum_s) (s <= r)                                    (k_gdn_intra)
+ * and per (value head, slice of value dims), chunk after chunk on the state S(b):
+ *   X_r = beta_r (v_r - exp(cum_r) S k_r), vn_r = sum_{s<=r} Ti[r][s] X_s,
+ *   out_r = exp(cum_r) S q_r + sum_{s<=r} Aq[r][s] vn_s,
+ *   complete chunk: S = exp(cum_last) S + sum_r exp(cum_last - cum_r) vn_r k_r^T          (k_gdn_inter)
+ * Every sum runs s (or d, or r) ascending with fmaf from 0: a row's bits never depend on the rows after it. */
+constexpr int CH = ENG_GDN_CHUNK, CK_THREADS = 256, DVS = 16; /* value dims per k_gdn_inter block */
+constexpr int64_t WS_PER = CH + 2 * CH * CH;                  /* per (chunk, head): cum, Ti, Aq */
+static_assert(CK_THREADS == 256 && DVS == 16 && CH == 64, "k_gdn_inter's X / QS tile: 32 x 8 threads");
+
+struct Rows {
+    const float *qn, *kn, *u, *beta, *g; /* the call's rows */
+    const float *pk, *pv, *pb, *pg;      /* the pending rows */
+    int np, T, C, Hk, Hv, dk, dv;
+    __device__ const float *k(int vr, int kh) const
+    {
+        return vr < np ? pk + ((int64_t)vr * Hk + kh) * dk : kn + ((int64_t)(vr - np) * Hk + kh) * dk;
+    }
+    __device__ const float *q(int vr, int kh) const { return qn + ((int64_t)(vr - np) * Hk + kh) * dk; }
+    __device__ float v(int vr, int h, int e) const
+    {
+        return vr < np ? pv[((int64_t)vr * Hv + h) * dv + e]
+                       : u[(int64_t)(vr - np) * C + 2 * (int64_t)Hk * dk + (int64_t)h * dv + e];
+    }
+    __device__ float b(int vr, int h) const
+    {
+        return vr < np ? pb[(int64_t)vr * Hv + h] : beta[(int64_t)(vr - np) * Hv + h];
+    }
+    __device__ float gg(int vr, int h) const
+    {
+        return vr < np ? pg[(int64_t)vr * Hv + h] : g[(int64_t)(vr - np) * Hv + h];
+    }
+};
+
+__host__ __device__ inline int n_chunks(int total, int first)
+{
+    return total <= first ? 1 : 1 + (total - first + CH - 1) / CH;
+}
+
+/* chunk c's first virtual row, its rows present (n) and its full length */
+__device__ inline void chunk_span(int c, int first, int total, int *c0, int *n, int *full)
+{
+    *c0 = c == 0 ? 0 : first + (c - 1) * CH;
+    *full = c == 0 ? first : CH;
+    *n = min(*c0 + *full, total) - *c0;
+}
+
+/* K (and Q for the call's rows) of chunk rows [c0, c0 + n) into smem rows of stride ks, zeros elsewhere */
+__device__ void load_kq(float *K, float *Q, const Rows &R, int c0, int n, int kh, int ks)
+{
+    for (int i = threadIdx.x; i < CH * R.dk; i += blockDim.x) {
+        const int r = i / R.dk, d = i % R.dk, vr = c0 + r;
+        K[r * ks + d] = r < n ? R.k(vr, kh)[d] : 0.0f;
+        Q[r * ks + d] = r < n && vr >= R.np ? R.q(vr, kh)[d] : 0.0f;
+    }
+}
+
+__device__ inline int key_head(int h, int Hk, int Hv, int hm) { return RC_FAULTS_BUILT && hm ? h % Hk : h / (Hv / Hk); }
+
+__global__ void __launch_bounds__(CK_THREADS) k_gdn_intra(float *ws, Rows R, int first, int hm)
+{
+    extern __shared__ float sm[];
+    const int c = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, ks = R.dk + 1, kh = key_head(h, R.Hk, R.Hv, hm);
+    int c0, n, full;
+    chunk_span(c, first, R.np + R.T, &c0, &n, &full);
+    float *K = sm, *Q = K + CH * ks, *N = Q + CH * ks, *Ts = N + CH * CH, *cum = Ts + CH * CH, *bt = cum + CH;
+    float *W = ws + ((int64_t)c * R.Hv + h) * WS_PER, *Ti = W + CH, *Aq = Ti + CH * CH;
+    load_kq(K, Q, R, c0, n, kh, ks);
+    if (tid < CH)
+        bt[tid] = tid < n ? R.b(c0 + tid, h) : 0.0f;
+    if (tid == 0) {
+        double run = 0.0;
+        for (int r = 0; r < CH; r++) {
+            if (r < n)
+                run += R.gg(c0 + r, h);
+            cum[r] = (float)run;
+        }
+    }
+    __syncthreads();
+    for (int i = tid; i < CH * CH; i += CK_THREADS) {
+        const int r = i / CH, s = i % CH;
+        float nv = 0.0f, aq = 0.0f;
+        if (r < n && s <= r) {
+            const float dec = (float)exp((double)(cum[r] - cum[s]));
+            if (s < r) {
+                float a = 0.0f;
+                for (int d = 0; d < R.dk; d++)
+                    a = fmaf(K[r * ks + d], K[s * ks + d], a);
+                nv = -(bt[r] * a * dec);
+            }
+            if (c0 + r >= R.np) {
+                float a = 0.0f;
+                for (int d = 0; d < R.dk; d++)
+                    a = fmaf(Q[r * ks + d], K[s * ks + d], a);
+                aq = a * dec;
+            }
+        }
+        N[i] = nv;
+        Aq[i] = aq;
+        Ts[i] = r == s ? 1.0f : 0.0f;
+    }
+    __syncthreads();
+    for (int i = 1; i < n; i++) { /* Ti[i][j] = sum_{m=j}^{i-1} N[i][m] Ti[m][j] (Ti[m][m] = 1) */
+        if (tid < i) {
+            float acc = 0.0f;
+            for (int m = tid; m < i; m++)
+                acc = fmaf(N[i * CH + m], Ts[m * CH + tid], acc);
+            Ts[i * CH + tid] = acc;
+        }
+        __syncthreads();
+    }
+    for (int i = tid; i < CH * CH; i += CK_THREADS)
+        Ti[i] = Ts[i];
+    if (tid < CH)
+        W[tid] = cum[tid];
+}
+
+__global__ void __launch_bounds__(CK_THREADS) k_gdn_inter(float *core, float *S, const float *ws, Rows R, int first,
+                                                          int fresh, int settle, int hm)
+{
+    extern __shared__ float sm[];
+    const int h = blockIdx.y, e0 = blockIdx.x * DVS, tid = threadIdx.x, dk = R.dk, ks = dk + 1;
+    const int ne = min(DVS, R.dv - e0), kh = key_head(h, R.Hk, R.Hv, hm), total = R.np + R.T;
+    const int nch = n_chunks(total, first);
+    float *Ss = sm, *K = Ss + DVS * ks, *Q = K + CH * ks;
+    float *X = Q + CH * ks, *VN = X + CH * DVS, *QS = VN + CH * DVS, *cum = QS + CH * DVS, *ec = cum + CH,
+          *kd = ec + CH, *bt = kd + CH;
+    float *Sg = S + ((int64_t)h * R.dv + e0) * dk;
+    for (int i = tid; i < DVS * dk; i += CK_THREADS) {
+        const int e = i / dk, d = i % dk;
+        Ss[e * ks + d] = !fresh && e < ne ? Sg[(int64_t)e * dk + d] : 0.0f;
+    }
+    int advanced = 0;
+    for (int c = 0; c < nch; c++) {
+        int c0, n, full;
+        chunk_span(c, first, total, &c0, &n, &full);
+        /* Ti and Aq are read from global memory (L1): in shared memory too, a block would not leave room for a
+         * second one on the SM */
+        const float *W = ws + ((int64_t)c * R.Hv + h) * WS_PER, *Ti = W + CH, *Aq = Ti + CH * CH;
+        __syncthreads(); /* the previous chunk is done with the buffers */
+        load_kq(K, Q, R, c0, n, kh, ks);
+        for (int i = tid; i < CH * DVS; i += CK_THREADS) {
+            const int r = i / DVS, e = i % DVS;
+            X[i] = r < n && e < ne ? R.v(c0 + r, h, e0 + e) : 0.0f;
+        }
+        if (tid < CH) {
+            cum[tid] = W[tid];
+            ec[tid] = (float)exp((double)W[tid]);
+            bt[tid] = tid < n ? R.b(c0 + tid, h) : 0.0f;
+        }
+        __syncthreads();
+        { /* X_r = beta_r (v_r - exp(cum_r) S k_r), QS_r = S q_r: rows r, r + 32 by value dims e, e + 8 */
+            const int e = tid % 8, r = tid / 8;
+            float p[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}, qs[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+            for (int d = 0; d < dk; d++) {
+                const float s0 = Ss[e * ks + d], s1 = Ss[(e + 8) * ks + d];
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const float kv = K[(r + 32 * j) * ks + d], qv = Q[(r + 32 * j) * ks + d];
+                    p[j][0] = fmaf(s0, kv, p[j][0]);
+                    p[j][1] = fmaf(s1, kv, p[j][1]);
+                    qs[j][0] = fmaf(s0, qv, qs[j][0]);
+                    qs[j][1] = fmaf(s1, qv, qs[j][1]);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const int rr = r + 32 * j, idx = rr * DVS + e + 8 * i;
+                    X[idx] = rr < n ? bt[rr] * (X[idx] - ec[rr] * p[j][i]) : 0.0f;
+                    QS[idx] = qs[j][i];
+                }
+        }
+        __syncthreads();
+        for (int i = tid; i < CH * DVS; i += CK_THREADS) {
+            const int r = i / DVS, e = i % DVS;
+            float acc = 0.0f;
+            for (int s = 0; s <= r; s++)
+                acc = fmaf(Ti[r * CH + s], X[s * DVS + e], acc);
+            VN[i] = r < n ? acc : 0.0f;
+        }
+        __syncthreads();
+        for (int i = tid; i < CH * DVS; i += CK_THREADS) {
+            const int r = i / DVS, e = i % DVS;
+            if (r >= n || c0 + r < R.np || e >= ne)
+                continue;
+            float acc = 0.0f;
+            for (int s = 0; s <= r; s++)
+                acc = fmaf(Aq[r * CH + s], VN[s * DVS + e], acc);
+            core[((int64_t)(c0 + r - R.np) * R.Hv + h) * R.dv + e0 + e] = ec[r] * QS[i] + acc;
+        }
+        if (n == full || (settle && c == nch - 1)) { /* uniform over the block */
+            if (tid < n)
+                kd[tid] = (float)exp((double)(cum[n - 1] - cum[tid]));
+            __syncthreads();
+            const float cd = ec[n - 1];
+            for (int i = tid; i < (DVS / 4) * dk; i += CK_THREADS) {
+                const int eq = i / dk, d = i % dk;
+                float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                for (int r = 0; r < n; r++) {
+                    const float kr = K[r * ks + d] * kd[r];
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        acc[j] = fmaf(kr, VN[r * DVS + eq + 4 * j], acc[j]);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float *sp = &Ss[(eq + 4 * j) * ks + d];
+                    *sp = *sp * cd + acc[j];
+                }
+            }
+            advanced = 1;
+        }
+    }
+    __syncthreads();
+    if (advanced)
+        for (int i = tid; i < ne * dk; i += CK_THREADS)
+            Sg[i] = Ss[(i / dk) * ks + i % dk];
+}
+
+/* The rows of the last incomplete chunk into the pending store (rows [dst0, dst0 + cnt) from call rows src0..) */
+__global__ void k_gdn_keep(float *pend, Rows R, int src0, int dst0, int cnt)
+{
+    const int64_t kw = (int64_t)R.Hk * R.dk, vw = (int64_t)R.Hv * R.dv, row = kw + vw + 2 * R.Hv;
+    float *pk = pend, *pv = pk + CH * kw, *pb = pv + CH * vw, *pg = pb + CH * R.Hv;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (int64_t)cnt * row;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int r = (int)(i / row);
+        const int64_t j = i % row, t = src0 + r, o = dst0 + r;
+        if (j < kw)
+            pk[o * kw + j] = R.kn[t * kw + j];
+        else if (j < kw + vw)
+            pv[o * vw + j - kw] = R.u[t * R.C + 2 * kw + j - kw];
+        else if (j < kw + vw + R.Hv)
+            pb[o * R.Hv + j - kw - vw] = R.beta[t * R.Hv + j - kw - vw];
+        else
+            pg[o * R.Hv + j - kw - vw - R.Hv] = R.g[t * R.Hv + j - kw - vw - R.Hv];
+    }
+}
+
 } // namespace
 
 extern "C" {
@@ -186,7 +433,9 @@ cudaError_t engk_gdn_prep(float *qn, float *kn, float *beta, float *g, const flo
                           int64_t boff, const float *A_log, const float *dt_bias, int T, int Hk, int Hv, int dk,
                           int dv, float qmul, cudaStream_t s)
 {
-    k_gdn_prep<<<T, PREP_WARPS * 32, 0, s>>>(qn, kn, beta, g, u, gin, xs, boff, A_log, dt_bias, Hk, Hv, dk, dv, qmul);
+    const dim3 grid(T, (2 * Hk + PREP_WARPS - 1) / PREP_WARPS);
+    k_gdn_prep<<<grid, PREP_WARPS * 32, 0, s>>>(qn, kn, beta, g, u, gin, xs, boff, A_log, dt_bias, Hk, Hv, dk, dv,
+                                                qmul);
     return cudaGetLastError();
 }
 
@@ -225,6 +474,127 @@ cudaError_t engk_sigmoid_gate(float *ctx, const float *gate, int T, int n, cudaS
     const int64_t total = (int64_t)T * n;
     k_sigmoid_gate<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(ctx, gate, total);
     return cudaGetLastError();
+}
+
+int64_t engk_gdn_chunk_ws_floats(int64_t rows, int Hv)
+{
+    return (rows / CH + 2) * Hv * WS_PER;
+}
+
+int64_t engk_gdn_pend_floats(int Hk, int Hv, int dk, int dv)
+{
+    return (int64_t)CH * ((int64_t)Hk * dk + (int64_t)Hv * dv + 2 * Hv);
+}
+
+int64_t engk_gdn_next_base(int64_t b, int64_t end)
+{
+    const int64_t ce = (b / CH + 1) * CH;
+    return end < ce ? b : end - (end - ce) % CH;
+}
+
+cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, const float *qn, const float *kn,
+                             const float *u, const float *beta, const float *g, int T, int C, int Hk, int Hv, int dk,
+                             int dv, int np, int first, int fresh, int settle, cudaStream_t s)
+{
+    if (dk > 256 || np < 0 || np >= first || first > CH || T < 0 || (settle && T) || Hv % Hk)
+        return cudaErrorInvalidValue;
+    const int total = np + T;
+    if (total == 0)
+        return cudaSuccess;
+    const int64_t kw = (int64_t)Hk * dk, vw = (int64_t)Hv * dv;
+    const Rows R = {qn, kn, u, beta, g, pend, pend + CH * kw, pend + CH * (kw + vw), pend + CH * (kw + vw + Hv),
+                    np, T, C, Hk, Hv, dk, dv};
+    const int hm = rc_fault_active("gdn_key_head_modulo") ? 1 : 0, nch = n_chunks(total, first), ks = dk + 1;
+    const size_t sm1 = sizeof(float) * (2 * (size_t)CH * ks + 2 * CH * CH + 2 * CH);
+    const size_t sm2 = sizeof(float) * ((size_t)DVS * ks + 2 * (size_t)CH * ks + 3 * CH * DVS + 4 * CH);
+    cudaError_t err = cudaFuncSetAttribute(k_gdn_intra, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1);
+    if (err == cudaSuccess)
+        err = cudaFuncSetAttribute(k_gdn_inter, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2);
+    if (err != cudaSuccess)
+        return err;
+    k_gdn_intra<<<dim3(nch, Hv), CK_THREADS, sm1, s>>>(ws, R, first, hm);
+    k_gdn_inter<<<dim3((dv + DVS - 1) / DVS, Hv), CK_THREADS, sm2, s>>>(core, state, ws, R, first, fresh, settle, hm);
+    if (settle)
+        return cudaGetLastError();
+    /* keep the last chunk's rows when it is incomplete */
+    int c0 = nch == 1 ? 0 : first + (nch - 2) * CH;
+    const int full = nch == 1 ? first : CH, n = total - c0;
+    if (n < full) {
+        const int src0 = c0 > np ? c0 - np : 0, dst0 = c0 > np ? 0 : np, cnt = total - (c0 > np ? c0 : np);
+        const int64_t work = (int64_t)cnt * (kw + vw + 2 * Hv);
+        if (cnt > 0)
+            k_gdn_keep<<<(unsigned)((work + 255) / 256 < 1024 ? (work + 255) / 256 : 1024), 256, 0, s>>>(pend, R, src0,
+                                                                                                       dst0, cnt);
+    }
+    return cudaGetLastError();
+}
+
+/* Synthetic inputs (the state decays and stays finite: g < 0 comes from A_log, a) timed with events. */
+cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *step_us, double *delta_us)
+{
+    const int C = 2 * Hk * dk + Hv * dv, nin = C + Hv * dv + 2 * Hv, reps = 200;
+    const int64_t ns = (int64_t)Hv * dv * dk;
+    const int64_t n = (int64_t)nin + C + 2 * (int64_t)Hk * dk + 2 * Hv + Hv * dv + ns + (int64_t)(K - 1) * C +
+                      (int64_t)C * K + 2 * Hv + dv;
+    float *buf = NULL;
+    cudaEvent_t t[2] = {NULL, NULL};
+    cudaStream_t s = NULL;
+    cudaError_t err = cudaMalloc((void **)&buf, (size_t)n * sizeof(float));
+    for (int i = 0; i < 2 && err == cudaSuccess; i++)
+        err = cudaEventCreate(&t[i]);
+    if (err == cudaSuccess)
+        err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (err == cudaSuccess)
+        err = cudaMemsetAsync(buf, 0, (size_t)n * sizeof(float), s); /* zero inputs: exact, finite, no NaN */
+    float *gin = buf, *u = gin + nin, *qn = u + C, *kn = qn + (int64_t)Hk * dk, *beta = kn + (int64_t)Hk * dk,
+          *g = beta + Hv, *core = g + Hv, *S = core + (int64_t)Hv * dv, *cst = S + ns, *cw = cst + (int64_t)(K - 1) * C,
+          *alog = cw + (int64_t)C * K, *dt = alog + Hv, *nw = dt + Hv;
+    float ms[2] = {0.0f, 0.0f};
+    for (int phase = 0; phase < 2 && err == cudaSuccess; phase++) { /* the steps captured as one graph, as decode */
+        cudaGraph_t graph = NULL;
+        cudaGraphExec_t exec = NULL;
+        err = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+        for (int i = 0; i < reps && err == cudaSuccess; i++) {
+            if (phase == 0)
+                err = engk_gdn_conv(u, cst, gin, nin, cw, 1, C, K, 0, s);
+            if (phase == 0 && err == cudaSuccess)
+                err = engk_gdn_prep(qn, kn, beta, g, u, gin, nin, C + (int64_t)Hv * dv, alog, dt, 1, Hk, Hv, dk, dv,
+                                    1.0f, s);
+            if (err == cudaSuccess)
+                err = engk_gdn_delta(core, S, qn, kn, u, beta, g, 1, C, Hk, Hv, dk, dv, 0, s);
+            if (phase == 0 && err == cudaSuccess)
+                err = engk_gdn_norm_gate(core, core, gin + C, nin, nw, 1, Hv, dv, 1e-6f, s);
+        }
+        const cudaError_t end = cudaStreamEndCapture(s, &graph);
+        err = err != cudaSuccess ? err : end;
+        if (err == cudaSuccess)
+            err = cudaGraphInstantiate(&exec, graph, 0);
+        if (err == cudaSuccess)
+            err = cudaGraphLaunch(exec, s); /* warm-up */
+        if (err == cudaSuccess)
+            err = cudaEventRecord(t[0], s);
+        if (err == cudaSuccess)
+            err = cudaGraphLaunch(exec, s);
+        if (err == cudaSuccess)
+            err = cudaEventRecord(t[1], s);
+        if (err == cudaSuccess)
+            err = cudaEventSynchronize(t[1]);
+        if (err == cudaSuccess)
+            err = cudaEventElapsedTime(&ms[phase], t[0], t[1]);
+        if (exec)
+            cudaGraphExecDestroy(exec);
+        if (graph)
+            cudaGraphDestroy(graph);
+    }
+    *step_us = 1e3 * ms[0] / reps;
+    *delta_us = 1e3 * ms[1] / reps;
+    for (int i = 0; i < 2; i++)
+        if (t[i])
+            cudaEventDestroy(t[i]);
+    if (s)
+        cudaStreamDestroy(s);
+    cudaFree(buf);
+    return err;
 }
 
 } // extern "C"

@@ -29,6 +29,27 @@ cudaError_t engk_gdn_prep(float *qn, float *kn, float *beta, float *g, const flo
 cudaError_t engk_gdn_delta(float *core, float *state, const float *qn, const float *kn, const float *u,
                            const float *beta, const float *g, int T, int C, int Hk, int Hv, int dk, int dv, int fresh,
                            cudaStream_t s);
+/* The chunked gated delta rule (prefill). Chunks of ENG_GDN_CHUNK positions are aligned to absolute positions:
+ * state holds S at the base position b (zeros when fresh), pend [engk_gdn_pend_floats] the rows b .. pos-1 of
+ * b's chunk that an earlier call brought (np of them: k, v, beta, g), and `first` is that chunk's full length
+ * (the next multiple of ENG_GDN_CHUNK after b, minus b). This call appends T rows (qn, kn, u, beta, g as for
+ * engk_gdn_delta) and writes core for them only. Row t's output depends on S(b) and the rows of its chunk up
+ * to t alone, each reduction in one fixed order, so it is the same bits however the rows were split into calls.
+ * S advances only over complete chunks (and, with settle, T = 0, over the pending rows: the state at pos for a
+ * decode step); pend then holds the rows of the last incomplete chunk. ws: engk_gdn_chunk_ws_floats(T, Hv). */
+#define ENG_GDN_CHUNK 64
+int64_t engk_gdn_chunk_ws_floats(int64_t rows, int Hv);
+int64_t engk_gdn_pend_floats(int Hk, int Hv, int dk, int dv);
+/* The base after the rows up to position end are in, from base b: b while b's chunk is incomplete, else the
+ * start of the chunk that holds end (end itself when it closes one). */
+int64_t engk_gdn_next_base(int64_t b, int64_t end);
+cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, const float *qn, const float *kn,
+                             const float *u, const float *beta, const float *g, int T, int C, int Hk, int Hv, int dk,
+                             int dv, int np, int first, int fresh, int settle, cudaStream_t s);
+/* engine bench: device time of one decode step's DeltaNet kernels of a linear layer of this shape (conv, prep,
+ * delta, norm_gate at T = 1, no GEMVs; mean over 200 steps replayed as one CUDA graph) and of the delta kernel
+ * alone, in us. */
+cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *step_us, double *delta_us);
 /* y[T, Hv, dv] = rmsnorm_w(x[T, Hv, dv]; w [dv], eps) * silu(z), z rows of stride zs (z[t, h, i] at
  * z[t * zs + h * dv + i]); y may alias x. */
 cudaError_t engk_gdn_norm_gate(float *y, const float *x, const float *z, int64_t zs, const float *w, int T, int Hv,

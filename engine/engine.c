@@ -49,14 +49,15 @@ struct eng {
     /* split-KV decode: tile partials (the position is the device scalar d_pos below) */
     float *d_part;
     int max_tiles;
-    /* recurrent state of each GDN layer (NULL elsewhere), on the device in every mode: S [Hv, dv, dk], conv
-     * [K-1, C]; both fp32 */
+    /* recurrent state of each GDN layer (NULL elsewhere), on the device in every mode: S [Hv, dv, dk] at position
+     * gdn_base followed by the pending rows of gdn_base's DeltaNet chunk (engk_gdn_chunked), conv [K-1, C]; fp32 */
     float **d_gS, **d_gcs;
+    int64_t gdn_base;
     /* workspace */
     float *d_x, *d_a, *d_qkv, *d_q, *d_ctx, *d_gu, *d_act, *d_fin, *d_logits, *d_rope;
     int32_t *d_ids;
     /* gated delta net / output gate workspace: in-proj rows, conv out, q/k, beta, g, core, attention gate */
-    float *d_gin, *d_gconv, *d_gqn, *d_gkn, *d_gbeta, *d_gg, *d_gcore, *d_agate;
+    float *d_gin, *d_gconv, *d_gqn, *d_gkn, *d_gbeta, *d_gg, *d_gcore, *d_agate, *d_gws;
     /* host staging (pinned) */
     float *h_rope, *h_x, *h_fin, *h_logits;
     int32_t *h_ids;
@@ -162,6 +163,12 @@ typedef struct gdn_sizes {
     int64_t nin, ch, kd, hv, vd, gate, state;
 } gdn_sizes;
 
+/* floats of a GDN layer's pending-row store, kept after its state S */
+static int64_t gdn_pend(const rc_layer_desc *d)
+{
+    return engk_gdn_pend_floats(d->gdn_k_heads, d->gdn_v_heads, d->gdn_k_dim, d->gdn_v_dim);
+}
+
 static void gdn_sizes_of(const eng_weights *w, gdn_sizes *g)
 {
     memset(g, 0, sizeof *g);
@@ -177,7 +184,8 @@ static void gdn_sizes_of(const eng_weights *w, gdn_sizes *g)
         if (Ly->gkd > g->kd) g->kd = Ly->gkd;
         if (d->gdn_v_heads > g->hv) g->hv = d->gdn_v_heads;
         if (Ly->gvd > g->vd) g->vd = Ly->gvd;
-        g->state += 4 * ((int64_t)Ly->gvd * d->gdn_k_dim + (int64_t)(d->gdn_conv_kernel - 1) * Ly->gch);
+        g->state += 4 * ((int64_t)Ly->gvd * d->gdn_k_dim + (int64_t)(d->gdn_conv_kernel - 1) * Ly->gch +
+                         gdn_pend(d));
     }
 }
 
@@ -218,6 +226,8 @@ static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, int gemm
     gdn_sizes g;
     gdn_sizes_of(w, &g);
     s->workspace += 4 * (int64_t)C * (g.nin + g.ch + 2 * g.kd + 2 * g.hv + g.vd + g.gate);
+    if (g.hv)
+        s->workspace += 4 * engk_gdn_chunk_ws_floats(C, (int)g.hv);
     s->state = g.state;
 }
 
@@ -290,7 +300,7 @@ void eng_close(eng *E)
     if (E->gexec) cudaGraphExecDestroy(E->gexec);
     void *dev[] = {E->d_dec, E->d_knew, E->d_vnew, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_x, E->d_a, E->d_qkv, E->d_q,
                    E->d_ctx, E->d_gu, E->d_act, E->d_fin, E->d_logits, E->d_rope, E->d_ids, E->d_gin, E->d_gconv,
-                   E->d_gqn, E->d_gkn, E->d_gbeta, E->d_gg, E->d_gcore, E->d_agate};
+                   E->d_gqn, E->d_gkn, E->d_gbeta, E->d_gg, E->d_gcore, E->d_agate, E->d_gws};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         cudaFree(dev[i]);
     void *host[] = {E->h_dec, E->h_rope, E->h_x, E->h_fin, E->h_logits, E->h_ids};
@@ -417,7 +427,8 @@ static int open_recurrent(eng *E, rc_err *e)
         const eng_layer_layout *Ly = &E->w->lay[l];
         if (d->state != RC_STATE_RECURRENT)
             continue;
-        ATTEMPT(DALLOC(E->d_gS[l], 4 * (int64_t)Ly->gvd * d->gdn_k_dim, &E->mem.kv, "a delta-rule state"));
+        ATTEMPT(DALLOC(E->d_gS[l], 4 * ((int64_t)Ly->gvd * d->gdn_k_dim + gdn_pend(d)), &E->mem.kv,
+                       "a delta-rule state"));
         ATTEMPT(DALLOC(E->d_gcs[l], 4 * (int64_t)(d->gdn_conv_kernel - 1) * Ly->gch, &E->mem.kv, "a conv state"));
     }
     return RC_OK;
@@ -542,6 +553,8 @@ static int open_workspace(eng *E, rc_err *e)
     ATTEMPT(DALLOC(E->d_gg, C * g.hv * 4, acct, "activations"));
     ATTEMPT(DALLOC(E->d_gcore, C * g.vd * 4, acct, "activations"));
     ATTEMPT(DALLOC(E->d_agate, C * g.gate * 4, acct, "activations"));
+    if (g.hv)
+        ATTEMPT(DALLOC(E->d_gws, 4 * engk_gdn_chunk_ws_floats(C, (int)g.hv), acct, "the DeltaNet chunk workspace"));
     ATTEMPT(DALLOC(E->d_final_norm, Hd * 4, acct, "the final norm"));
     E->max_tiles = engk_attn_max_tiles(E->max_ctx, E->P);
     ATTEMPT(DALLOC(E->d_part, 4 * part_floats(c, E->max_tiles), acct, "decode attention partials"));
@@ -683,6 +696,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
 void eng_reset(eng *E)
 {
     E->pos = 0;
+    E->gdn_base = 0;
     E->broken = 0;
 }
 
@@ -934,8 +948,33 @@ static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
     return RC_OK;
 }
 
+/* rows from gdn_base to the end of its DeltaNet chunk */
+static int gdn_first(const eng *E)
+{
+    return (int)((E->gdn_base / ENG_GDN_CHUNK + 1) * ENG_GDN_CHUNK - E->gdn_base);
+}
+
+/* Before a decode step: every GDN state from gdn_base to pos over the pending rows (the same bits whatever
+ * the prefill's chunking), so the recurrent step continues from the state at pos. */
+static int gdn_settle(eng *E, rc_err *e)
+{
+    if (E->gdn_base == E->pos)
+        return RC_OK;
+    for (int l = 0; l < E->L; l++) {
+        const rc_layer_desc *d = &E->c->layers[l];
+        const eng_layer_layout *Ly = &E->w->lay[l];
+        if (d->mixer != RC_MIXER_GDN)
+            continue;
+        CK(engk_gdn_chunked(NULL, E->d_gS[l], E->d_gS[l] + (int64_t)Ly->gvd * d->gdn_k_dim, E->d_gws, NULL, NULL,
+                            NULL, NULL, NULL, 0, Ly->gch, d->gdn_k_heads, d->gdn_v_heads, d->gdn_k_dim, d->gdn_v_dim,
+                            (int)(E->pos - E->gdn_base), gdn_first(E), E->gdn_base == 0, 1, E->s_comp));
+    }
+    E->gdn_base = E->pos;
+    return RC_OK;
+}
+
 /* ---- the gated delta net mixer of layer l (RC_STATE_RECURRENT): d_x += out_proj(norm_gate(delta(conv(d_a)))).
- * Every phase runs the token-by-token recurrence (README, "recurrent layers"). ---- */
+ * Prefill runs the chunked delta rule, a decode step the recurrent one (README, "recurrent layers"). ---- */
 static int linear_mixer(eng *E, int l, const char *W, int T, probes *P, rc_err *e)
 {
     const rc_config *c = E->c;
@@ -958,8 +997,13 @@ static int linear_mixer(eng *E, int l, const char *W, int T, probes *P, rc_err *
                      GVEC(Ly->gdt), T, Hk, Hv, dk, dv, (float)pow((double)dk, -0.5), E->s_comp));
     PROBE(l, "gdn.beta", 2, Hv, 0, E->d_gbeta, Hv, 0, T);
     PROBE(l, "gdn.g", 2, Hv, 0, E->d_gg, Hv, 0, T);
-    CK(engk_gdn_delta(E->d_gcore, E->d_gS[l], E->d_gqn, E->d_gkn, E->d_gconv, E->d_gbeta, E->d_gg, T, C, Hk, Hv, dk,
-                      dv, fresh, E->s_comp));
+    if (E->decoding) /* the recurrent step from the state at pos (gdn_settle) */
+        CK(engk_gdn_delta(E->d_gcore, E->d_gS[l], E->d_gqn, E->d_gkn, E->d_gconv, E->d_gbeta, E->d_gg, T, C, Hk, Hv,
+                          dk, dv, fresh, E->s_comp));
+    else /* the chunked form from the state at gdn_base and that chunk's pending rows */
+        CK(engk_gdn_chunked(E->d_gcore, E->d_gS[l], E->d_gS[l] + (int64_t)Vd * dk, E->d_gws, E->d_gqn, E->d_gkn,
+                            E->d_gconv, E->d_gbeta, E->d_gg, T, C, Hk, Hv, dk, dv, (int)(E->pos - E->gdn_base),
+                            gdn_first(E), E->gdn_base == 0, 0, E->s_comp));
     PROBE(l, "gdn.core", 3, Hv, dv, E->d_gcore, Vd, 0, T);
     CK(engk_gdn_norm_gate(E->d_gcore, E->d_gcore, E->d_gin + C, nin, GVEC(Ly->gnorm), T, Hv, dv, c->eps, E->s_comp));
     PROBE(l, "gdn.normed", 2, Vd, 0, E->d_gcore, Vd, 0, T);
@@ -1102,6 +1146,7 @@ static int chunk_forward(eng *E, const int32_t *ids, int T, float *logits, probe
     }
     CK(cudaStreamSynchronize(E->s_comp));
     E->pos += T;
+    E->gdn_base = engk_gdn_next_base(E->gdn_base, E->pos);
     return RC_OK;
 }
 
@@ -1311,11 +1356,16 @@ static int decode_step(eng *E, int32_t id, int32_t *next, float *logits, rc_err 
     if (id < 0 || id >= E->c->vocab)
         return rc_fail(e, RC_E_RANGE, "engine: token id %d at index 0 is outside the vocabulary [0, %lld)", id,
                        (long long)E->c->vocab);
+    int rc = gdn_settle(E, e);
+    if (rc) {
+        E->broken = 1;
+        return rc;
+    }
     E->decoding = 1;
     fill_rows(E, &id, 1);
     *E->h_pos = E->pos;
     E->graphed = graph_eligible(E);
-    int rc = E->graphed ? decode_graph(E, e) : decode_enqueue(E, e);
+    rc = E->graphed ? decode_graph(E, e) : decode_enqueue(E, e);
     E->graphed = E->graphed && !E->graph_off;
     if (!rc)
         rc = decode_finish(E, next, logits, e);
@@ -1323,7 +1373,7 @@ static int decode_step(eng *E, int32_t id, int32_t *next, float *logits, rc_err 
     if (rc)
         E->broken = 1;
     else
-        E->pos++;
+        E->gdn_base = ++E->pos;
     return rc;
 }
 

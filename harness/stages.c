@@ -108,7 +108,7 @@ static const rc_stage stages[] = {
     {"ref-recurrent", "architecture", 1, ref_available, ref_open, ref_recurrent_run, NULL, ref_close, 1, "fp32"},
 #ifdef RC_HAVE_CUDA
     {"cuda", "kernel", 1, cuda_available, cuda_open, cuda_run, NULL, cuda_close, 0, "fp32"},
-    {"engine", "pipeline", 0, engine_available, engine_open, eng_stage_forward, eng_stage_greedy, eng_stage_close, 1, "bf16"},
+    {"engine", "pipeline", 0, engine_available, engine_open, eng_stage_forward, eng_stage_greedy, eng_stage_close, 0, "bf16"},
 #endif
 };
 

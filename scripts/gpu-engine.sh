@@ -7,6 +7,7 @@
 # 2. the bit-identity tables those tests printed (engine --logits in each mode, files compared byte for byte)
 # 3. compute-sanitizer memcheck / racecheck on small runs, when the tool is installed
 # 4. engine bench --shape llama3-8b: full resident vs 2 streamed slots, then KV offload + vocab on CPU
+# 5. engine bench --shape qwen3.5-9b: its rows and the DeltaNet decode step per linear layer
 # and last a compact table of results (RC_SKIP_TESTS=1 skips 1-2, when the GPU lane already ran the suites). Exit 0 iff everything passed. Budget: about 4 minutes on an H200.
 set -u
 B=${1:?usage: scripts/gpu-engine.sh BUILD_DIR}
@@ -94,6 +95,15 @@ for flags in "" "--kv-offload --vocab-on-cpu"; do
     fi
     grep -E '^engine: (plan|device memory)' "$OUT/bench.err" | head -6
 done
+
+echo "== 5. engine bench --shape qwen3.5-9b (its last line: the DeltaNet decode step per linear layer)"
+if "$E" bench --shape qwen3.5-9b --steps 16 >"$OUT/bench_q35.txt" 2>"$OUT/bench_q35.err"; then
+    cat "$OUT/bench_q35.txt"
+    row "bench qwen3.5-9b" PASS "$(grep -m1 '^deltanet' "$OUT/bench_q35.txt")"
+else
+    cat "$OUT/bench_q35.txt" "$OUT/bench_q35.err"
+    row "bench qwen3.5-9b" FAIL "$(tail -n 1 "$OUT/bench_q35.err")"
+fi
 
 echo
 echo "================ gpu-engine summary ($(($(date +%s) - t0)) s) ================"

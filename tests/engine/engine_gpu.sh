@@ -121,6 +121,7 @@ identity | identity-synth)
             "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" "prefill-chunk 1|--prefill-chunk 1" \
             "prefill-chunk 3|--prefill-chunk 3" "prefill-chunk 5|--prefill-chunk 5" "prefill-chunk 7|--prefill-chunk 7" \
             "prefill-chunk 64|--prefill-chunk 64" "rl2+kv-offload+vocab-on-cpu|--resident-layers 2 --kv-offload --vocab-on-cpu" \
+            "prefill-chunk 63|--prefill-chunk 63" "prefill-chunk 65|--prefill-chunk 65" "no-graph|--no-graph" \
             "rl3+kv-offload+chunk 3|--resident-layers 3 --kv-offload --prefill-chunk 3" \
             "rl0+kv-offload+chunk 7|--resident-layers 0 --kv-offload --prefill-chunk 7" \
             "rl1+vocab-on-cpu+chunk 1|--resident-layers 1 --vocab-on-cpu --prefill-chunk 1" \

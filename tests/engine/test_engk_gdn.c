@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "eng_gdn.h"
+#include "engk_check.h"
 #include "gpu_skip.h"
 #include "ops.h"
 
@@ -233,6 +234,120 @@ static void test_delta(int T, int Hk, int Hv, int dk, int dv, int fresh, int T1)
     free(o1); free(S1); free(o2); free(S2);
 }
 
+/* ---- chunked delta rule: one call vs ref_delta_rule_step; split calls (pending rows carried) = one call, bit for
+ * bit, outputs and the settled state. first < 64: the base after decode steps, off the 64-row grid. ---- */
+typedef struct gdn_in {
+    int T, Hk, Hv, dk, dv;
+    int64_t C, nq, ns;
+    float *qn, *kn, *u, *beta, *g, *S0;
+    float *dq, *dk_, *du, *db, *dg;
+} gdn_in;
+
+static void gdn_in_make(gdn_in *I, int T, int Hk, int Hv, int dk, int dv)
+{
+    I->T = T, I->Hk = Hk, I->Hv = Hv, I->dk = dk, I->dv = dv;
+    I->C = 2 * (int64_t)Hk * dk + (int64_t)Hv * dv, I->nq = (int64_t)T * Hk * dk, I->ns = (int64_t)Hv * dv * dk;
+    I->qn = hbuf(I->nq), I->kn = hbuf(I->nq), I->u = hrand((int64_t)T * I->C, -1, 1);
+    I->beta = hrand((int64_t)T * Hv, 0.05f, 0.95f), I->g = hrand((int64_t)T * Hv, -2.0f, -0.01f);
+    I->S0 = hrand(I->ns, -0.5f, 0.5f);
+    const float qmul = (float)pow((double)dk, -0.5);
+    for (int64_t i = 0; i < I->nq; i += dk) {
+        float *a = hrand(dk, -1, 1), *b = hrand(dk, -1, 1);
+        ref_l2norm(I->qn + i, a, 1, dk, 1e-6f);
+        ref_l2norm(I->kn + i, b, 1, dk, 1e-6f);
+        for (int d = 0; d < dk; d++)
+            I->qn[i + d] *= qmul;
+        free(a);
+        free(b);
+    }
+    I->dq = dev(I->qn, I->nq), I->dk_ = dev(I->kn, I->nq), I->du = dev(I->u, (int64_t)T * I->C);
+    I->db = dev(I->beta, (int64_t)T * Hv), I->dg = dev(I->g, (int64_t)T * Hv);
+}
+
+static void gdn_in_free(gdn_in *I)
+{
+    cudaFree(I->dq); cudaFree(I->dk_); cudaFree(I->du); cudaFree(I->db); cudaFree(I->dg);
+    free(I->qn); free(I->kn); free(I->u); free(I->beta); free(I->g); free(I->S0);
+}
+
+/* Runs rows [0, T) as calls of sizes split[] (cycled; 0 = all at once) from base position b0 (S0, or zeros when
+ * fresh), then settles; core [T, Hv, dv] and the settled state come back in host buffers. */
+static void run_chunked(const gdn_in *I, int64_t b0, int fresh, const int *split, int nsplit, float **core_out,
+                        float **state_out)
+{
+    const int T = I->T, Hk = I->Hk, Hv = I->Hv, dk = I->dk, dv = I->dv;
+    float *dcore = dev_nan((int64_t)T * Hv * dv), *dS = dev_nan(I->ns + engk_gdn_pend_floats(Hk, Hv, dk, dv));
+    float *dws = dev_nan(engk_gdn_chunk_ws_floats(T, Hv));
+    if (!fresh)
+        CU(cudaMemcpy(dS, I->S0, (size_t)I->ns * sizeof(float), cudaMemcpyHostToDevice));
+    int64_t base = b0, pos = b0;
+    for (int t0 = 0, k = 0; t0 < T; k++) {
+        int n = nsplit ? split[k % nsplit] : T;
+        n = n < T - t0 ? n : T - t0;
+        const int first = (int)((base / ENG_GDN_CHUNK + 1) * ENG_GDN_CHUNK - base);
+        CU(engk_gdn_chunked(dcore + (int64_t)t0 * Hv * dv, dS, dS + I->ns, dws, I->dq + (int64_t)t0 * Hk * dk,
+                            I->dk_ + (int64_t)t0 * Hk * dk, I->du + t0 * I->C, I->db + (int64_t)t0 * Hv,
+                            I->dg + (int64_t)t0 * Hv, n, (int)I->C, Hk, Hv, dk, dv, (int)(pos - base), first,
+                            fresh && base == b0, 0, 0));
+        t0 += n;
+        pos += n;
+        base = engk_gdn_next_base(base, pos);
+    }
+    const int first = (int)((base / ENG_GDN_CHUNK + 1) * ENG_GDN_CHUNK - base);
+    CU(engk_gdn_chunked(NULL, dS, dS + I->ns, dws, NULL, NULL, NULL, NULL, NULL, 0, (int)I->C, Hk, Hv, dk, dv,
+                        (int)(pos - base), first, fresh && base == b0, 1, 0));
+    *core_out = back(dcore, (int64_t)T * Hv * dv);
+    *state_out = back(dS, I->ns);
+    cudaFree(dcore); cudaFree(dS); cudaFree(dws);
+}
+
+static void test_chunked(int T, int Hk, int Hv, int dk, int dv, int64_t b0, int fresh)
+{
+    char name[112];
+    gdn_in I;
+    gdn_in_make(&I, T, Hk, Hv, dk, dv);
+    const int r = Hv / Hk;
+    float *want = hbuf((int64_t)T * Hv * dv), *wS = hbuf(I.ns), *S = hbuf((int64_t)dk * dv), *o = hbuf(dv);
+    for (int h = 0; h < Hv; h++) {
+        for (int d = 0; d < dk; d++)
+            for (int e = 0; e < dv; e++)
+                S[(int64_t)d * dv + e] = fresh ? 0.0f : I.S0[((int64_t)h * dv + e) * dk + d];
+        for (int t = 0; t < T; t++) {
+            const int64_t qo = ((int64_t)t * Hk + h / r) * dk;
+            ref_delta_rule_step(S, o, I.qn + qo, I.kn + qo, I.u + t * I.C + 2 * (int64_t)Hk * dk + (int64_t)h * dv,
+                                I.g[(int64_t)t * Hv + h], I.beta[(int64_t)t * Hv + h], dk, dv);
+            memcpy(want + ((int64_t)t * Hv + h) * dv, o, (size_t)dv * sizeof *o);
+        }
+        for (int d = 0; d < dk; d++)
+            for (int e = 0; e < dv; e++)
+                wS[((int64_t)h * dv + e) * dk + d] = S[(int64_t)d * dv + e];
+    }
+    float *o1, *S1;
+    run_chunked(&I, b0, fresh, NULL, 0, &o1, &S1);
+    snprintf(name, sizeof name, "chunked T=%d Hk=%d Hv=%d dk=%d dv=%d base=%lld%s", T, Hk, Hv, dk, dv, (long long)b0,
+             fresh ? " fresh" : "");
+    check(name, o1, want, (int64_t)T * Hv * dv, 2e-5, 1e-4);
+    check("  settled state", S1, wS, I.ns, 2e-5, 1e-4);
+    static const int splits[][3] = {{1, 0, 0}, {3, 0, 0}, {5, 0, 0}, {63, 0, 0}, {64, 0, 0}, {65, 0, 0}, {100, 0, 0},
+                                    {7, 64, 2}};
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        const int ns = splits[i][1] ? 3 : 1;
+        float *o2, *S2;
+        run_chunked(&I, b0, fresh, splits[i], ns, &o2, &S2);
+        if (ns == 1)
+            snprintf(name, sizeof name, "  split in calls of %d = one call", splits[i][0]);
+        else
+            snprintf(name, sizeof name, "  split in calls of %d, %d, %d, ... = one call", splits[i][0], splits[i][1],
+                     splits[i][2]);
+        check_bits(name, o2, o1, (int64_t)T * Hv * dv);
+        check_bits("    and the settled state", S2, S1, I.ns);
+        free(o2);
+        free(S2);
+    }
+    free(want); free(wS); free(S); free(o); free(o1); free(S1);
+    gdn_in_free(&I);
+}
+
 /* ---- gated norm and the attention output gate ---- */
 static void test_norm_gate(int T, int Hv, int dv)
 {
@@ -269,9 +384,75 @@ static void test_sigmoid_gate(int T, int n)
     free(c); free(g); free(want); free(got);
 }
 
-int main(void)
+/* ---- --bench: the qwen3.5-9b linear layer (Hk 16, Hv 32, dk = dv = 128, conv 4): prefill of 2048 rows chunked
+ * vs recurrent, and the decode step's GDN kernels (conv, prep, delta, norm_gate) at T = 1, in us per layer ---- */
+typedef struct bench_ctx {
+    gdn_in *I;
+    float *core, *S, *ws, *conv_u, *conv_st, *conv_w, *gin, *alog, *dt, *nw;
+    int T, which;
+} bench_ctx;
+
+static cudaError_t bench_fn(void *p)
+{
+    bench_ctx *b = p;
+    gdn_in *I = b->I;
+    const int Hk = I->Hk, Hv = I->Hv, dk = I->dk, dv = I->dv, C = (int)I->C;
+    switch (b->which) {
+    case 0:
+        return engk_gdn_chunked(b->core, b->S, b->S + I->ns, b->ws, I->dq, I->dk_, I->du, I->db, I->dg, b->T, C, Hk,
+                                Hv, dk, dv, 0, ENG_GDN_CHUNK, 0, 0, 0);
+    case 1:
+        return engk_gdn_delta(b->core, b->S, I->dq, I->dk_, I->du, I->db, I->dg, b->T, C, Hk, Hv, dk, dv, 0, 0);
+    case 2:
+        return engk_gdn_conv(b->conv_u, b->conv_st, b->gin, C + (int64_t)Hv * dv + 2 * Hv, b->conv_w, 1, C, 4, 0, 0);
+    case 3:
+        return engk_gdn_prep(I->dq, I->dk_, I->db, I->dg, b->conv_u, b->gin, C + (int64_t)Hv * dv + 2 * Hv,
+                             C + (int64_t)Hv * dv, b->alog, b->dt, 1, Hk, Hv, dk, dv, 0.088f, 0);
+    default:
+        return engk_gdn_norm_gate(b->core, b->core, b->gin + C, C + (int64_t)Hv * dv + 2 * Hv, b->nw, 1, Hv, dv, 1e-6f,
+                                  0);
+    }
+}
+
+static int bench(void)
+{
+    gdn_in I;
+    gdn_in_make(&I, 2048, 16, 32, 128, 128);
+    const int64_t C = I.C, nin = C + 32 * 128 + 64;
+    float *h = hrand(4 * C + nin, -1, 1);
+    bench_ctx b = {.I = &I, .core = dev_nan(2048 * I.ns / 128),
+                   .S = dev(NULL, I.ns + engk_gdn_pend_floats(16, 32, 128, 128)),
+                   .ws = dev(NULL, engk_gdn_chunk_ws_floats(2048, 32)), .conv_u = dev(NULL, C),
+                   .conv_st = dev(h, 3 * C), .conv_w = dev(h, 4 * C), .gin = dev(h, nin), .alog = dev(h, 32),
+                   .dt = dev(h, 32), .nw = dev(h, 128)};
+    CU(cudaMemcpy(b.S, I.S0, (size_t)I.ns * sizeof(float), cudaMemcpyHostToDevice));
+    b.T = 2048;
+    b.which = 0;
+    const double chunk = ekc_time_us(bench_fn, &b);
+    b.which = 1;
+    const double rec = ekc_time_us(bench_fn, &b);
+    printf("prefill of 2048 rows, qwen3.5-9b linear layer: chunked %.1f us, recurrent %.1f us (%.2fx)\n", chunk, rec,
+           rec / chunk);
+    b.T = 1;
+    double us[5], sum = 0.0;
+    for (int w = 1; w < 5; w++)
+        sum += us[w] = (b.which = w, ekc_time_us(bench_fn, &b));
+    const double floor_us = 2.0 * I.ns * 4 / ekc_read_ceiling_gbs() / 1e3; /* S read + written once */
+    printf("decode step, GDN kernels of one linear layer: %.2f us/layer (conv %.2f, prep %.2f, delta %.2f, norm_gate "
+           "%.2f); state read+write floor %.2f us; target <= 4 us/layer\n",
+           sum, us[2], us[3], us[1], us[4], floor_us);
+    cudaFree(b.core); cudaFree(b.S); cudaFree(b.ws); cudaFree(b.conv_u); cudaFree(b.conv_st); cudaFree(b.conv_w);
+    cudaFree(b.gin); cudaFree(b.alog); cudaFree(b.dt); cudaFree(b.nw);
+    free(h);
+    gdn_in_free(&I);
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     gpu_skip_unless_present("engine.kernels.gdn");
+    if (argc > 1 && !strcmp(argv[1], "--bench"))
+        return bench();
     test_conv(7, 37, 4, 0, 3);
     test_conv(7, 37, 4, 1, 1);
     test_conv(1, 5, 4, 0, 0);
@@ -286,6 +467,11 @@ int main(void)
     test_delta(4, 2, 2, 130, 5, 0, 1);
     test_delta(3, 1, 2, 256, 9, 1, 2);
     test_delta(70, 2, 4, 128, 24, 0, 64);
+    test_chunked(200, 2, 4, 128, 24, 0, 1);
+    test_chunked(130, 1, 3, 64, 33, 0, 0);
+    test_chunked(150, 2, 2, 19, 17, 37, 0); /* base off the grid: 27 rows to its chunk's end */
+    test_chunked(70, 1, 2, 256, 9, 64, 0);
+    test_chunked(2, 2, 4, 32, 8, 0, 1);    /* shorter than a chunk */
     test_norm_gate(3, 5, 37);
     test_norm_gate(1, 4, 24);
     test_sigmoid_gate(3, 1007);
