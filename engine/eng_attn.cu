@@ -10,39 +10,40 @@ namespace {
 
 constexpr unsigned FULL = 0xffffffffu;
 constexpr int FAULT_NO_RESCALE = 0x100; /* fault injection (kv_offload_no_rescale): corr = 1 */
-constexpr int DEC_THREADS = 256, ROW_THREADS = 256, MERGE_SMEM_TILES = 12288; /* 48 KiB of weights */
+constexpr int DEC_THREADS = 256, ROW_THREADS = 256;
 constexpr int MMA_WARPS = 4, MMA_ROWS = MMA_WARPS * 16, KB = 64; /* KB: keys per MMA sub-block of a tile */
 
 __device__ __forceinline__ float kv1(const uint16_t *p) { return __uint_as_float((unsigned)__ldg(p) << 16); }
 __device__ __forceinline__ float kv1(const float *p) { return __ldg(p); }
 
-/* 2 consecutive K/V elements (4- or 8-byte aligned). */
-__device__ __forceinline__ float2 kv2(const uint16_t *p)
-{
-    const unsigned u = __ldg(reinterpret_cast<const unsigned *>(p));
-    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
-}
-__device__ __forceinline__ float2 kv2(const float *p) { return __ldg(reinterpret_cast<const float2 *>(p)); }
-
-/* 8 consecutive K/V elements (16-byte aligned). */
-__device__ __forceinline__ void kv8(const uint16_t *p, float *v)
-{
-    const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
-    const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        v[2 * i] = __uint_as_float(w[i] << 16);
-        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+/* 8 consecutive K/V elements (16-byte aligned), held as loaded: the decode kernel issues all of a round's loads
+ * before it converts any of them. */
+template <typename KV> struct Chunk;
+template <> struct Chunk<uint16_t> {
+    uint4 u;
+    __device__ __forceinline__ void load(const uint16_t *p) { u = __ldg(reinterpret_cast<const uint4 *>(p)); }
+    __device__ __forceinline__ void zero() { u = make_uint4(0u, 0u, 0u, 0u); }
+    __device__ __forceinline__ float at(int e) const
+    {
+        const unsigned w = e < 2 ? u.x : e < 4 ? u.y : e < 6 ? u.z : u.w;
+        return __uint_as_float(e & 1 ? w & 0xffff0000u : w << 16);
     }
-}
-__device__ __forceinline__ void kv8(const float *p, float *v)
-{
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const float4 u = __ldg(reinterpret_cast<const float4 *>(p) + i);
-        v[4 * i] = u.x; v[4 * i + 1] = u.y; v[4 * i + 2] = u.z; v[4 * i + 3] = u.w;
+};
+template <> struct Chunk<float> {
+    float4 a, b;
+    __device__ __forceinline__ void load(const float *p)
+    {
+        a = __ldg(reinterpret_cast<const float4 *>(p));
+        b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
     }
-}
+    __device__ __forceinline__ void zero() { a = b = make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+    __device__ __forceinline__ float at(int e) const
+    {
+        const float4 v = e < 4 ? a : b;
+        const int i = e & 3;
+        return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+    }
+};
 
 __device__ __forceinline__ float wsum(float v)
 {
@@ -96,118 +97,283 @@ __device__ __forceinline__ float tile_pv(const float *ph, const KV *vr, int n, i
 
 /* ---------------- decode: tile partials ---------------- */
 
-/* One block per (tile k0 + blockIdx.x, kv head): scores of the tile's keys for the group's G heads (LK lanes per
- * key, chunks of 8 dims strided over them, fmaf in order, butterfly over the LK lanes), then per head m = max,
- * p = expf(s - m), l = lane-strided sum + butterfly, acc[d] = sum_j p_j v_j[d] in key order. */
-template <typename KV>
-__global__ void __launch_bounds__(DEC_THREADS) k_dec_part(const float *q, float *part, const KV *Kc, const KV *Vc,
-                                                          const int64_t *pos_dev, int64_t kv_pos0, int k0,
-                                                          int max_tiles, int P, int H, int Hkv, int D, float scale,
-                                                          int window)
+/* The decode geometry is a function of D alone. LK lanes share a key (the power of two >= D/8, at most 32); lane
+ * sl holds the key's chunks sl, sl + LK, ... (CPL of them) of 8 dims; a warp covers KPW = 32/LK keys per step, the
+ * block KS = DEC_WARPS x KPW; a round is U = DEC_LOADS/CPL steps (KB = U x KS keys), so every thread has DEC_LOADS
+ * 16-byte K loads and as many V loads in flight (bf16, D = 128: a round is 64 keys, 32 KiB per block). */
+constexpr int DEC_WARPS = DEC_THREADS / 32, DEC_LOADS = 4;
+constexpr int MERGE_THREADS = 256, MERGE_DIMS = 32, MERGE_SLICES = MERGE_THREADS / (MERGE_DIMS / 4);
+
+__host__ __device__ constexpr int dec_lanes(int D)
 {
-    extern __shared__ float sd[];
-    const int G = H / Hkv, k = k0 + blockIdx.x, g = blockIdx.y;
-    const int64_t pos = *pos_dev, lo = window_lo(pos, window), t0 = (int64_t)k * P;
-    const int64_t a = t0 > lo ? t0 : lo, b = t0 + P - 1 < pos ? t0 + P - 1 : pos;
-    if (a > b)
-        return; /* not a live tile: the merge does not read its slot */
-    const int n = (int)(b - a + 1);
-    float *qs = sd, *sp = qs + G * D;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    for (int i = tid; i < G * D; i += DEC_THREADS)
-        qs[i] = q[(int64_t)g * G * D + i];
-    __syncthreads();
-    const int nc = D >> 3;
-    const int LK = nc > 16 ? 32 : nc > 8 ? 16 : nc > 4 ? 8 : nc > 2 ? 4 : nc > 1 ? 2 : 1;
-    const int per = 32 / LK, grp = lane / LK, sl = lane % LK, step = (DEC_THREADS / 32) * per;
-    const int64_t kvs = (int64_t)Hkv * D;
-#pragma unroll 2
-    for (int j0 = warp * per; j0 < n; j0 += step) {
-        const int jj = j0 + grp;
-        const bool ok = jj < n && sl < nc;
-        const KV *kr = Kc + (a + (jj < n ? jj : 0) - kv_pos0) * kvs + (int64_t)g * D;
-        float k8[8];
-        if (ok)
-            kv8(kr + sl * 8, k8); /* the lane's first chunk, loaded once for the G heads */
-        for (int h = 0; h < G; h++) {
-            const float *qh = qs + h * D;
-            float s = 0.0f;
-            if (ok) {
+    return D > 128 ? 32 : D > 64 ? 16 : D > 32 ? 8 : D > 16 ? 4 : D > 8 ? 2 : 1;
+}
+constexpr int dec_cpl(int D) { return D <= 256 ? 1 : D <= 512 ? 2 : D <= 1024 ? 4 : 0; }
+template <typename KV> constexpr int dec_resident() { return sizeof(KV) == 2 ? 3 : 2; } /* blocks per SM */
+
+/* This thread's chunks of round r of a tile's n keys (key jj at base + jj * kvs; j0: the thread's key in a step),
+ * zero past n. */
+template <typename KV, int CPL>
+__device__ __forceinline__ void dec_round(Chunk<KV> (&c)[DEC_LOADS / CPL][CPL], const KV *base, int64_t kvs, int r,
+                                          int n, int j0, int sl, int nc, int LK)
+{
+    constexpr int U = DEC_LOADS / CPL;
+    const int KS = DEC_WARPS * (32 / LK);
 #pragma unroll
-                for (int e = 0; e < 8; e++)
-                    s = fmaf(qh[sl * 8 + e], k8[e], s);
-                for (int c = sl + LK; c < nc; c += LK) { /* D > 256 only */
-                    float v[8];
-                    kv8(kr + c * 8, v);
+    for (int i = 0; i < U; i++) {
+        const int jj = (r * U + i) * KS + j0;
 #pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        s = fmaf(qh[c * 8 + e], v[e], s);
-                }
-            }
-            for (int off = LK >> 1; off; off >>= 1)
-                s += __shfl_xor_sync(FULL, s, off);
-            if (jj < n && sl == 0)
-                sp[h * P + jj] = s * scale;
+        for (int cc = 0; cc < CPL; cc++) {
+            const int ch = sl + cc * LK;
+            if (jj < n && ch < nc)
+                c[i][cc].load(base + jj * kvs + ch * 8);
+            else
+                c[i][cc].zero();
         }
-    }
-    __syncthreads();
-    float *pm = part, *pl = part + (int64_t)max_tiles * H, *pa = pl + (int64_t)max_tiles * H;
-    const int64_t slot = (int64_t)k * H + (int64_t)g * G; /* (tile, first head of the group) */
-    for (int h = warp; h < G; h += DEC_THREADS / 32) {
-        float ls;
-        const float mt = tile_probs(sp + h * P, n, -INFINITY, &ls, lane);
-        if (lane == 0) {
-            pm[slot + h] = mt;
-            pl[slot + h] = ls;
-        }
-    }
-    __syncthreads();
-    const int D2 = D >> 1; /* one thread per (head, pair of dims): 4- or 8-byte V loads */
-    for (int i = tid; i < G * D2; i += DEC_THREADS) {
-        const int h = i / D2, d = 2 * (i % D2);
-        const float *ph = sp + h * P;
-        const KV *vr = Vc + (a - kv_pos0) * kvs + (int64_t)g * D + d;
-        float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll 8
-        for (int jj = 0; jj < n; jj++) {
-            const float2 v = kv2(vr + jj * kvs);
-            s0 = fmaf(ph[jj], v.x, s0);
-            s1 = fmaf(ph[jj], v.y, s1);
-        }
-        pa[(slot + h) * D + d] = s0;
-        pa[(slot + h) * D + d + 1] = s1;
     }
 }
 
-/* One warp per (head, 32 dims): M = max of the live tiles' m; w_k = expf(m_k - M) (kept in shared memory when
- * wsm, else recomputed: the same bits); l = sum_k l_k w_k and acc[d] = sum_k acc_k[d] w_k with fmaf in tile
- * order; ctx = acc / l. */
-__global__ void __launch_bounds__(32) k_dec_merge(const float *part, float *ctx, const int64_t *pos_dev,
-                                                  int max_tiles, int P, int H, int D, int window, int wsm)
+/* Work items (tile k, kv head g) of the live tiles in [kmin, kmax], k-major, strided over a fixed grid (the grid
+ * never depends on pos; a tile's arithmetic never depends on the grid). Per item, for the group's G heads:
+ * s_j = scale * (q . k_j), each by LK lanes (chunk order, fmaf in order, xor butterfly over the LK lanes); then per
+ * head m = max s_j, p_j = expf(s_j - m), l = tile_probs' lane-strided sum + butterfly; then acc[d] = sum_j p_j v_j[d]
+ * in a fixed tree: per thread its keys in round and step order (fmaf), xor butterfly over its warp's KPW key
+ * lanes, then warps 0..7 in order through shared memory. Partials: acc [max_tiles][H][D], m and l
+ * [max_tiles][H]. */
+template <typename KV, int CPL>
+__global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
+    k_dec_part(const float *q, float *part, const KV *Kc, const KV *Vc, const int64_t *pos_dev, int64_t kv_pos0,
+               int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale, int window)
 {
-    extern __shared__ float sw[];
-    const int h = blockIdx.x, lane = threadIdx.x, d = blockIdx.y * 32 + lane;
+    constexpr int U = DEC_LOADS / CPL, HG = DEC_LOADS / CPL; /* HG: heads per V pass (HG x CPL x 8 accumulators) */
+    extern __shared__ float sd[];
+    const int G = H / Hkv, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int64_t pos = *pos_dev, lo = window_lo(pos, window);
+    const int tlo = (int)(lo / P) > kmin ? (int)(lo / P) : kmin, thi = (int)(pos / P) < kmax ? (int)(pos / P) : kmax;
+    const int64_t items = thi >= tlo ? (int64_t)(thi - tlo + 1) * Hkv : 0;
+    const int nc = D >> 3, LK = dec_lanes(D), KPW = 32 / LK, grp = lane / LK, sl = lane % LK;
+    const int KS = DEC_WARPS * KPW, KB = U * KS, j0 = warp * KPW + grp;
+    const int64_t kvs = (int64_t)Hkv * D;
+    float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
+    const int region = G * D > DEC_WARPS * HG * D ? G * D : DEC_WARPS * HG * D;
+    float *qs = sd, *red = sd, *sp = sd + region; /* red reuses qs once the scores are done */
+    for (int64_t it = blockIdx.x; it < items; it += gridDim.x) {
+        const int k = tlo + (int)(it / Hkv), g = (int)(it % Hkv);
+        const int64_t t0 = (int64_t)k * P, a = t0 > lo ? t0 : lo, b = t0 + P - 1 < pos ? t0 + P - 1 : pos;
+        const int n = (int)(b - a + 1);
+        const KV *kb = Kc + (a - kv_pos0) * kvs + (int64_t)g * D, *vb = Vc + (a - kv_pos0) * kvs + (int64_t)g * D;
+        Chunk<KV> kc[U][CPL], vc[U][CPL];
+        dec_round<KV, CPL>(kc, kb, kvs, 0, n, j0, sl, nc, LK); /* K and V of round 0 in flight together */
+        dec_round<KV, CPL>(vc, vb, kvs, 0, n, j0, sl, nc, LK);
+        __syncthreads(); /* the previous item is done with qs / red / sp */
+        for (int i = tid; i < G * D; i += DEC_THREADS)
+            qs[i] = q[(int64_t)g * G * D + i];
+        __syncthreads();
+        for (int r = 0; r * KB < n; r++) {
+            if (r)
+                dec_round<KV, CPL>(kc, kb, kvs, r, n, j0, sl, nc, LK);
+            for (int h = 0; h < G; h++) { /* the U keys' dots interleaved: U independent fmaf chains */
+                float sc[U];
+#pragma unroll
+                for (int i = 0; i < U; i++)
+                    sc[i] = 0.0f;
+#pragma unroll
+                for (int cc = 0; cc < CPL; cc++) {
+                    const int ch = sl + cc * LK;
+                    if (ch < nc) {
+                        const float4 *q4 = reinterpret_cast<const float4 *>(qs + h * D + ch * 8);
+                        const float4 qa = q4[0], qb = q4[1];
+#pragma unroll
+                        for (int i = 0; i < U; i++) {
+                            sc[i] = fmaf(qa.x, kc[i][cc].at(0), sc[i]);
+                            sc[i] = fmaf(qa.y, kc[i][cc].at(1), sc[i]);
+                            sc[i] = fmaf(qa.z, kc[i][cc].at(2), sc[i]);
+                            sc[i] = fmaf(qa.w, kc[i][cc].at(3), sc[i]);
+                            sc[i] = fmaf(qb.x, kc[i][cc].at(4), sc[i]);
+                            sc[i] = fmaf(qb.y, kc[i][cc].at(5), sc[i]);
+                            sc[i] = fmaf(qb.z, kc[i][cc].at(6), sc[i]);
+                            sc[i] = fmaf(qb.w, kc[i][cc].at(7), sc[i]);
+                        }
+                    }
+                }
+                for (int off = LK >> 1; off; off >>= 1)
+#pragma unroll
+                    for (int i = 0; i < U; i++)
+                        sc[i] += __shfl_xor_sync(FULL, sc[i], off);
+#pragma unroll
+                for (int i = 0; i < U; i++) {
+                    const int jj = (r * U + i) * KS + j0;
+                    if (sl == 0 && jj < n)
+                        sp[h * P + jj] = sc[i] * scale;
+                }
+            }
+        }
+        __syncthreads();
+        const int64_t slot = (int64_t)k * H + (int64_t)g * G; /* (tile, first head of the group) */
+        for (int h = warp; h < G; h += DEC_WARPS) {
+            float ls;
+            const float mt = tile_probs(sp + h * P, n, -INFINITY, &ls, lane);
+            if (lane == 0) {
+                pm[slot + h] = mt;
+                pl[slot + h] = ls;
+            }
+        }
+        __syncthreads();
+        for (int hg = 0; hg < G; hg += HG) {
+            float acc[HG * CPL * 8]; /* [head][chunk][8] */
+#pragma unroll
+            for (int x = 0; x < HG * CPL * 8; x++)
+                acc[x] = 0.0f;
+            for (int r = 0; r * KB < n; r++) {
+                if (hg || r)
+                    dec_round<KV, CPL>(vc, vb, kvs, r, n, j0, sl, nc, LK);
+#pragma unroll
+                for (int i = 0; i < U; i++) {
+                    const int jj = (r * U + i) * KS + j0;
+                    if (jj >= n)
+                        continue;
+#pragma unroll
+                    for (int hh = 0; hh < HG; hh++) {
+                        const float p = hg + hh < G ? sp[(hg + hh) * P + jj] : 0.0f;
+#pragma unroll
+                        for (int cc = 0; cc < CPL; cc++) {
+                            float *ac = acc + (hh * CPL + cc) * 8;
+#pragma unroll
+                            for (int e = 0; e < 8; e++)
+                                ac[e] = fmaf(p, vc[i][cc].at(e), ac[e]);
+                        }
+                    }
+                }
+            }
+            for (int off = LK; off < 32; off <<= 1)
+#pragma unroll
+                for (int x = 0; x < HG * CPL * 8; x++)
+                    acc[x] += __shfl_xor_sync(FULL, acc[x], off);
+            if (grp == 0)
+#pragma unroll
+                for (int hh = 0; hh < HG; hh++)
+#pragma unroll
+                    for (int cc = 0; cc < CPL; cc++) {
+                        const int ch = sl + cc * LK;
+                        if (ch < nc) {
+                            const float *ac = acc + (hh * CPL + cc) * 8;
+                            float4 *r4 = reinterpret_cast<float4 *>(red + (warp * HG + hh) * D + ch * 8);
+                            r4[0] = make_float4(ac[0], ac[1], ac[2], ac[3]);
+                            r4[1] = make_float4(ac[4], ac[5], ac[6], ac[7]);
+                        }
+                    }
+            __syncthreads();
+            for (int i = tid; i < HG * D; i += DEC_THREADS) {
+                const int hh = i / D, d = i - hh * D;
+                if (hg + hh < G) {
+                    float v = red[hh * D + d];
+                    for (int w = 1; w < DEC_WARPS; w++)
+                        v += red[(w * HG + hh) * D + d];
+                    pa[(slot + hg + hh) * D + d] = v;
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
+/* One block per (head, MERGE_DIMS dims): M = max of the live tiles' m; thread (slice ks, quad of dims) walks tiles
+ * tlo + ks, tlo + ks + MERGE_SLICES, ... with w_k = expf(m_k - M), l = fmaf(l_k, w_k, l), acc = fmaf(acc_k, w_k,
+ * acc); the slices are then summed 0, 1, ... in order through shared memory; ctx = acc / l. */
+__global__ void __launch_bounds__(MERGE_THREADS) k_dec_merge(const float *part, float *ctx, const int64_t *pos_dev,
+                                                             int max_tiles, int P, int H, int D, int window)
+{
+    __shared__ float red[MERGE_SLICES][MERGE_DIMS + 1], wm[MERGE_THREADS / 32], tot[MERGE_DIMS + 1];
+    const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31;
+    const int quad = tid % (MERGE_DIMS / 4), ks = tid / (MERGE_DIMS / 4), d = blockIdx.y * MERGE_DIMS + 4 * quad;
     const int64_t pos = *pos_dev;
     const int tlo = (int)(window_lo(pos, window) / P), thi = (int)(pos / P);
-    const float *pm = part, *pl = part + (int64_t)max_tiles * H, *pa = pl + (int64_t)max_tiles * H;
+    const float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
     float M = -INFINITY;
-    for (int k = tlo + lane; k <= thi; k += 32)
+    for (int k = tlo + tid; k <= thi; k += MERGE_THREADS)
         M = fmaxf(M, pm[(int64_t)k * H + h]);
     M = wmax(M);
-    if (wsm) {
-        for (int k = tlo + lane; k <= thi; k += 32)
-            sw[k - tlo] = expf(pm[(int64_t)k * H + h] - M);
-        __syncwarp();
+    if (lane == 0)
+        wm[tid >> 5] = M;
+    __syncthreads();
+    M = wm[0];
+    for (int w = 1; w < MERGE_THREADS / 32; w++)
+        M = fmaxf(M, wm[w]);
+    float l = 0.0f;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const bool dok = d < D;
+#pragma unroll 4
+    for (int k = tlo + ks; k <= thi; k += MERGE_SLICES) {
+        const int64_t s = (int64_t)k * H + h;
+        const float w = expf(pm[s] - M);
+        l = fmaf(pl[s], w, l);
+        if (dok) {
+            const float4 v = *reinterpret_cast<const float4 *>(pa + s * D + d);
+            acc.x = fmaf(v.x, w, acc.x);
+            acc.y = fmaf(v.y, w, acc.y);
+            acc.z = fmaf(v.z, w, acc.z);
+            acc.w = fmaf(v.w, w, acc.w);
+        }
     }
-    float l = 0.0f, acc = 0.0f;
-    for (int k = tlo; k <= thi; k++) {
-        const float w = wsm ? sw[k - tlo] : expf(pm[(int64_t)k * H + h] - M);
-        l = fmaf(pl[(int64_t)k * H + h], w, l);
-        if (d < D)
-            acc = fmaf(pa[((int64_t)k * H + h) * D + d], w, acc);
+    red[ks][4 * quad] = acc.x;
+    red[ks][4 * quad + 1] = acc.y;
+    red[ks][4 * quad + 2] = acc.z;
+    red[ks][4 * quad + 3] = acc.w;
+    if (quad == 0)
+        red[ks][MERGE_DIMS] = l;
+    __syncthreads();
+    if (tid <= MERGE_DIMS) {
+        float v = red[0][tid];
+        for (int j = 1; j < MERGE_SLICES; j++)
+            v += red[j][tid];
+        tot[tid] = v;
     }
-    if (d < D)
-        ctx[(int64_t)h * D + d] = acc / l;
+    __syncthreads();
+    if (tid < MERGE_DIMS && blockIdx.y * MERGE_DIMS + tid < D)
+        ctx[(int64_t)h * D + blockIdx.y * MERGE_DIMS + tid] = tot[tid] / tot[MERGE_DIMS];
+}
+
+int dec_blocks_cap = 0; /* tests (engk_attn_decode_blocks) */
+size_t dec_smem(int G, int D, int P);
+
+/* The partials of the live tiles in [kmin, kmax] on a fixed grid: as many blocks as the device holds at once (at
+ * most one per item, at most dec_blocks_cap). */
+template <typename KV, int CPL>
+cudaError_t launch_dec(const float *q, float *part, const KV *K, const KV *V, const int64_t *pos_dev, int64_t kv_pos0,
+                       int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale, int window,
+                       cudaStream_t s)
+{
+    static int dev_c = -1, sms = 0;
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess && dev != dev_c) {
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        dev_c = err == cudaSuccess ? dev : -1;
+    }
+    if (err != cudaSuccess)
+        return err;
+    int64_t blocks = (int64_t)sms * dec_resident<KV>();
+    const int64_t items = (int64_t)(kmax - kmin + 1) * Hkv;
+    blocks = blocks < items ? blocks : items;
+    if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
+        blocks = dec_blocks_cap;
+    k_dec_part<KV, CPL><<<(unsigned)blocks, DEC_THREADS, dec_smem(H / Hkv, D, P), s>>>(
+        q, part, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window);
+    return cudaGetLastError();
+}
+
+template <typename KV>
+cudaError_t dec_part(const float *q, float *part, const void *K, const void *V, const int64_t *pos_dev,
+                     int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale,
+                     int window, cudaStream_t s)
+{
+    const KV *k = static_cast<const KV *>(K), *v = static_cast<const KV *>(V);
+    switch (dec_cpl(D)) {
+    case 1: return launch_dec<KV, 1>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+    case 2: return launch_dec<KV, 2>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+    case 4: return launch_dec<KV, 4>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+    default: return cudaErrorInvalidValue; /* head_dim > 1024 */
+    }
 }
 
 /* ---------------- prefill on CUDA cores (fp32 KV, sm < 80, other head dims) ---------------- */
@@ -592,7 +758,11 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
     return cudaGetLastError();
 }
 
-size_t dec_smem(int G, int D, int P) { return ((size_t)G * D + (size_t)G * P) * sizeof(float); }
+size_t dec_smem(int G, int D, int P) /* qs [G][D], later red [DEC_WARPS][HG][D]; sp [G][P] */
+{
+    const size_t red = (size_t)DEC_WARPS * (DEC_LOADS / (dec_cpl(D) > 0 ? dec_cpl(D) : 1)) * D;
+    return ((size_t)G * D > red ? (size_t)G * D : red) * sizeof(float) + (size_t)G * P * sizeof(float);
+}
 
 size_t rows_smem(int G, int D, int P) { return ((size_t)2 * G * D + (size_t)G * P + 3 * (size_t)G) * sizeof(float); }
 
@@ -614,25 +784,16 @@ cudaError_t engk_attn_decode_tile(const float *q, float *part, const void *Kt, c
                                   const int64_t *pos_dev, int k, int max_tiles, int P, int H, int Hkv, int D,
                                   float scale, int window, cudaStream_t s)
 {
-    const size_t smem = dec_smem(H / Hkv, D, P);
-    const dim3 grid(1, (unsigned)Hkv);
     const int64_t kv0 = (int64_t)k * P;
-    if (f32)
-        k_dec_part<float><<<grid, DEC_THREADS, smem, s>>>(q, part, (const float *)Kt, (const float *)Vt, pos_dev,
-                                                          kv0, k, max_tiles, P, H, Hkv, D, scale, window);
-    else
-        k_dec_part<uint16_t><<<grid, DEC_THREADS, smem, s>>>(q, part, (const uint16_t *)Kt, (const uint16_t *)Vt,
-                                                             pos_dev, kv0, k, max_tiles, P, H, Hkv, D, scale, window);
-    return cudaGetLastError();
+    return f32 ? dec_part<float>(q, part, Kt, Vt, pos_dev, kv0, k, k, max_tiles, P, H, Hkv, D, scale, window, s)
+               : dec_part<uint16_t>(q, part, Kt, Vt, pos_dev, kv0, k, k, max_tiles, P, H, Hkv, D, scale, window, s);
 }
 
 cudaError_t engk_attn_decode_merge(const float *part, float *ctx, const int64_t *pos_dev, int max_tiles, int P,
                                    int H, int D, int window, cudaStream_t s)
 {
-    const int wsm = max_tiles <= MERGE_SMEM_TILES;
-    const dim3 grid((unsigned)H, (unsigned)((D + 31) / 32));
-    k_dec_merge<<<grid, 32, wsm ? (size_t)max_tiles * sizeof(float) : 0, s>>>(part, ctx, pos_dev, max_tiles, P, H,
-                                                                            D, window, wsm);
+    const dim3 grid((unsigned)H, (unsigned)((D + MERGE_DIMS - 1) / MERGE_DIMS));
+    k_dec_merge<<<grid, MERGE_THREADS, 0, s>>>(part, ctx, pos_dev, max_tiles, P, H, D, window);
     return cudaGetLastError();
 }
 
@@ -640,19 +801,15 @@ cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void
                              const int64_t *pos_dev, int max_tiles, int P, int H, int Hkv, int D, float scale,
                              int window, cudaStream_t s)
 {
-    const size_t smem = dec_smem(H / Hkv, D, P);
-    const dim3 grid((unsigned)max_tiles, (unsigned)Hkv);
-    if (f32)
-        k_dec_part<float><<<grid, DEC_THREADS, smem, s>>>(q, part, (const float *)K, (const float *)V, pos_dev, 0, 0,
-                                                          max_tiles, P, H, Hkv, D, scale, window);
-    else
-        k_dec_part<uint16_t><<<grid, DEC_THREADS, smem, s>>>(q, part, (const uint16_t *)K, (const uint16_t *)V,
-                                                             pos_dev, 0, 0, max_tiles, P, H, Hkv, D, scale, window);
-    cudaError_t err = cudaGetLastError();
+    const int kmax = max_tiles - 1;
+    cudaError_t err = f32 ? dec_part<float>(q, part, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
+                          : dec_part<uint16_t>(q, part, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
     if (err != cudaSuccess)
         return err;
     return engk_attn_decode_merge(part, ctx, pos_dev, max_tiles, P, H, D, window, s);
 }
+
+void engk_attn_decode_blocks(int n) { dec_blocks_cap = n > 0 ? n : 0; }
 
 int engk_attn_prefill_mma(int D, int f32)
 {

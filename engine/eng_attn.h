@@ -24,9 +24,10 @@ enum { ENGK_INIT = 1, ENGK_FINAL = 2, ENGK_CUDA_CORES = 4 };
 int engk_attn_max_tiles(int64_t max_ctx, int P);
 /* Floats of the partials workspace: per (tile, head) m and l, and acc[D]. */
 int64_t engk_attn_part_floats(int max_tiles, int H, int D);
-/* ctx[H*D] of q[H, D] over K/V positions [lo, pos] (lo = pos - window + 1 with a window, else 0): one block per
- * (tile, kv head) writes the tile's partial (m, l, acc) into part; then tiles lo/P .. pos/P are merged in
- * index order. Grid from max_tiles (host bound); tiles past pos exit at once. */
+/* ctx[H*D] of q[H, D] over K/V positions [lo, pos] (lo = pos - window + 1 with a window, else 0): each (tile, kv
+ * head) of the live tiles lo/P .. pos/P writes the tile's partial (m, l, acc) into part, on a fixed grid of blocks
+ * that loop over those items; then the live tiles are merged in an order fixed by lo/P, pos/P. The grid never
+ * depends on pos (graph-capturable); no tile's bits depend on the grid. */
 cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void *K, const void *V, int f32,
                              const int64_t *pos_dev, int max_tiles, int P, int H, int Hkv, int D, float scale,
                              int window, cudaStream_t s);
@@ -37,6 +38,8 @@ cudaError_t engk_attn_decode_tile(const float *q, float *part, const void *Kt, c
                                   float scale, int window, cudaStream_t s);
 cudaError_t engk_attn_decode_merge(const float *part, float *ctx, const int64_t *pos_dev, int max_tiles, int P,
                                    int H, int D, int window, cudaStream_t s);
+/* Tests: at most n blocks for the decode partials (0: as many as the device holds at once). */
+void engk_attn_decode_blocks(int n);
 
 /* ---- prefill: T rows at positions pos0 .. pos0 + T - 1 ---- */
 

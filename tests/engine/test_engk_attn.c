@@ -1,8 +1,9 @@
 /* GPU suite (gpu, engine): the engine's attention kernels (engine/eng_attn.h) against a double host reference on
- * seeded inputs (tile edges, odd head groups, head dims 64/128/256, sliding windows, NaN-poisoned outputs and KV
- * past the last position), plus the bit-identities the engine relies on: offload-style per-tile launches = one
- * launch, and a prefill row's bits independent of the rows sharing its chunk. --bench: decode attention µs and KV
- * GB/s against a measured read ceiling (llama3-8b heads, 2k / 8k / 32k), prefill TFLOP/s at T = 2048. */
+ * seeded inputs (tile edges, head groups 1/4/5/8, head dims 64/128/256 and for decode 16..1024, sliding windows,
+ * NaN-poisoned outputs, partials and KV past the last position), plus the bit-identities the engine relies on:
+ * offload-style per-tile launches = one launch, decode bits independent of the grid, and a prefill row's bits
+ * independent of the rows sharing its chunk. --bench: decode attention µs and KV GB/s against a measured read
+ * ceiling (llama3-8b heads, 2k / 8k / 32k), prefill TFLOP/s at T = 2048. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -226,66 +227,92 @@ static void test_checker_fails(void **state)
 }
 
 /* ---- decode: split-KV partials + merge, one launch and offload-style per-tile launches ---- */
+
+/* One decode case: ctx against the double reference; the same bits from grids of 1 and 3 blocks (the partials'
+ * bits never depend on the grid, so never on the GPU) and from offload-style per-tile launches, each tile from its
+ * own NaN-padded buffer. S positions of cache (max_tiles from S), positions past pos NaN. */
+static int64_t check_decode(int f32, int G, int D, int P, int64_t pos, int window, int S)
+{
+    const int Hkv = 2, H = G * Hkv, max_tiles = engk_attn_max_tiles(S, P);
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const int64_t n = (int64_t)H * D, pf = engk_attn_part_floats(max_tiles, H, D);
+    char what[160];
+    kvset s;
+    kv_make(&s, S, (int)pos + 1, Hkv, D, f32);
+    float *q = rand_q(n);
+    double *want = ref_attn(q, &s, 1, pos, H, scale, window);
+    float *dq = dmalloc(n * 4), *dctx = dmalloc(n * 4), *dctx2 = dmalloc(n * 4), *dpart = dmalloc(pf * 4);
+    int64_t *dpos = dmalloc(8);
+    upload(dq, q, n * 4);
+    upload(dpos, &pos, 8);
+    fill_nan(dctx, n * 4);
+    fill_nan(dpart, pf * 4);
+    CU(engk_attn_decode(dq, dctx, dpart, s.dk, s.dv, f32, dpos, max_tiles, P, H, Hkv, D, scale, window, 0));
+    float *got = download(dctx, n);
+    snprintf(what, sizeof what, "decode %s G=%d D=%d P=%d pos=%lld window=%d max_tiles=%d", f32 ? "f32 " : "bf16", G,
+             D, P, (long long)pos, window, max_tiles);
+    int64_t fails = mismatches(what, got, want, n, 2e-5, 1e-5);
+    static const int caps[] = {1, 3};
+    for (size_t c = 0; c < 2; c++) {
+        engk_attn_decode_blocks(caps[c]);
+        fill_nan(dctx2, n * 4);
+        fill_nan(dpart, pf * 4);
+        CU(engk_attn_decode(dq, dctx2, dpart, s.dk, s.dv, f32, dpos, max_tiles, P, H, Hkv, D, scale, window, 0));
+        engk_attn_decode_blocks(0);
+        float *got2 = download(dctx2, n);
+        snprintf(what, sizeof what, "  a grid of %d block(s) = the default grid", caps[c]);
+        fails += differ_bits(what, got2, got, n);
+        free(got2);
+    }
+    fill_nan(dctx2, n * 4);
+    fill_nan(dpart, pf * 4);
+    const int64_t lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    for (int64_t t = lo / P; t <= pos / P; t++) {
+        const int64_t np = pos + 1 - t * P < P ? pos + 1 - t * P : P;
+        void *tk = tile_buffer(&s, s.dk, t * P, np, P), *tv = tile_buffer(&s, s.dv, t * P, np, P);
+        CU(engk_attn_decode_tile(dq, dpart, tk, tv, f32, dpos, (int)t, max_tiles, P, H, Hkv, D, scale, window, 0));
+        CU(cudaDeviceSynchronize());
+        CU(cudaFree(tk));
+        CU(cudaFree(tv));
+    }
+    CU(engk_attn_decode_merge(dpart, dctx2, dpos, max_tiles, P, H, D, window, 0));
+    float *got2 = download(dctx2, n);
+    fails += differ_bits("  per-tile launches = one launch", got2, got, n);
+    free(q); free(want); free(got); free(got2);
+    CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dpart)); CU(cudaFree(dpos));
+    kv_free(&s);
+    return fails;
+}
+
 static void test_decode(void **state)
 {
     (void)state;
-    static const int Gs[] = {1, 4, 5}, Ds[] = {64, 128, 256}, Ps[] = {8, 64};
-    const int Hkv = 2;
+    static const int Gs[] = {1, 4, 5, 8}, Ds[] = {64, 128, 256}, Ps[] = {8, 64, 100};
     int64_t fails = 0;
-    char what[160];
     for (int f32 = 0; f32 < 2; f32++)
-        for (size_t gi = 0; gi < 3; gi++)
+        for (size_t gi = 0; gi < 4; gi++)
             for (size_t di = 0; di < 3; di++)
-                for (size_t pi = 0; pi < 2; pi++) {
-                    const int G = Gs[gi], D = Ds[di], P = Ps[pi], H = G * Hkv;
+                for (size_t pi = 0; pi < 3; pi++) {
+                    const int P = Ps[pi];
                     const int64_t poss[] = {P - 1, P, P + 1, 3 * P + 5};
-                    const int S = 4 * P + 16, max_tiles = engk_attn_max_tiles(S, P);
                     for (size_t k = 0; k < 4; k++)
-                        for (int w = 0; w < 2; w++) {
-                            const int64_t pos = poss[k];
-                            const int window = w ? P + 3 : 0;
-                            const float scale = (float)(1.0 / sqrt((double)D));
-                            kvset s;
-                            kv_make(&s, S, (int)pos + 1, Hkv, D, f32);
-                            float *q = rand_q((int64_t)H * D);
-                            double *want = ref_attn(q, &s, 1, pos, H, scale, window);
-                            const int64_t pf = engk_attn_part_floats(max_tiles, H, D);
-                            float *dq = dmalloc((int64_t)H * D * 4), *dctx = dmalloc((int64_t)H * D * 4);
-                            float *dctx2 = dmalloc((int64_t)H * D * 4), *dpart = dmalloc(pf * 4);
-                            int64_t *dpos = dmalloc(8);
-                            upload(dq, q, (int64_t)H * D * 4);
-                            upload(dpos, &pos, 8);
-                            fill_nan(dctx, (int64_t)H * D * 4);
-                            fill_nan(dctx2, (int64_t)H * D * 4);
-                            fill_nan(dpart, pf * 4);
-                            CU(engk_attn_decode(dq, dctx, dpart, s.dk, s.dv, f32, dpos, max_tiles, P, H, Hkv, D,
-                                                scale, window, 0));
-                            float *got = download(dctx, (int64_t)H * D);
-                            snprintf(what, sizeof what, "decode %s G=%d D=%d P=%d pos=%lld window=%d",
-                                     f32 ? "f32 " : "bf16", G, D, P, (long long)pos, window);
-                            fails += mismatches(what, got, want, (int64_t)H * D, 2e-5, 1e-5);
-                            /* offload: each live tile from its own NaN-padded buffer, then the merge */
-                            fill_nan(dpart, pf * 4);
-                            const int64_t lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-                            for (int64_t t = lo / P; t <= pos / P; t++) {
-                                const int64_t np = pos + 1 - t * P < P ? pos + 1 - t * P : P;
-                                void *tk = tile_buffer(&s, s.dk, t * P, np, P), *tv = tile_buffer(&s, s.dv, t * P, np, P);
-                                CU(engk_attn_decode_tile(dq, dpart, tk, tv, f32, dpos, (int)t, max_tiles, P, H, Hkv,
-                                                         D, scale, window, 0));
-                                CU(cudaDeviceSynchronize());
-                                CU(cudaFree(tk));
-                                CU(cudaFree(tv));
-                            }
-                            CU(engk_attn_decode_merge(dpart, dctx2, dpos, max_tiles, P, H, D, window, 0));
-                            float *got2 = download(dctx2, (int64_t)H * D);
-                            snprintf(what, sizeof what, "  per-tile launches = one launch (%s)", f32 ? "f32" : "bf16");
-                            fails += differ_bits(what, got2, got, (int64_t)H * D);
-                            free(q); free(want); free(got); free(got2);
-                            CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dpart));
-                            CU(cudaFree(dpos));
-                            kv_free(&s);
-                        }
+                        for (int w = 0; w < 2; w++)
+                            fails += check_decode(f32, Gs[gi], Ds[di], P, poss[k], w ? P + 3 : 0, 4 * P + 16);
                 }
+    /* other head dims: one lane per 8 dims with idle lanes (80), the small tiny-golden dims, two and four chunks
+     * per lane (512, 1024) */
+    static const int Dx[] = {16, 32, 80, 512, 1024};
+    for (int f32 = 0; f32 < 2; f32++)
+        for (size_t di = 0; di < 5; di++) {
+            fails += check_decode(f32, 4, Dx[di], 64, 64 * 2 + 7, 0, 4 * 64);
+            fails += check_decode(f32, 5, Dx[di], 8, 8 * 3, 11, 64);
+        }
+    /* many live tiles (the merge's slices hold several each; the 1- and 3-block grids loop over hundreds of
+     * items), a window starting mid-cache, max_tiles far past pos */
+    fails += check_decode(0, 4, 128, 8, 700, 0, 4096);
+    fails += check_decode(0, 4, 128, 8, 700, 299, 4096);
+    fails += check_decode(0, 8, 64, 64, 4000, 0, 8192);
+    fails += check_decode(1, 4, 128, 32, 2500, 1000, 2600);
     assert_int_equal(fails, 0);
 }
 
@@ -394,7 +421,29 @@ static void test_prefill(void **state)
 }
 
 /* ---- --bench ---- */
-static void flush_l2(void *junk, size_t bytes) { CU(cudaMemsetAsync(junk, (int)(bytes & 0x7f), bytes, 0)); }
+static void flush_l2(void *junk, size_t bytes, cudaStream_t st)
+{
+    CU(cudaMemsetAsync(junk, (int)(bytes & 0x7f), bytes, st));
+}
+
+/* The decode attention of one layer (partials + merge, or the merge alone) captured as a CUDA graph, as the
+ * engine replays its decode step: the timing has no host launch gaps. */
+static cudaGraphExec_t decode_graph(int merge_only, const float *dq, float *dctx, float *dpart, const void *dk,
+                                    const void *dv, const int64_t *dpos, int mt, int P, int H, int Hkv, int D,
+                                    cudaStream_t st)
+{
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    if (merge_only)
+        CU(engk_attn_decode_merge(dpart, dctx, dpos, mt, P, H, D, 0, st));
+    else
+        CU(engk_attn_decode(dq, dctx, dpart, dk, dv, 0, dpos, mt, P, H, Hkv, D, 0.088f, 0, st));
+    CU(cudaStreamEndCapture(st, &g));
+    CU(cudaGraphInstantiate(&ge, g, 0));
+    CU(cudaGraphDestroy(g));
+    return ge;
+}
 
 static double read_ceiling(void *buf, size_t bytes, unsigned *sink)
 {
@@ -434,31 +483,54 @@ static void bench(void)
     cudaEvent_t e0, e1;
     CU(cudaEventCreate(&e0));
     CU(cudaEventCreate(&e1));
-    static const int ctxs[] = {2048, 8192, 32768}, Ps[] = {32, 64, 128, 256};
-    for (size_t c = 0; c < 3; c++)
-        for (size_t pi = 0; pi < 4; pi++) {
-            const int P = Ps[pi], mt = engk_attn_max_tiles(maxS, P);
-            const int64_t pos = ctxs[c] - 1;
-            float *dpart = dmalloc(engk_attn_part_floats(mt, H, D) * 4);
-            upload(dpos, &pos, 8);
-            double total = 0.0;
-            for (int r = 0; r < reps + 1; r++) {
-                flush_l2(junk, junkb);
-                float ms = 0.0f;
-                CU(cudaEventRecord(e0, 0));
-                CU(engk_attn_decode(dq, dctx, dpart, dk, dv, 0, dpos, mt, P, H, Hkv, D, 0.088f, 0, 0));
-                CU(cudaEventRecord(e1, 0));
-                CU(cudaEventSynchronize(e1));
-                CU(cudaEventElapsedTime(&ms, e0, e1));
-                if (r > 0)
-                    total += ms;
+    /* decode, graph-launched: partials + merge after an L2 flush (the engine reads each layer's KV once per step),
+     * and the merge alone right after (its partials are still in L2, as in the engine); max_ctx 32768, and 131072
+     * at P = 64 (the grid is fixed: a longer max_ctx must cost nothing) */
+    static const struct { int ctx, P, max_ctx; } dc[] = {
+        {2048, 32, 32768}, {2048, 64, 32768}, {2048, 128, 32768}, {2048, 256, 32768}, {2048, 64, 131072},
+        {8192, 32, 32768}, {8192, 64, 32768}, {8192, 128, 32768}, {8192, 256, 32768},
+        {32768, 32, 32768}, {32768, 64, 32768}, {32768, 128, 32768}, {32768, 256, 32768},
+    };
+    cudaStream_t st;
+    cudaEvent_t e2;
+    CU(cudaStreamCreate(&st));
+    CU(cudaEventCreate(&e2));
+    for (size_t c = 0; c < sizeof dc / sizeof dc[0]; c++) {
+        const int P = dc[c].P, mt = engk_attn_max_tiles(dc[c].max_ctx, P);
+        const int64_t pos = dc[c].ctx - 1;
+        float *dpart = dmalloc(engk_attn_part_floats(mt, H, D) * 4);
+        upload(dpos, &pos, 8);
+        CU(engk_attn_decode(dq, dctx, dpart, dk, dv, 0, dpos, mt, P, H, Hkv, D, 0.088f, 0, st)); /* outside capture */
+        cudaGraphExec_t gd = decode_graph(0, dq, dctx, dpart, dk, dv, dpos, mt, P, H, Hkv, D, st);
+        cudaGraphExec_t gm = decode_graph(1, dq, dctx, dpart, dk, dv, dpos, mt, P, H, Hkv, D, st);
+        double total = 0.0, merge = 0.0;
+        for (int r = 0; r < reps + 1; r++) {
+            float ms = 0.0f, mm = 0.0f;
+            flush_l2(junk, junkb, st); /* ~0.1 ms: the launches below are queued behind it, no host gaps */
+            CU(cudaEventRecord(e0, st));
+            CU(cudaGraphLaunch(gd, st));
+            CU(cudaEventRecord(e1, st));
+            CU(cudaGraphLaunch(gm, st));
+            CU(cudaEventRecord(e2, st));
+            CU(cudaEventSynchronize(e2));
+            CU(cudaEventElapsedTime(&ms, e0, e1));
+            CU(cudaEventElapsedTime(&mm, e1, e2));
+            if (r > 0) {
+                total += ms;
+                merge += mm;
             }
-            const double us = 1e3 * total / reps, bytes = 2.0 * (double)ctxs[c] * (double)row * 2.0;
-            printf("bench decode attention ctx=%-5d P=%-3d H=32/8 D=128 bf16  %8.1f us/layer  KV %6.0f GB/s  "
-                   "(%4.1f%% of the read ceiling)\n",
-                   ctxs[c], P, us, bytes / (us * 1e-6) / 1e9, 100.0 * bytes / (us * 1e-6) / ceil_bps);
-            CU(cudaFree(dpart));
         }
+        CU(cudaGraphExecDestroy(gd));
+        CU(cudaGraphExecDestroy(gm));
+        const double us = 1e3 * total / reps, mus = 1e3 * merge / reps;
+        const double bytes = 2.0 * (double)dc[c].ctx * (double)row * 2.0, gbs = bytes / (us * 1e-6);
+        printf("bench decode attention ctx=%-5d P=%-3d max_ctx=%-6d H=32/8 D=128 bf16  %7.1f us/layer (merge %5.1f)  "
+               "KV %6.0f GB/s  (%4.1f%% of the read ceiling)\n",
+               dc[c].ctx, P, dc[c].max_ctx, us, mus, gbs / 1e9, 100.0 * gbs / ceil_bps);
+        CU(cudaFree(dpart));
+    }
+    CU(cudaStreamDestroy(st));
+    CU(cudaEventDestroy(e2));
     /* prefill T = 2048 from position 0, causal: one chunk, and 8 chunks of 256 rows as the engine runs it */
     const int T = 2048, P = 64;
     const double flops = 4.0 * D * H * ((double)T * (T + 1) / 2.0);
