@@ -49,6 +49,8 @@ static int rt_fail(rc_err *e, cudaError_t err, const char *call, const char *fil
             return lt_fail(e, st_, #call, __FILE__, __LINE__);                                                     \
     } while (0)
 
+#define ATTEMPT_GEMM(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
 #define RT(call)                                                                                                   \
     do {                                                                                                           \
         cudaError_t err_ = (call);                                                                                 \
@@ -302,19 +304,19 @@ int eng_gemm_open(eng_gemm **out, const eng_gemm_shape *shapes, int n_shapes, in
 
 static int misaligned(const void *p) { return p && (uintptr_t)p % ENG_GEMM_ALIGN != 0; }
 
-int eng_gemm_run(eng_gemm *g, float *y, const float *x, const uint16_t *W, const float *b, const float *res, int M,
-                 int N, int K, cudaStream_t s, rc_err *e)
+/* The checks both entries share; *sh the pinned shape, or NULL if (N, K) runs on engk_matmul. */
+static int run_check(eng_gemm *g, gemm_shape **out, const float *y, const void *x, const uint16_t *W, const float *b,
+                     const float *res, int M, int N, int K, rc_err *e)
 {
     gemm_shape *sh = find(g, N, K);
+    *out = NULL;
     if (!sh)
         return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM: N=%d K=%d is not one of its shapes", N, K);
     if (M < 1 || M > g->max_rows)
         return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM N=%d K=%d: %d rows outside [1, %d]", N, K, M,
                        g->max_rows);
-    if (!sh->pinned) {
-        RT(engk_matmul(y, x, W, 0, b, res, M, N, K, s));
+    if (!sh->pinned)
         return RC_OK;
-    }
     if (misaligned(y) || misaligned(W) || misaligned(res) || (uintptr_t)x % 16)
         return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM N=%d K=%d: y, W and res must be %d-byte aligned, x 16",
                        N, K, ENG_GEMM_ALIGN);
@@ -330,10 +332,17 @@ int eng_gemm_run(eng_gemm *g, float *y, const float *x, const uint16_t *W, const
                            "refuses %d rows (cublasLtMatmulAlgoCheck)", N, K, M);
         sh->checked[M] = 1;
     }
+    *out = sh;
+    return RC_OK;
+}
+
+/* The pinned GEMM on bf16 activations xb [M, K]. */
+static int run_pinned(eng_gemm *g, gemm_shape *sh, float *y, const uint16_t *xb, const uint16_t *W, const float *b,
+                      const float *res, int M, int N, int K, cudaStream_t s, rc_err *e)
+{
     cublasLtMatrixLayoutOpaque_t la, lb, ld;
     if (layouts(N, K, M, &la, &lb, &ld, e))
         return e->code;
-    RT(engk_to_bf16(g->d_xb, x, (int64_t)M * K, s));
     /* no bias: D = acc (+ res, in place: beta 1 reads C = y after res is there); bias: acc into y or the
      * scratch, then k_bias_res in k_matmul's order */
     float *d = b && res ? g->d_acc : y;
@@ -341,8 +350,34 @@ int eng_gemm_run(eng_gemm *g, float *y, const float *x, const uint16_t *W, const
         RT(cudaMemcpyAsync(y, res, (size_t)M * N * 4, cudaMemcpyDeviceToDevice, s));
     const float one = 1.0f, zero = 0.0f;
     const float *beta = res && !b ? &one : &zero;
-    LT(cublasLtMatmul(g->lt, &g->desc, &one, W, &la, g->d_xb, &lb, beta, d, &ld, d, &ld, &sh->algo, g->d_ws, ENG_GEMM_WS, s));
+    LT(cublasLtMatmul(g->lt, &g->desc, &one, W, &la, xb, &lb, beta, d, &ld, d, &ld, &sh->algo, g->d_ws, ENG_GEMM_WS, s));
     if (b)
         RT(engk_bias_res(y, d, b, res, M, N, s));
     return RC_OK;
+}
+
+int eng_gemm_run(eng_gemm *g, float *y, const float *x, const uint16_t *W, const float *b, const float *res, int M,
+                 int N, int K, cudaStream_t s, rc_err *e)
+{
+    gemm_shape *sh;
+    ATTEMPT_GEMM(run_check(g, &sh, y, x, W, b, res, M, N, K, e));
+    if (!sh) {
+        RT(engk_matmul(y, x, W, 0, b, res, M, N, K, s));
+        return RC_OK;
+    }
+    RT(engk_to_bf16(g->d_xb, x, (int64_t)M * K, s));
+    return run_pinned(g, sh, y, g->d_xb, W, b, res, M, N, K, s, e);
+}
+
+uint16_t *eng_gemm_xbuf(eng_gemm *g) { return g->d_xb; }
+
+int eng_gemm_run_bf16(eng_gemm *g, float *y, const uint16_t *xb, const uint16_t *W, const float *b, const float *res,
+                      int M, int N, int K, cudaStream_t s, rc_err *e)
+{
+    gemm_shape *sh;
+    ATTEMPT_GEMM(run_check(g, &sh, y, xb, W, b, res, M, N, K, e));
+    if (!sh)
+        return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM N=%d K=%d runs on engk_matmul, which needs fp32 input",
+                       N, K);
+    return run_pinned(g, sh, y, xb, W, b, res, M, N, K, s, e);
 }

@@ -50,6 +50,13 @@ int eng_gemm_open(eng_gemm **out, const eng_gemm_shape *shapes, int n_shapes, in
  * alias y), on stream s. W: bf16 [N, K]; W, y, res aligned to ENG_GEMM_ALIGN; 1 <= M <= max_rows. */
 int eng_gemm_run(eng_gemm *g, float *y, const float *x, const uint16_t *W, const float *b, const float *res, int M,
                  int N, int K, cudaStream_t s, rc_err *e);
+/* The same GEMM on activations already in bf16 (xb [M, K], 16-byte aligned; e.g. eng_gemm_xbuf, written by
+ * engk_rmsnorm_bf16 or engk_glu_bf16): the bits eng_gemm_run gives for x with bf16(x) == xb. Only for a pinned
+ * (N, K) (eng_gemm_pinned == 1); else refused. */
+int eng_gemm_run_bf16(eng_gemm *g, float *y, const uint16_t *xb, const uint16_t *W, const float *b, const float *res,
+                      int M, int N, int K, cudaStream_t s, rc_err *e);
+/* The GEMM's own bf16 activation buffer [max_rows, max K of its shapes]; eng_gemm_run overwrites it. */
+uint16_t *eng_gemm_xbuf(eng_gemm *g);
 /* 1 if (N, K) runs on its pinned cuBLASLt algorithm, 0 if on engk_matmul, -1 if not a shape of g. */
 int eng_gemm_pinned(const eng_gemm *g, int N, int K);
 /* "algo 66 tile 20 stages 18 splitk 1 reduction 0 swizzle 0 custom 0 inner 0 cluster 0" of a pinned shape. */

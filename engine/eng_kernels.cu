@@ -23,18 +23,54 @@ __global__ void k_embed(float *x, const W *E, const int32_t *ids, int Hd, float 
     }
 }
 
-__global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm(float *y, const float *x, const float *w, int n,
-                                                          float eps, int kind)
+/* Up to NORM_THREADS * NORM_CACHE elements of a row stay in registers between the two passes. */
+constexpr int NORM_CACHE = 16;
+
+/* y (fp32, may be NULL or alias x) and/or yb (bf16 of the same values, may be NULL) = rmsnorm(x), one row per block:
+ * thread i sums x[i], x[i + 256], ... by fmaf in order, then block_sum (the order the README fixes). */
+__global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm(float *y, uint16_t *yb, const float *x, const float *w,
+                                                          int n, float eps, int kind)
 {
     __shared__ float part[NORM_THREADS / 32];
     const float *xr = x + (int64_t)blockIdx.x * n;
-    float *yr = y + (int64_t)blockIdx.x * n;
+    float *yr = y ? y + (int64_t)blockIdx.x * n : nullptr;
+    uint16_t *br = yb ? yb + (int64_t)blockIdx.x * n : nullptr;
     float ss = 0.0f;
+    if (n <= NORM_THREADS * NORM_CACHE) {
+        float v[NORM_CACHE];
+#pragma unroll
+        for (int j = 0; j < NORM_CACHE; j++) {
+            const int i = threadIdx.x + j * NORM_THREADS;
+            v[j] = i < n ? xr[i] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < NORM_CACHE; j++)
+            if (threadIdx.x + j * NORM_THREADS < n)
+                ss = fmaf(v[j], v[j], ss);
+        const float inv = inv_rms(block_sum(ss, part), n, eps);
+#pragma unroll
+        for (int j = 0; j < NORM_CACHE; j++) {
+            const int i = threadIdx.x + j * NORM_THREADS;
+            if (i < n) {
+                const float o = norm_apply(v[j], inv, w, i, kind);
+                if (yr)
+                    yr[i] = o;
+                if (br)
+                    st1(br + i, o);
+            }
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < n; i += NORM_THREADS)
         ss = fmaf(xr[i], xr[i], ss);
     const float inv = inv_rms(block_sum(ss, part), n, eps);
-    for (int i = threadIdx.x; i < n; i += NORM_THREADS)
-        yr[i] = norm_apply(xr[i], inv, w, i, kind);
+    for (int i = threadIdx.x; i < n; i += NORM_THREADS) {
+        const float o = norm_apply(xr[i], inv, w, i, kind);
+        if (yr)
+            yr[i] = o;
+        if (br)
+            st1(br + i, o);
+    }
 }
 
 /* One warp per output column n, R rows per block row: lane l walks chunks l, l+32, ... of 8 k's,
@@ -87,7 +123,37 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(float *y, const float 
             }
 }
 
-/* One warp per head of one row: norm, RoPE (pairs (i, i + rot/2), as ref_rope_apply), store. */
+/* 8 consecutive values to storage (16-byte aligned for bf16, 32 for fp32), each rounded as st1. */
+__device__ __forceinline__ unsigned bf16_bits(float f)
+{
+    const unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* round to nearest even, as st1 */
+}
+__device__ __forceinline__ void st8(uint16_t *p, const float *v)
+{
+    uint4 o;
+    o.x = bf16_bits(v[0]) | bf16_bits(v[1]) << 16;
+    o.y = bf16_bits(v[2]) | bf16_bits(v[3]) << 16;
+    o.z = bf16_bits(v[4]) | bf16_bits(v[5]) << 16;
+    o.w = bf16_bits(v[6]) | bf16_bits(v[7]) << 16;
+    *reinterpret_cast<uint4 *>(p) = o;
+}
+__device__ __forceinline__ void st8(float *p, const float *v)
+{
+    reinterpret_cast<float4 *>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4 *>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ void ld8(const float *p, float *v)
+{
+    const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+
+/* One warp per head of one row: the head's D values into shared memory (16-byte loads), norm, RoPE (pairs
+ * (i, i + rot/2), as ref_rope_apply; each pair rotated in place by the lane that owns it), then 8 values per lane
+ * per store. D % 8 == 0. */
 template <typename KV>
 __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post(const float *qkv, float *q, KV *kdst, KV *vdst,
                                                               const float *qn, const float *kn, int kind, float eps,
@@ -99,67 +165,96 @@ __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post(const float *qkv, 
         kdst += (*pos_dev - back) * pos_row;
         vdst += (*pos_dev - back) * pos_row;
     }
-    extern __shared__ float shq[];
+    extern __shared__ __align__(16) float shq[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int t = blockIdx.y, hh = blockIdx.x * POST_WARPS + warp;
     if (hh >= H + Hkv)
         return;
     const float *row = qkv + (int64_t)t * (H + 2 * Hkv) * D;
     const bool isq = hh < H;
-    const int g = hh - H;
+    const int g = hh - H, D8 = D / 8;
     const float *src = isq ? row + (int64_t)hh * D : row + (int64_t)H * D + (int64_t)g * D;
     const float *nw = isq ? qn : kn;
     float *u = shq + warp * D;
-    for (int d = lane; d < D; d += 32)
-        u[d] = src[d];
+    if (!isq) { /* V: straight to storage, 8 values per lane per step */
+        const float *vs = row + (int64_t)(H + Hkv) * D + (int64_t)g * D;
+        KV *vo = vdst + ((int64_t)t * Hkv + g) * D;
+        for (int c = lane; c < D8; c += 32) {
+            float v8[8];
+            ld8(vs + c * 8, v8);
+            st8(vo + c * 8, v8);
+        }
+    }
+    for (int c = lane; c < D8; c += 32) {
+        float v8[8];
+        ld8(src + c * 8, v8);
+        reinterpret_cast<float4 *>(u + c * 8)[0] = make_float4(v8[0], v8[1], v8[2], v8[3]);
+        reinterpret_cast<float4 *>(u + c * 8)[1] = make_float4(v8[4], v8[5], v8[6], v8[7]);
+    }
     __syncwarp();
     if (nw) {
         float ss = 0.0f;
         for (int d = lane; d < D; d += 32)
             ss = fmaf(u[d], u[d], ss);
         const float inv = inv_rms(warp_sum(ss), D, eps);
+        __syncwarp();
         for (int d = lane; d < D; d += 32)
             u[d] = norm_apply(u[d], inv, nw, d, kind);
         __syncwarp();
     }
     const int half = rot / 2;
     const float *c = cos_t + (int64_t)t * half, *s = sin_t + (int64_t)t * half;
-    float *qo = isq ? q + ((int64_t)t * H + hh) * D : nullptr;
-    KV *ko = isq ? nullptr : kdst + ((int64_t)t * Hkv + g) * D;
     for (int i = lane; i < half; i += 32) {
         const float x1 = u[i], x2 = u[i + half];
         const float a = x1 * c[i], b = -x2 * s[i];
         const float a2 = x2 * c[i], b2 = x1 * s[i];
-        const float r1 = a + b, r2 = a2 + b2;
-        if (isq) {
-            qo[i] = r1;
-            qo[i + half] = r2;
-        } else {
-            st1(ko + i, r1);
-            st1(ko + i + half, r2);
-        }
+        u[i] = a + b;
+        u[i + half] = a2 + b2;
     }
-    for (int d = rot + lane; d < D; d += 32) {
-        if (isq)
-            qo[d] = u[d];
-        else
-            st1(ko + d, u[d]);
-    }
-    if (!isq) {
-        const float *vs = row + (int64_t)(H + Hkv) * D + (int64_t)g * D;
-        KV *vo = vdst + ((int64_t)t * Hkv + g) * D;
-        for (int d = lane; d < D; d += 32)
-            st1(vo + d, vs[d]);
+    __syncwarp();
+    if (isq) {
+        float *qo = q + ((int64_t)t * H + hh) * D;
+        for (int k = lane; k < D8; k += 32)
+            st8(qo + k * 8, u + k * 8);
+    } else {
+        KV *ko = kdst + ((int64_t)t * Hkv + g) * D;
+        for (int k = lane; k < D8; k += 32)
+            st8(ko + k * 8, u + k * 8);
     }
 }
 
-__global__ void k_glu(float *out, const float *gu, int64_t total, int I, int act)
+/* One element per thread: any I. */
+__global__ void k_glu(float *out, uint16_t *outb, const float *gu, int64_t total, int I, int act)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total)
         return;
     const int64_t t = i / I, c = i % I;
-    out[i] = glu_apply(gu[t * 2 * I + c], gu[t * 2 * I + I + c], act);
+    const float o = glu_apply(gu[t * 2 * I + c], gu[t * 2 * I + I + c], act);
+    if (out)
+        out[i] = o;
+    if (outb)
+        st1(outb + i, o);
+}
+
+/* I % 8 == 0: 8 consecutive elements per thread, 16-byte loads and stores; the same glu_apply per element. */
+__global__ void k_glu8(float *out, uint16_t *outb, const float *gu, int64_t total8, int I8, int act)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total8)
+        return;
+    const int64_t t = i / I8, c = i % I8;
+    const float *gr = gu + t * 16 * I8 + c * 8;
+    float gv[8], uv[8], o[8];
+    ld8(gr, gv);
+    ld8(gr + (int64_t)I8 * 8, uv);
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        o[k] = glu_apply(gv[k], uv[k], act);
+    if (out)
+        st8(out + i * 8, o);
+    if (outb)
+        st8(outb + i * 8, o);
 }
 
 __global__ void k_spin(long long cycles)
@@ -186,7 +281,16 @@ cudaError_t engk_embed(float *x, const void *E, int f32, const int32_t *ids, int
 cudaError_t engk_rmsnorm(float *y, const float *x, const float *w, int rows, int n, float eps, int kind,
                          cudaStream_t s)
 {
-    k_rmsnorm<<<rows, NORM_THREADS, 0, s>>>(y, x, w, n, eps, kind);
+    k_rmsnorm<<<rows, NORM_THREADS, 0, s>>>(y, nullptr, x, w, n, eps, kind);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_rmsnorm_bf16(uint16_t *yb, float *y, const float *x, const float *w, int rows, int n, float eps,
+                              int kind, cudaStream_t s)
+{
+    if (!yb)
+        return cudaErrorInvalidValue;
+    k_rmsnorm<<<rows, NORM_THREADS, 0, s>>>(y, yb, x, w, n, eps, kind);
     return cudaGetLastError();
 }
 
@@ -214,6 +318,8 @@ cudaError_t engk_qkv_post(const float *qkv, float *q, void *kdst, void *vdst, in
                           const float *kn, int norm_kind, float eps, const float *cos_t, const float *sin_t, int T,
                           int H, int Hkv, int D, int rot, cudaStream_t s)
 {
+    if (D % 8)
+        return cudaErrorInvalidValue;
     const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, T);
     const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
     if (f32)
@@ -230,6 +336,8 @@ cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vba
                               int f32, const float *qn, const float *kn, int norm_kind, float eps, const float *cos_t,
                               const float *sin_t, int H, int Hkv, int D, int rot, cudaStream_t s)
 {
+    if (D % 8)
+        return cudaErrorInvalidValue;
     const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, 1);
     const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
     const int64_t row = (int64_t)Hkv * D;
@@ -244,11 +352,30 @@ cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vba
     return cudaGetLastError();
 }
 
+static cudaError_t glu_launch(float *out, uint16_t *outb, const float *gu, int T, int I, int act, cudaStream_t s)
+{
+    if (T < 0 || I < 1)
+        return cudaErrorInvalidValue;
+    const int64_t total = (int64_t)T * I;
+    if (total == 0)
+        return cudaGetLastError();
+    if (I % 8 == 0)
+        k_glu8<<<(unsigned)((total / 8 + 255) / 256), 256, 0, s>>>(out, outb, gu, total / 8, I / 8, act);
+    else
+        k_glu<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(out, outb, gu, total, I, act);
+    return cudaGetLastError();
+}
+
 cudaError_t engk_glu(float *out, const float *gu, int T, int I, int act, cudaStream_t s)
 {
-    const int64_t total = (int64_t)T * I;
-    k_glu<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(out, gu, total, I, act);
-    return cudaGetLastError();
+    return glu_launch(out, nullptr, gu, T, I, act, s);
+}
+
+cudaError_t engk_glu_bf16(uint16_t *outb, float *out, const float *gu, int T, int I, int act, cudaStream_t s)
+{
+    if (!outb)
+        return cudaErrorInvalidValue;
+    return glu_launch(out, outb, gu, T, I, act, s);
 }
 
 cudaError_t engk_spin(long long cycles, cudaStream_t s)

@@ -19,11 +19,16 @@ cudaError_t engk_embed(float *x, const void *E, int f32, const int32_t *ids, int
 /* y[rows, n] = rmsnorm(x) (kind: rc_norm_kind; w may be NULL only for RC_NORM_POW); y may alias x. */
 cudaError_t engk_rmsnorm(float *y, const float *x, const float *w, int rows, int n, float eps, int kind,
                          cudaStream_t s);
+/* The same norm, its values rounded to bf16 (nearest even) into yb[rows, n] (the prefill GEMM's input) and, if y
+ * is not NULL, also stored fp32 as engk_rmsnorm's (bit-identical: the same arithmetic, then one rounding). */
+cudaError_t engk_rmsnorm_bf16(uint16_t *yb, float *y, const float *x, const float *w, int rows, int n, float eps,
+                              int kind, cudaStream_t s);
 /* y[T, N] = x[T, K] W[N, K]^T (+ b[N]) (+ res[T, N], which may alias y); K % 8 == 0. */
 cudaError_t engk_matmul(float *y, const float *x, const void *W, int f32, const float *b, const float *res, int T,
                         int N, int K, cudaStream_t s);
 /* From qkv[T, (H + 2 Hkv) D]: per-head q/k RMSNorm (qn/kn NULL = none), RoPE on the first rot dims with
- * cos/sin rows [T, rot/2]; q -> q[T, H, D] (fp32), k, v -> kdst/vdst[T, Hkv, D] (storage type). */
+ * cos/sin rows [T, rot/2]; q -> q[T, H, D] (fp32), k, v -> kdst/vdst[T, Hkv, D] (storage type). D % 8 == 0
+ * (16-byte loads and stores: qkv, q, kdst, vdst 16-byte aligned). */
 cudaError_t engk_qkv_post(const float *qkv, float *q, void *kdst, void *vdst, int f32, const float *qn,
                           const float *kn, int norm_kind, float eps, const float *cos_t, const float *sin_t, int T,
                           int H, int Hkv, int D, int rot, cudaStream_t s);
@@ -35,6 +40,9 @@ cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vba
                               const float *sin_t, int H, int Hkv, int D, int rot, cudaStream_t s);
 /* out[T, I] = act(gu[:, :I]) * gu[:, I:] (act: rc_act), gu [T, 2I] */
 cudaError_t engk_glu(float *out, const float *gu, int T, int I, int act, cudaStream_t s);
+/* The same GLU, rounded to bf16 into outb[T, I] (the down GEMM's input) and, if out is not NULL, also stored fp32
+ * bit-identical to engk_glu's; one pass over gu. */
+cudaError_t engk_glu_bf16(uint16_t *outb, float *out, const float *gu, int T, int I, int act, cudaStream_t s);
 /* Busy-waits about 'cycles' SM clocks on s (fault builds: makes a missing stream dependency deterministic). */
 cudaError_t engk_spin(long long cycles, cudaStream_t s);
 

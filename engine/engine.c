@@ -1024,6 +1024,32 @@ static int matmul(eng *E, float *y, const float *x, const void *W, const float *
     return RC_OK;
 }
 
+/* A prefill chunk whose (N, K) GEMM is pinned gets its input in bf16 straight from the kernel before it (RMSNorm,
+ * GLU) in the GEMM's buffer: the bits eng_gemm_run's own conversion gives, one pass fewer. NULL: the fp32 path. */
+static uint16_t *gemm_input(const eng *E, int N, int K)
+{
+    return E->gemm && !E->decoding && eng_gemm_pinned(E->gemm, N, K) == 1 ? eng_gemm_xbuf(E->gemm) : NULL;
+}
+
+/* d_a = rmsnorm(d_x) in fp32 and/or, when xb, bf16 into xb (fp32 too only if keep32: probes, an fp32 reader). */
+static int norm_rows(eng *E, uint16_t *xb, int keep32, const float *w, int T, rc_err *e)
+{
+    const rc_config *c = E->c;
+    if (xb)
+        CK(engk_rmsnorm_bf16(xb, keep32 ? E->d_a : NULL, E->d_x, w, T, (int)c->hidden, c->eps, c->norm, E->s_comp));
+    else
+        CK(engk_rmsnorm(E->d_a, E->d_x, w, T, (int)c->hidden, c->eps, c->norm, E->s_comp));
+    return RC_OK;
+}
+
+static int matmul_in(eng *E, float *y, const uint16_t *xb, const float *x, const void *W, const float *b,
+                     const float *res, int T, int N, int K, rc_err *e)
+{
+    if (xb)
+        return eng_gemm_run_bf16(E->gemm, y, xb, W, b, res, T, N, K, E->s_comp, e);
+    return matmul(E, y, x, W, b, res, T, N, K, e);
+}
+
 static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
 {
     const rc_config *c = E->c;
@@ -1035,13 +1061,14 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
     ATTEMPT(acquire_layer(E, l, &W, e));
 #define VEC(off) ((off) >= 0 ? (const float *)(W + (off)) : NULL)
     PROBE(l, "in", 2, Hd, 0, E->d_x, Hd, 0, T);
-    CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->attn_norm), T, Hd, c->eps, c->norm, E->s_comp));
+    uint16_t *xb = d->mixer == RC_MIXER_GDN ? NULL : gemm_input(E, nqkv, Hd);
+    ATTEMPT(norm_rows(E, xb, P || Ly->wgate >= 0, VEC(Ly->attn_norm), T, e));
     PROBE(l, "attn_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
     if (d->mixer == RC_MIXER_GDN) { /* a linear-attention layer: its own mixer, then the MLP below */
         ATTEMPT(linear_mixer(E, l, W, T, P, e));
         goto mlp;
     }
-    ATTEMPT(matmul(E, E->d_qkv, E->d_a, W + Ly->wqkv, VEC(Ly->bqkv), NULL, T, nqkv, Hd, e));
+    ATTEMPT(matmul_in(E, E->d_qkv, xb, E->d_a, W + Ly->wqkv, VEC(Ly->bqkv), NULL, T, nqkv, Hd, e));
     PROBE(l, "attn.q", 3, H, D, E->d_qkv, nqkv, 0, T);
     PROBE(l, "attn.k", 3, Hkv, D, E->d_qkv + qd, nqkv, 0, T);
     PROBE(l, "attn.v", 3, Hkv, D, E->d_qkv + qd + kd, nqkv, 0, T);
@@ -1073,14 +1100,18 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
     ATTEMPT(matmul(E, E->d_x, E->d_ctx, W + Ly->wo, VEC(Ly->bo), E->d_x, T, Hd, qd, e));
 mlp:
     PROBE(l, "mid", 2, Hd, 0, E->d_x, Hd, 0, T);
-    CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), T, Hd, c->eps, c->norm, E->s_comp));
+    xb = gemm_input(E, 2 * I, Hd);
+    ATTEMPT(norm_rows(E, xb, P != NULL, VEC(Ly->mlp_norm), T, e));
     PROBE(l, "mlp_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
-    ATTEMPT(matmul(E, E->d_gu, E->d_a, W + Ly->wgu, VEC(Ly->bgu), NULL, T, 2 * I, Hd, e));
+    ATTEMPT(matmul_in(E, E->d_gu, xb, E->d_a, W + Ly->wgu, VEC(Ly->bgu), NULL, T, 2 * I, Hd, e));
     PROBE(l, "mlp.gate", 2, I, 0, E->d_gu, 2 * I, 0, T);
     PROBE(l, "mlp.up", 2, I, 0, E->d_gu + I, 2 * I, 0, T);
-    CK(engk_glu(E->d_act, E->d_gu, T, I, c->act, E->s_comp));
+    if ((xb = gemm_input(E, Hd, I)))
+        CK(engk_glu_bf16(xb, P ? E->d_act : NULL, E->d_gu, T, I, c->act, E->s_comp));
+    else
+        CK(engk_glu(E->d_act, E->d_gu, T, I, c->act, E->s_comp));
     PROBE(l, "mlp.act", 2, I, 0, E->d_act, I, 0, T);
-    ATTEMPT(matmul(E, E->d_x, E->d_act, W + Ly->wdown, VEC(Ly->bdown), E->d_x, T, Hd, I, e));
+    ATTEMPT(matmul_in(E, E->d_x, xb, E->d_act, W + Ly->wdown, VEC(Ly->bdown), E->d_x, T, Hd, I, e));
     PROBE(l, "out", 2, Hd, 0, E->d_x, Hd, 0, T);
 #undef VEC
     return release_layer(E, l, e);

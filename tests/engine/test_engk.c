@@ -1,5 +1,5 @@
-/* GPU checker and micro-benchmark of the engine kernels engk_embed, engk_rmsnorm, engk_qkv_post, engk_glu and the
- * CUDA-core engk_matmul: each against its ref/ops.h op (the matmul also against eng_dot_model, the warp's exact
+/* GPU checker and micro-benchmark of the engine kernels engk_embed, engk_rmsnorm(_bf16), engk_qkv_post, engk_glu(_bf16)
+ * and the CUDA-core engk_matmul: each against its ref/ops.h op (the matmul also against eng_dot_model, the warp's exact
  * order: bit equality) on seeded inputs at tile edges and odd sizes, outputs NaN-poisoned before every launch.
  *   test_engk              every case, one line per output; exit 0 all pass, 1 a failure, 77 without a GPU
  *   test_engk --selftest   injected faults (an expected value nudged past its bound, a launch one row or column
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eng_gemm.h"
 #include "eng_hgemv.h"
 #include "eng_kernels.h"
 #include "eng_weights.h"
@@ -110,13 +111,22 @@ static double norm_bound_k(int n, int threads, int partials)
 
 typedef struct { int kind, rows, n, inplace; double xmag; } norm_case;
 
+/* x [rows, n] in (-xmag, xmag); w [n] around 1 (around 0 for (1 + w)), NULL for RC_NORM_POW. */
+static void norm_inputs(const norm_case *c, unsigned long seed, float **x, float **w)
+{
+    const int64_t len = (int64_t)c->rows * c->n;
+    *x = ekc_hmalloc(len, sizeof **x);
+    *w = c->kind == RC_NORM_POW ? NULL : ekc_hmalloc(c->n, sizeof **w);
+    ekc_fill(*x, len, -c->xmag, c->xmag, seed);
+    if (*w)
+        ekc_fill(*w, c->n, c->kind == RC_NORM_1PW ? -0.5 : 0.5, c->kind == RC_NORM_1PW ? 0.5 : 1.5, seed + 1);
+}
+
 static int check_rmsnorm(const norm_case *c, unsigned long seed, fault f)
 {
     const int64_t rows = c->rows, n = c->n, len = rows * n;
-    float *x = ekc_hmalloc(len, sizeof *x), *w = c->kind == RC_NORM_POW ? NULL : ekc_hmalloc(n, sizeof *w);
-    ekc_fill(x, len, -c->xmag, c->xmag, seed);
-    if (w)
-        ekc_fill(w, n, c->kind == RC_NORM_1PW ? -0.5 : 0.5, c->kind == RC_NORM_1PW ? 0.5 : 1.5, seed + 1);
+    float *x, *w;
+    norm_inputs(c, seed, &x, &w);
     float *want = ekc_hmalloc(len, sizeof *want), *got = ekc_hmalloc(len, sizeof *got);
     float *bound = ekc_hmalloc(len, sizeof *bound);
     ref_rmsnorm(want, x, w, rows, n, EPS, (rc_norm_kind)c->kind);
@@ -144,6 +154,64 @@ static int check_rmsnorm(const norm_case *c, unsigned long seed, fault f)
         ekc_dev_free(dw);
     if (!c->inplace)
         ekc_dev_free(dy);
+    return fails;
+}
+
+/* ---- the bf16-writing variants (the prefill GEMM's input): fp32 output bit-equal to the fp32 kernel's, bf16 output
+ * bit-equal to the host's round-to-nearest-even of it, with and without the fp32 copy ---- */
+/* got: bf16 [n] on the device (decoded); want: the fp32 kernel's output, rounded here. */
+static int check_bf16_of(const char *what, const void *dgot, const float *ref32, int64_t n, fault f)
+{
+    uint16_t *raw = ekc_hmalloc(n, 2);
+    float *got = ekc_hmalloc(n, 4), *want = ekc_hmalloc(n, 4);
+    ekc_from_dev(raw, dgot, n, 2);
+    from_storage(got, raw, n, 0);
+    for (int64_t i = 0; i < n; i++)
+        want[i] = eng_bf16_to_f32(eng_f32_to_bf16(ref32[i]));
+    if (f == FAULT_PERTURB)
+        perturb(want, NULL, n / 2);
+    const int fails = ekc_check(what, got, want, NULL, "bf16(the fp32 kernel's output)", n);
+    free(raw); free(got); free(want);
+    return fails;
+}
+
+static int check_rmsnorm_bf16(const norm_case *c, unsigned long seed, fault f)
+{
+    const int64_t rows = c->rows, n = c->n, len = rows * n;
+    float *x, *w;
+    norm_inputs(c, seed, &x, &w);
+    float *dx = ekc_to_dev(x, len, 4), *dw = w ? ekc_to_dev(w, n, 4) : NULL;
+    float *dref = ekc_dev_alloc(len, 4), *dy = ekc_dev_alloc(len, 4);
+    void *dyb = ekc_dev_alloc(len, 2);
+    float *ref = ekc_hmalloc(len, 4), *got = ekc_hmalloc(len, 4);
+    ekc_poison(dref, len, 4);
+    EKC_CU(engk_rmsnorm(dref, dx, dw, c->rows, c->n, EPS, c->kind, 0));
+    ekc_from_dev(ref, dref, len, 4);
+    const int r = f == FAULT_SHORT ? c->rows - 1 : c->rows;
+    char what[128];
+    int fails = 0;
+    for (int keep = 1; keep >= 0; keep--) {
+        ekc_poison(dy, len, 4);
+        ekc_poison(dyb, len, 2);
+        EKC_CU(engk_rmsnorm_bf16(dyb, keep ? dy : NULL, dx, dw, r, c->n, EPS, c->kind, 0));
+        snprintf(what, sizeof what, "rmsnorm_bf16 %-5s rows=%-2d n=%-4d%s: bf16", norm_name(c->kind), c->rows, c->n,
+                 keep ? " +fp32" : "");
+        fails += check_bf16_of(what, dyb, ref, len, f);
+        if (keep) {
+            ekc_from_dev(got, dy, len, 4);
+            snprintf(what, sizeof what, "rmsnorm_bf16 %-5s rows=%-2d n=%-4d +fp32: fp32", norm_name(c->kind), c->rows,
+                     c->n);
+            fails += ekc_check(what, got, ref, NULL, "engk_rmsnorm", len);
+        }
+    }
+    if (engk_rmsnorm_bf16(NULL, dy, dx, dw, c->rows, c->n, EPS, c->kind, 0) != cudaErrorInvalidValue) {
+        printf("  rmsnorm_bf16 without a bf16 output was not refused  FAIL\n");
+        fails++;
+    }
+    free(x); free(w); free(ref); free(got);
+    ekc_dev_free(dx); ekc_dev_free(dref); ekc_dev_free(dy); ekc_dev_free(dyb);
+    if (dw)
+        ekc_dev_free(dw);
     return fails;
 }
 
@@ -304,6 +372,61 @@ static int check_glu(const glu_case *c, unsigned long seed, fault f)
     return fails;
 }
 
+static int check_glu_bf16(const glu_case *c, unsigned long seed, fault f)
+{
+    const int T = c->T, I = c->I;
+    const int64_t n = (int64_t)T * I;
+    float *gu = ekc_hmalloc(2 * n, 4), *ref = ekc_hmalloc(n, 4), *got = ekc_hmalloc(n, 4);
+    for (int t = 0; t < T; t++) {
+        ekc_fill(gu + (int64_t)t * 2 * I, I, -12, 12, seed + (unsigned long)t);
+        ekc_fill(gu + (int64_t)t * 2 * I + I, I, -2, 2, seed + 100000 + (unsigned long)t);
+    }
+    float *dgu = ekc_to_dev(gu, 2 * n, 4), *dref = ekc_dev_alloc(n, 4), *dout = ekc_dev_alloc(n, 4);
+    void *doutb = ekc_dev_alloc(n, 2);
+    ekc_poison(dref, n, 4);
+    EKC_CU(engk_glu(dref, dgu, T, I, c->act, 0));
+    ekc_from_dev(ref, dref, n, 4);
+    char what[128];
+    int fails = 0;
+    for (int keep = 1; keep >= 0; keep--) {
+        ekc_poison(dout, n, 4);
+        ekc_poison(doutb, n, 2);
+        EKC_CU(engk_glu_bf16(doutb, keep ? dout : NULL, dgu, f == FAULT_SHORT ? T - 1 : T, I, c->act, 0));
+        snprintf(what, sizeof what, "glu_bf16 %-9s T=%-2d I=%d%s: bf16", act_name(c->act), T, I, keep ? " +fp32" : "");
+        fails += check_bf16_of(what, doutb, ref, n, f);
+        if (keep) {
+            ekc_from_dev(got, dout, n, 4);
+            snprintf(what, sizeof what, "glu_bf16 %-9s T=%-2d I=%d +fp32: fp32", act_name(c->act), T, I);
+            fails += ekc_check(what, got, ref, NULL, "engk_glu", n);
+        }
+    }
+    if (I % 8 == 0 && f == FAULT_NONE) { /* k_glu8 vs the one-element kernel on the same pairs, padded to I + 1 */
+        const int J = I + 1;
+        float *gp = ekc_hmalloc((int64_t)T * 2 * J, 4), *sc = ekc_hmalloc((int64_t)T * J, 4);
+        for (int t = 0; t < T; t++) {
+            memcpy(gp + (int64_t)t * 2 * J, gu + (int64_t)t * 2 * I, (size_t)I * 4);
+            memcpy(gp + (int64_t)t * 2 * J + J, gu + (int64_t)t * 2 * I + I, (size_t)I * 4);
+        }
+        float *dgp = ekc_to_dev(gp, (int64_t)T * 2 * J, 4), *dsc = ekc_dev_alloc((int64_t)T * J, 4);
+        ekc_poison(dsc, (int64_t)T * J, 4);
+        EKC_CU(engk_glu(dsc, dgp, T, J, c->act, 0));
+        ekc_from_dev(sc, dsc, (int64_t)T * J, 4);
+        for (int t = 0; t < T; t++)
+            memmove(sc + (int64_t)t * I, sc + (int64_t)t * J, (size_t)I * 4);
+        snprintf(what, sizeof what, "glu %-9s T=%-2d I=%d: 8-wide kernel", act_name(c->act), T, I);
+        fails += ekc_check(what, ref, sc, NULL, "the one-element kernel (I + 1 columns)", n);
+        free(gp); free(sc);
+        ekc_dev_free(dgp); ekc_dev_free(dsc);
+    }
+    if (engk_glu_bf16(NULL, dout, dgu, T, I, c->act, 0) != cudaErrorInvalidValue) {
+        printf("  glu_bf16 without a bf16 output was not refused  FAIL\n");
+        fails++;
+    }
+    free(gu); free(ref); free(got);
+    ekc_dev_free(dgu); ekc_dev_free(dref); ekc_dev_free(dout); ekc_dev_free(doutb);
+    return fails;
+}
+
 /* ---- CUDA-core matmul: bit-equal to eng_dot_model (+ b, then res + y, in fp32, as the kernel), and within
  * (L + 6) u (sum |w x| + |b| + |res|) of ref_matmul: L = 8 ceil(K / 256) + 5 roundings on a lane's path, the
  * bias and residual adds on each side and ref's one rounding ---- */
@@ -381,12 +504,13 @@ static const embed_case embed_cases[] = {
     {1, 4104, 64.062469f},
 };
 
-static const post_case post_cases[] = { /* T, H, Hkv, D, rot, f32, q/k norm kind (-1 none) */
+static const post_case post_cases[] = { /* T, H, Hkv, D, rot, f32, q/k norm kind (-1 none); D % 8 == 0 */
     {1, 32, 8, 128, 128, 0, -1},        {7, 32, 8, 128, 128, 1, -1},       {33, 32, 8, 128, 96, 0, -1},
     {9, 4, 1, 256, 128, 0, -1},         {7, 6, 6, 64, 64, 1, -1},          {9, 8, 2, 128, 128, 0, RC_NORM_W},
     {33, 4, 4, 64, 32, 0, RC_NORM_W},   {1, 12, 3, 64, 64, 1, RC_NORM_W},  {7, 5, 1, 256, 64, 1, RC_NORM_1PW},
     {7, 16, 16, 128, 128, 1, RC_NORM_1PW}, {9, 10, 2, 256, 256, 0, RC_NORM_POW_W},
-    {1, 40, 8, 64, 64, 0, RC_NORM_POW_W},
+    {1, 40, 8, 64, 64, 0, RC_NORM_POW_W}, {3, 2, 2, 8, 8, 0, -1},         {7, 3, 1, 24, 24, 1, -1},
+    {5, 5, 3, 72, 40, 0, RC_NORM_W},     {2, 3, 1, 512, 128, 0, -1},
 };
 
 static const mm_case mm_cases[] = { /* T, N, K, f32, bias, res */
@@ -417,17 +541,41 @@ static int run_all(void)
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++, checks++)
         fails += check_rmsnorm(&extra[i], seed += 10, FAULT_NONE);
 
+    printf("engk_rmsnorm_bf16: fp32 bit-equal to engk_rmsnorm, bf16 to its rounding (n <= 4096: row in registers)\n");
+    static const int nb[] = {8, 264, 4096, 4104, 8200};
+    for (int kind = RC_NORM_W; kind <= RC_NORM_POW; kind++)
+        for (int a = 0; a < 5; a++, checks++) {
+            const norm_case c = {kind, a % 2 ? 33 : 7, nb[a], 0, 2.0};
+            fails += check_rmsnorm_bf16(&c, seed += 10, FAULT_NONE);
+        }
+
     printf("engk_qkv_post vs ref_rmsnorm per head + ref_rope_apply (+ bf16 rounding of K/V)\n");
     for (size_t i = 0; i < sizeof post_cases / sizeof post_cases[0]; i++, checks += 3)
         fails += check_qkv_post(&post_cases[i], seed += 10, FAULT_NONE);
+    checks++;
+    if (engk_qkv_post(NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, EPS, NULL, NULL, 1, 1, 1, 12, 12, 0) !=
+        cudaErrorInvalidValue) {
+        printf("  qkv_post with D = 12 (not a multiple of 8) was not refused  FAIL\n");
+        fails++;
+    }
 
     printf("engk_glu vs ref_glu\n");
-    static const int Is[] = {7, 255, 1001, 14337}, Ts[] = {1, 33};
+    static const int Is[] = {7, 255, 1001, 14337, 8, 264, 14336}, Ts[] = {1, 33};
     for (int act = RC_ACT_SILU; act <= RC_ACT_GELU_TANH; act++)
-        for (int a = 0; a < 4; a++)
+        for (int a = 0; a < 7; a++)
             for (int t = 0; t < 2; t++, checks++) {
                 const glu_case c = {Ts[t], Is[a], act};
                 fails += check_glu(&c, seed += 10, FAULT_NONE);
+            }
+
+    printf("engk_glu_bf16: fp32 bit-equal to engk_glu, bf16 to its rounding; the 8-wide kernel (I %% 8 == 0) vs "
+           "the one-element one\n");
+    static const int Ib[] = {8, 264, 1000, 14336, 7, 1001};
+    for (int act = RC_ACT_SILU; act <= RC_ACT_GELU_TANH; act++)
+        for (int a = 0; a < 6; a++)
+            for (int t = 0; t < 2; t++, checks++) {
+                const glu_case c = {Ts[t], Ib[a], act};
+                fails += check_glu_bf16(&c, seed += 10, FAULT_NONE);
             }
 
     printf("engk_matmul vs eng_dot_model (bit-equal) and ref_matmul\n");
@@ -445,13 +593,13 @@ static int run_selftest(void)
     static const char *fault_name[] = {"", "a launch one row (or column) short",
                                        "an expected value nudged past its bound"};
     static const char *kernel[] = {"embed", "rmsnorm", "qkv_post (exact)", "qkv_post (bounded)", "glu",
-                                   "matmul T=1", "matmul T=9"};
+                                   "matmul T=1", "matmul T=9", "rmsnorm_bf16", "glu_bf16 (I % 8 == 0)"};
     const norm_case nc = {RC_NORM_W, 7, 264, 0, 2.0};
     const glu_case gc = {7, 255, RC_ACT_GELU_TANH};
     int detected = 0, total = 0;
     printf("selftest: each case below must show at least one FAIL\n");
     for (int f = FAULT_SHORT; f <= FAULT_PERTURB; f++)
-        for (int k = 0; k < 7; k++, total++) {
+        for (int k = 0; k < 9; k++, total++) {
             int fails = 0;
             switch (k) {
             case 0: fails = check_embed(&embed_cases[1], 11, (fault)f); break;
@@ -460,7 +608,13 @@ static int run_selftest(void)
             case 3: fails = check_qkv_post(&post_cases[5], 14, (fault)f); break;
             case 4: fails = check_glu(&gc, 15, (fault)f); break;
             case 5: fails = check_matmul(&mm_cases[2], 16, (fault)f); break;
-            default: fails = check_matmul(&mm_cases[8], 17, (fault)f); break;
+            case 6: fails = check_matmul(&mm_cases[8], 17, (fault)f); break;
+            case 7: fails = check_rmsnorm_bf16(&nc, 18, (fault)f); break;
+            default: {
+                const glu_case g8 = {7, 264, RC_ACT_SILU};
+                fails = check_glu_bf16(&g8, 19, (fault)f);
+                break;
+            }
             }
             detected += fails > 0;
             if (!fails)
@@ -476,6 +630,7 @@ enum { HD = 4096, NH = 32, NKV = 8, HDIM = 128, INTER = 14336, VOCAB = 128256, T
 typedef struct bench_ctx {
     float *in, *out, *aux, *cs, *w32;
     void *mat, *kd, *vd;
+    uint16_t *xb;
     int32_t *ids;
     int T, N, K, res;
 } bench_ctx;
@@ -501,6 +656,33 @@ static cudaError_t b_glu(void *p)
     const bench_ctx *c = p;
     return engk_glu(c->out, c->in, c->T, INTER, RC_ACT_SILU, 0);
 }
+static cudaError_t b_rmsnorm_bf16(void *p)
+{
+    const bench_ctx *c = p;
+    return engk_rmsnorm_bf16(c->xb, NULL, c->in, c->w32, c->T, HD, EPS, RC_NORM_W, 0);
+}
+static cudaError_t b_rmsnorm_then_bf16(void *p) /* what the engine ran before engk_rmsnorm_bf16 */
+{
+    const bench_ctx *c = p;
+    cudaError_t err = engk_rmsnorm(c->out, c->in, c->w32, c->T, HD, EPS, RC_NORM_W, 0);
+    return err != cudaSuccess ? err : engk_to_bf16(c->xb, c->out, (int64_t)c->T * HD, 0);
+}
+static cudaError_t b_glu_bf16(void *p)
+{
+    const bench_ctx *c = p;
+    return engk_glu_bf16(c->xb, NULL, c->in, c->T, INTER, RC_ACT_SILU, 0);
+}
+static cudaError_t b_glu_then_bf16(void *p) /* what the engine ran before engk_glu_bf16 */
+{
+    const bench_ctx *c = p;
+    cudaError_t err = engk_glu(c->out, c->in, c->T, INTER, RC_ACT_SILU, 0);
+    return err != cudaSuccess ? err : engk_to_bf16(c->xb, c->out, (int64_t)c->T * INTER, 0);
+}
+static cudaError_t b_to_bf16(void *p)
+{
+    const bench_ctx *c = p;
+    return engk_to_bf16(c->xb, c->in, (int64_t)c->T * HD, 0);
+}
 static cudaError_t b_matmul(void *p)
 {
     const bench_ctx *c = p;
@@ -511,7 +693,7 @@ static void bench_line(const char *kernel, const char *shape, int T, double us, 
                        double ceil_gbs)
 {
     const double gbs = bytes / us * 1e-3;
-    printf("bench %-8s %-30s T=%-4d %10.1f us %8.1f GB/s %5.1f%% of read ceiling", kernel, shape, T, us, gbs,
+    printf("bench %-8s %-36s T=%-4d %10.1f us %8.1f GB/s %5.1f%% of read ceiling", kernel, shape, T, us, gbs,
            100.0 * gbs / ceil_gbs);
     if (flops > 0)
         printf(" %9.1f GFLOP/s", flops / us * 1e-3);
@@ -531,6 +713,8 @@ static int run_bench(void)
     c.w32 = ekc_dev_alloc(HD, 4);
     c.cs = ekc_dev_alloc((int64_t)TMAX * HDIM, 4);
     c.mat = ekc_dev_alloc((int64_t)VOCAB * HD, 2); /* the embedding, and every weight matrix in turn */
+    c.xb = ekc_dev_alloc((int64_t)TMAX * INTER, 2);
+    EKC_CU(cudaMemset(c.xb, 0, (size_t)TMAX * INTER * 2));
     c.kd = ekc_dev_alloc((int64_t)TMAX * NKV * HDIM, 2);
     c.vd = ekc_dev_alloc((int64_t)TMAX * NKV * HDIM, 2);
     EKC_CU(cudaMemset(c.in, 0x3c, (size_t)big * 4)); /* 0.0115 as fp32 and as bf16: finite, no denormals */
@@ -554,7 +738,15 @@ static int run_bench(void)
         bench_line("rmsnorm", "n=4096 W", T, ekc_time_us(b_rmsnorm, &c), T * HD * 8.0 + HD * 4, 0, ceil_gbs);
         bench_line("qkv_post", "32/8 x 128 rot 128 bf16 KV", T, ekc_time_us(b_qkv_post, &c),
                    T * ((NH + 2 * NKV) * HDIM * 4.0 + NH * HDIM * 4 + 2 * NKV * HDIM * 2 + HDIM * 4), 0, ceil_gbs);
+        bench_line("rmsnormb", "n=4096 W -> bf16", T, ekc_time_us(b_rmsnorm_bf16, &c), T * HD * 6.0 + HD * 4, 0,
+                   ceil_gbs);
+        bench_line("rms+cvt", "n=4096 W, then to_bf16 (before)", T, ekc_time_us(b_rmsnorm_then_bf16, &c),
+                   T * HD * 6.0 + HD * 4, 0, ceil_gbs);
+        bench_line("to_bf16", "4096 (o GEMM input)", T, ekc_time_us(b_to_bf16, &c), T * HD * 6.0, 0, ceil_gbs);
         bench_line("glu", "silu I=14336", T, ekc_time_us(b_glu, &c), T * INTER * 12.0, 0, ceil_gbs);
+        bench_line("glub", "silu I=14336 -> bf16", T, ekc_time_us(b_glu_bf16, &c), T * INTER * 10.0, 0, ceil_gbs);
+        bench_line("glu+cvt", "silu I=14336, then to_bf16 (before)", T, ekc_time_us(b_glu_then_bf16, &c),
+                   T * INTER * 10.0, 0, ceil_gbs);
         for (size_t m = 0; m < sizeof mats / sizeof mats[0]; m++) {
             if (mats[m].last_row_only && T > 1)
                 continue; /* the engine runs lm_head for the last row only */
@@ -563,11 +755,13 @@ static int run_bench(void)
             bench_line("matmul", mats[m].name, T, ekc_time_us(b_matmul, &c), bytes, 2.0 * T * c.N * c.K, ceil_gbs);
         }
     }
+    printf("bench: the fused rows (rmsnormb, glub) and their 'before' pairs (rms+cvt, glu+cvt) count the same bytes "
+           "(fp32 in, bf16 out): their GB/s compare directly\n");
     printf("bench: GB/s counts each tensor once (weights, inputs, outputs); a T=2048 matmul re-reads its weights "
            "per 8-row block, so its GB/s is a floor, its GFLOP/s the figure\n");
     free(ids);
     ekc_dev_free(c.in); ekc_dev_free(c.out); ekc_dev_free(c.w32); ekc_dev_free(c.cs); ekc_dev_free(c.mat);
-    ekc_dev_free(c.kd); ekc_dev_free(c.vd); ekc_dev_free(c.ids);
+    ekc_dev_free(c.kd); ekc_dev_free(c.vd); ekc_dev_free(c.ids); ekc_dev_free(c.xb);
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /* GPU suites 'gpu' + 'engine': the prefill GEMM (engine/eng_gemm) — batch invariance (the same rows bit for bit
  * whatever the chunk size), values against a host double reference on bf16-rounded inputs, the epilogue's exact
- * order, the bf16 rounding kernel, refusals; with --bench, TFLOP/s on the llama3-8b prefill shapes next to
- * cuBLASLt's unpinned heuristic. Exit 77 without a GPU or on sm < 80 (the engine keeps k_matmul there). */
+ * order, the bf16-input entry (bit-equal to the fp32 one), the bf16 rounding kernel, refusals; with --bench,
+ * TFLOP/s on the llama3-8b prefill shapes next to cuBLASLt's unpinned heuristic. Exit 77 without a GPU or on
+ * sm < 80 (the engine keeps k_matmul there). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -229,6 +230,34 @@ static void test_to_bf16(void **state)
 }
 
 /* ---- values: odd multiples of 8, against the double reference; and the epilogue's order, bit for bit ---- */
+/* eng_gemm_run_bf16 on bf16(x) already in the GEMM's own buffer (as the engine's RMSNorm and GLU write it): the
+ * five epilogue variants bit for bit against eng_gemm_run's results h[0..4] on fp32 x. */
+static int64_t bf16_input_diffs(eng_gemm *g, float *const *h, const float *dx, const uint16_t *dW, const float *db,
+                                const float *dres, const float *res, int M, int N, int K)
+{
+    const int64_t ny = (int64_t)M * N;
+    uint16_t *xb = eng_gemm_xbuf(g);
+    CU(engk_to_bf16(xb, dx, (int64_t)M * K, 0));
+    float *y = dev_nan(ny), *got = xmalloc((size_t)ny * sizeof *got);
+    int64_t fails = 0;
+    char what[128];
+    for (int v = 0; v < 5; v++) {
+        rc_err e = {0};
+        CU(cudaMemset(y, 0xff, (size_t)ny * 4));
+        if (v == 4)
+            CU(cudaMemcpy(y, res, (size_t)ny * 4, cudaMemcpyHostToDevice));
+        const float *b = v == 1 || v == 3 ? db : NULL, *r = v == 2 || v == 3 ? dres : v == 4 ? y : NULL;
+        if (eng_gemm_run_bf16(g, y, xb, dW, b, r, M, N, K, 0, &e) != RC_OK)
+            fail_msg("eng_gemm_run_bf16 M=%d N=%d K=%d: %s", M, N, K, e.msg);
+        from_dev(got, y, ny);
+        snprintf(what, sizeof what, "M=%d N=%d K=%d bf16 input, variant %d = fp32 input", M, N, K, v);
+        fails += bit_diffs(what, got, h[v], ny, N);
+    }
+    free(got);
+    CU(cudaFree(y));
+    return fails;
+}
+
 static void test_values(void **state)
 {
     (void)state;
@@ -290,6 +319,8 @@ static void test_values(void **state)
         fails += bit_diffs(what, h[3], e3, ny, N);
         snprintf(what, sizeof what, "M=%d N=%d K=%d epilogue res + acc, res = y", M, N, K);
         fails += bit_diffs(what, h[4], e2, ny, N);
+        if (pinned)
+            fails += bf16_input_diffs(g, h, dx, dW, db, dres, res, M, N, K);
         free(x); free(b); free(res); free(W); free(want); free(tol); free(e1); free(e2); free(e3);
         for (int v = 0; v < 5; v++) {
             free(h[v]);
@@ -394,9 +425,13 @@ static void test_refusals(void **state)
     assert_int_equal(eng_gemm_run(g, y, x, W, NULL, NULL, 1, 64, 72, 0, &e), RC_E_USAGE);
     printf("  unknown shape: %s\n", e.msg);
     assert_int_equal(eng_gemm_pinned(g, 64, 72), -1);
+    assert_int_equal(eng_gemm_run_bf16(g, y, eng_gemm_xbuf(g), W, NULL, NULL, 1, 64, 72, 0, &e), RC_E_USAGE);
+    printf("  unknown shape, bf16 input: %s\n", e.msg);
     if (eng_gemm_pinned(g, 64, 64) == 1) {
         assert_int_equal(eng_gemm_run(g, y + 4, x, W, NULL, NULL, 1, 64, 64, 0, &e), RC_E_USAGE);
         printf("  misaligned y: %s\n", e.msg);
+        assert_int_equal(eng_gemm_run_bf16(g, y, eng_gemm_xbuf(g) + 1, W, NULL, NULL, 1, 64, 64, 0, &e), RC_E_USAGE);
+        printf("  misaligned bf16 input: %s\n", e.msg);
         assert_int_equal(eng_gemm_run(g, y, x, W, b, y, 1, 64, 64, 0, &e), RC_E_USAGE);
         printf("  bias + residual without scratch: %s\n", e.msg);
     }
