@@ -363,13 +363,14 @@ static int64_t check_prefill(const pcase *c)
         fails += differ_bits(what, got3, got, n);
         free(got3);
     }
-    if (mma) { /* blocks of 64 rows instead of 128: other rows share each row's block and warp */
-        pcase c64 = *c;
-        c64.flags |= ENGK_MMA_ROWS64;
+    for (int b = 0; mma && b < 2; b++) { /* blocks of 64 and of 128 rows: other rows share each row's block */
+        pcase cb = *c;
+        cb.flags |= b ? ENGK_MMA_ROWS128 : ENGK_MMA_ROWS64;
         fill_nan(dctx3, n * 4);
-        run_rows(&c64, &s, dq, dctx3, 0, T, scale);
+        run_rows(&cb, &s, dq, dctx3, 0, T, scale);
         float *got4 = download(dctx3, n);
-        fails += differ_bits("  blocks of 64 rows = blocks of 128 rows", got4, got, n);
+        fails += differ_bits(b ? "  blocks of 128 rows forced = one chunk" : "  blocks of 64 rows forced = one chunk",
+                             got4, got, n);
         free(got4);
     }
     free(q); free(qr); free(want); free(got); free(got2);
@@ -487,14 +488,16 @@ static void bench(void)
      * Q K^T and as many for P V, so 4 D H T (T + 1) / 2 in all (masked halves of diagonal blocks not counted). */
     const int P = 64;
     static const struct { const char *name; int T, flags, chunk; } pv[] = {
-        {"tensor cores, 128-row blocks, 1 chunk      ", 2048, 0, 2048},
-        {"tensor cores,  64-row blocks, 1 chunk      ", 2048, ENGK_MMA_ROWS64, 2048},
-        {"tensor cores, 128-row blocks, chunks of 256", 2048, 0, 256},
-        {"CUDA cores,   chunks of 256                ", 2048, ENGK_CUDA_CORES, 256},
-        {"tensor cores, 128-row blocks, 1 chunk      ", 8192, 0, 8192},
-        {"tensor cores,  64-row blocks, 1 chunk      ", 8192, ENGK_MMA_ROWS64, 8192},
-        {"tensor cores, 128-row blocks, chunks of 2048", 8192, 0, 2048},
+        {"tensor cores, 128-row blocks, 1 chunk       ", 2048, ENGK_MMA_ROWS128, 2048},
+        {"tensor cores,  64-row blocks, 1 chunk       ", 2048, ENGK_MMA_ROWS64, 2048},
+        {"tensor cores, 128-row blocks, chunks of 256 ", 2048, ENGK_MMA_ROWS128, 256},
+        {"tensor cores,  64-row blocks, chunks of 256 ", 2048, ENGK_MMA_ROWS64, 256},
+        {"CUDA cores,   chunks of 256                 ", 2048, ENGK_CUDA_CORES, 256},
+        {"tensor cores, 128-row blocks, 1 chunk       ", 8192, ENGK_MMA_ROWS128, 8192},
+        {"tensor cores,  64-row blocks, 1 chunk       ", 8192, ENGK_MMA_ROWS64, 8192},
+        {"tensor cores, 128-row blocks, chunks of 2048", 8192, ENGK_MMA_ROWS128, 2048},
         {"tensor cores,  64-row blocks, chunks of 2048", 8192, ENGK_MMA_ROWS64, 2048},
+        {"tensor cores, auto rows,     chunks of 2048 ", 8192, 0, 2048},
     };
     const int maxT = 8192;
     float *dqp = dmalloc((int64_t)maxT * H * D * 4), *dcp = dmalloc((int64_t)maxT * H * D * 4);
