@@ -515,29 +515,52 @@ __device__ __forceinline__ int sub_of(int64_t p, int tile_lo, int nsub, int P)
     const int64_t k = p / P;
     return (int)((k - tile_lo) * nsub + (p - k * P) / KB);
 }
+
+/* A packed bf16 pair {lo, hi} rounded to nearest even: for finite values the bits of
+ * pack2(bf16_bits(lo), bf16_bits(hi)), in one instruction. */
+__device__ __forceinline__ unsigned cvt_bf16x2(float lo, float hi)
+{
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* 2^x on the special function unit (one instruction, the same bits every run; ex2(-inf) = 0). */
+__device__ __forceinline__ float ex2(float x)
+{
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+    return r;
+}
 #endif
 
-/* Block (blockIdx.x, kv head g) of MMA_ROWS packed rows r = t * G + h (the G heads of one position share
- * the K/V rows); warp w owns rows 16w .. 16w + 15. Per sub-block of KB keys: S = Q K^T by m16n8k16 MMAs over D
- * in order (q rounded to bf16), masked to -inf outside [lo(p), p]; per row m_new = max(m, max S),
- * p = exp2(S - m_new) rounded to bf16, l = fmaf(l, corr, sum p) with the sum in a fixed per-quad order,
- * acc = acc * corr, then acc += P V by MMAs over the keys in order. Rows that share nothing with a sub-block see
- * an exact no-op, so a row's bits depend on its position and P only, not on which rows share its block. */
-template <int D>
-__global__ void __launch_bounds__(MMA_WARPS * 32) k_attn_mma(const float *q, float *ctx, float *st_m, float *st_l,
-                                                             float *st_acc, const uint16_t *Kc, const uint16_t *Vc,
-                                                             int64_t kv_pos0, int64_t kv_last, int tile_lo,
-                                                             int tile_hi, int P, int T, int64_t pos0, int H, int Hkv,
-                                                             float scale_log2, int window, int flags)
+/* Block (kv head g) of ROWS packed rows r = t * G + h (the G heads of one position share the K/V rows), the
+ * last rows of the chunk (the most keys) first; warp w owns rows 16w .. 16w + 15, its Q fragments in registers.
+ * K/V sub-blocks of KB keys (aligned to absolute positions within the P tiles) go through shared memory with
+ * cp.async, double-buffered. Per sub-block: S = Q K^T by m16n8k16 MMAs over D in order (q rounded to bf16); only
+ * a sub-block that is not inside every row's key range [lo(p), p] is masked (-inf), the others take the same
+ * arithmetic unmasked; per row (raw score units) m_new = max(m, max S), corr = m_new == m ? 1 : 2^((m - m_new) c),
+ * p = 2^(fmaf(S, c, -m_new c)) (c = scale log2 e), l = fmaf(l, corr, sum p) with the fp32 sum in a fixed
+ * per-quad order, acc = acc * corr, then acc += P V with p rounded to bf16, by MMAs over the keys in order.
+ * A sub-block a row shares no key with is an exact no-op for it (corr = 1, p = 0), so a row's bits depend on its
+ * position, the KV and P only: not on the chunk, nor on which rows share its block or warp. */
+template <int D, int ROWS>
+__global__ void __launch_bounds__(ROWS * 2) k_attn_mma(const float *q, float *ctx, float *st_m, float *st_l,
+                                                      float *st_acc, const uint16_t *Kc, const uint16_t *Vc,
+                                                      int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi,
+                                                      int P, int T, int64_t pos0, int H, int Hkv, float scale_log2,
+                                                      int window, int flags)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int NTH = ROWS * 2;
     constexpr int KS = D / 16, NT = D / 8, LD = D + 8, NJ = KB / 8, NK = KB / 16;
-    extern __shared__ __align__(16) uint16_t skv[]; /* [2 buffers][K, V][KB][LD] */
+    extern __shared__ __align__(16) uint16_t skv[]; /* [2 buffers][K, V][KB][LD]: rows padded 16 bytes, so the
+                                                      8 row addresses of an ldmatrix hit 32 distinct banks */
     const int G = H / Hkv, g = blockIdx.y, rows = T * G;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, qr = lane >> 2, qc = lane & 3;
     const int64_t kvs = (int64_t)Hkv * D;
-    const int rb = blockIdx.x * MMA_ROWS;
-    const int rlast = rb + MMA_ROWS - 1 < rows - 1 ? rb + MMA_ROWS - 1 : rows - 1;
+    const int rb = (int)(gridDim.x - 1 - blockIdx.x) * ROWS;
+    const int rlast = rb + ROWS - 1 < rows - 1 ? rb + ROWS - 1 : rows - 1;
 
     /* this thread's two rows (qr and qr + 8 of the warp's 16) */
     bool rv[2];
@@ -551,14 +574,16 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_attn_mma(const float *q, flo
         rlo[i] = window_lo(rp[i], window);
         ri[i] = (int64_t)t * H + (int64_t)g * G + h;
     }
-    /* key ranges: the block's and this warp's (rows are sorted by position) */
+    /* key ranges (rows are sorted by position): the block's, the keys some row of the warp sees [wlo, whi], and
+     * the keys every row of the warp sees [alo, ahi] */
     const int64_t cut_lo = (int64_t)tile_lo * P, cut_hi = (int64_t)tile_hi * P - 1 < kv_last ? (int64_t)tile_hi * P - 1 : kv_last;
     int64_t blo = window_lo(pos0 + rb / G, window), bhi = pos0 + rlast / G;
     blo = blo > cut_lo ? blo : cut_lo;
     bhi = bhi < cut_hi ? bhi : cut_hi;
     const int wr0 = rb + warp * 16, wr1 = wr0 + 15 < rlast ? wr0 + 15 : rlast;
-    const bool wlive = wr0 <= rlast;
+    const bool wlive = wr0 <= rlast, wfull = wr0 + 15 <= rlast;
     const int64_t wlo = window_lo(pos0 + wr0 / G, window), whi = pos0 + wr1 / G;
+    const int64_t alo = window_lo(pos0 + wr1 / G, window), ahi = pos0 + wr0 / G;
 
     /* Q fragments (A of S = Q K^T), rounded to bf16 */
     unsigned qf[KS][4];
@@ -573,7 +598,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_attn_mma(const float *q, flo
                     v = *reinterpret_cast<const float2 *>(q + ri[i] * D + ks * 16 + j * 8 + 2 * qc);
                 qf[ks][i + 2 * j] = pack2(bf16_bits(v.x), bf16_bits(v.y));
             }
-    float o[NT][4], m[2], l[2];
+    float o[NT][4], m[2], l[2]; /* m in raw score units (st_m too) */
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const bool ld = !(flags & ENGK_INIT) && rv[i];
@@ -598,7 +623,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_attn_mma(const float *q, flo
         int nb;
         sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
         uint16_t *Ks = skv + buf * 2 * KB * LD, *Vs = Ks + KB * LD;
-        for (int i = threadIdx.x; i < KB * (D / 8); i += MMA_WARPS * 32) {
+#pragma unroll
+        for (int i = threadIdx.x; i < KB * (D / 8); i += NTH) {
             const int r = i / (D / 8), c = i % (D / 8);
             const int64_t p = kb0 + r;
             const bool ok = r < nb && p <= kv_last;
@@ -639,42 +665,48 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_attn_mma(const float *q, flo
                         if (jp * 16 + 8 < nb)
                             mma16816(s[2 * jp + 1], qf[ks], r[2], r[3]);
                     }
-            float corr[2], ls[2] = {0.0f, 0.0f};
+            if (!(wfull && nb == KB && kb0 >= alo && kb0 + KB - 1 <= ahi)) { /* diagonal, window edge, short */
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const int64_t dh = rp[i] - kb0, dl = rlo[i] - kb0;
+                    const int hi = !rv[i] || dh < 0 ? -1 : dh < nb - 1 ? (int)dh : nb - 1;
+                    const int lo = dl < 0 ? 0 : dl < KB ? (int)dl : KB;
+#pragma unroll
+                    for (int j = 0; j < NJ; j++)
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            const int jj = j * 8 + 2 * qc + e;
+                            if (jj < lo || jj > hi)
+                                s[j][2 * i + e] = -INFINITY;
+                        }
+                }
+            }
+            float corr[2];
             unsigned pb[NJ][2];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
-                float mx = -INFINITY;
+                float mx = m[i];
 #pragma unroll
                 for (int j = 0; j < NJ; j++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const int jj = j * 8 + 2 * qc + e;
-                        const int64_t kp = kb0 + jj;
-                        const bool ok = rv[i] && jj < nb && kp <= rp[i] && kp >= rlo[i];
-                        const float v = ok ? s[j][2 * i + e] * scale_log2 : -INFINITY;
-                        s[j][2 * i + e] = v;
-                        mx = fmaxf(mx, v);
-                    }
+                    mx = fmaxf(mx, fmaxf(s[j][2 * i], s[j][2 * i + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
-                const float mn = fmaxf(m[i], mx), ms = mn == -INFINITY ? 0.0f : mn;
-                corr[i] = no_rescale ? 1.0f : exp2f(m[i] - ms);
+                corr[i] = mx == m[i] || no_rescale ? 1.0f : ex2((m[i] - mx) * scale_log2);
+                const float ms = mx == -INFINITY ? 0.0f : mx * scale_log2;
                 float sum = 0.0f;
 #pragma unroll
                 for (int j = 0; j < NJ; j++) {
-                    const unsigned b0 = bf16_bits(exp2f(s[j][2 * i] - ms)), b1 = bf16_bits(exp2f(s[j][2 * i + 1] - ms));
-                    sum += __uint_as_float(b0 << 16);
-                    sum += __uint_as_float(b1 << 16);
-                    pb[j][i] = pack2(b0, b1);
+                    const float p0 = ex2(fmaf(s[j][2 * i], scale_log2, -ms));
+                    const float p1 = ex2(fmaf(s[j][2 * i + 1], scale_log2, -ms));
+                    sum += p0;
+                    sum += p1;
+                    pb[j][i] = cvt_bf16x2(p0, p1);
                 }
                 sum += __shfl_xor_sync(FULL, sum, 1);
                 sum += __shfl_xor_sync(FULL, sum, 2);
-                ls[i] = sum;
-                m[i] = mn;
+                l[i] = fmaf(l[i], corr[i], sum);
+                m[i] = mx;
             }
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-                l[i] = fmaf(l[i], corr[i], ls[i]);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 o[nt][0] = o[nt][0] * corr[0];
@@ -737,25 +769,52 @@ size_t mma_smem_of(int D)
     }
 }
 
-template <int D>
-cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
-                       const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
-                       int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
+template <int D, int ROWS>
+cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
+                        const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
+                        int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
 {
     static int attr_done = 0; /* the opt-in shared memory, once per instance */
     const size_t smem = mma_smem<D>();
     if (!attr_done) {
-        cudaError_t err = cudaFuncSetAttribute(k_attn_mma<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t err =
+            cudaFuncSetAttribute(k_attn_mma<D, ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess)
             return err;
         attr_done = 1;
     }
     const int G = H / Hkv;
-    const dim3 grid((unsigned)((T * G + MMA_ROWS - 1) / MMA_ROWS), (unsigned)Hkv);
+    const dim3 grid((unsigned)((T * G + ROWS - 1) / ROWS), (unsigned)Hkv);
     const float scale_log2 = scale * 1.4426950408889634f;
-    k_attn_mma<D><<<grid, MMA_WARPS * 32, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo,
-                                                       tile_hi, P, T, pos0, H, Hkv, scale_log2, window, flags);
+    k_attn_mma<D, ROWS><<<grid, ROWS * 2, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo,
+                                                      tile_hi, P, T, pos0, H, Hkv, scale_log2, window, flags);
     return cudaGetLastError();
+}
+
+/* Rows per block: 128 (8 warps, one block per SM at D = 128), or 64 (4 warps, two per SM) when 128-row blocks
+ * would not fill two per SM (short chunks), and at D = 256, where a thread's Q and acc fragments fill the
+ * registers; ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128 force one (D <= 128). The same bits either way. */
+template <int D>
+cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
+                       const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
+                       int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
+{
+    static int sms = 0;
+    if (!sms) {
+        int dev = 0;
+        cudaError_t err = cudaGetDevice(&dev);
+        if (err == cudaSuccess)
+            err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (err != cudaSuccess)
+            return err;
+    }
+    const int64_t blocks128 = ((int64_t)T * (H / Hkv) + 2 * MMA_ROWS - 1) / (2 * MMA_ROWS) * Hkv;
+    if (D <= 128 && !(flags & ENGK_MMA_ROWS64) && (blocks128 >= 2 * (int64_t)sms || (flags & ENGK_MMA_ROWS128)))
+        return launch_rows<D, D <= 128 ? 2 * MMA_ROWS : MMA_ROWS>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last,
+                                                                  tile_lo, tile_hi, P, T, pos0, H, Hkv, scale,
+                                                                  window, flags, s);
+    return launch_rows<D, MMA_ROWS>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0,
+                                    H, Hkv, scale, window, flags, s);
 }
 
 size_t dec_smem(int G, int D, int P) /* qs [G][D], later red [DEC_WARPS][HG][D]; sp [G][P] */

@@ -2,8 +2,8 @@
  * seeded inputs (tile edges, head groups 1/4/5/8, head dims 64/128/256 and for decode 16..1024, sliding windows,
  * NaN-poisoned outputs, partials and KV past the last position), plus the bit-identities the engine relies on:
  * offload-style per-tile launches = one launch, decode bits independent of the grid, and a prefill row's bits
- * independent of the rows sharing its chunk. --bench: decode attention µs and KV GB/s against a measured read
- * ceiling (llama3-8b heads, 2k / 8k / 32k), prefill TFLOP/s at T = 2048. */
+ * independent of the rows sharing its chunk or block. --bench: decode attention µs and KV GB/s against a measured read
+ * ceiling (llama3-8b heads, 2k / 8k / 32k), prefill TFLOP/s at T = 2048, 8192. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -361,8 +361,8 @@ static int64_t check_prefill(const pcase *c)
     snprintf(what, sizeof what, "prefill %s G=%d D=%d T=%d P=%d pos0=%lld window=%d",
              mma ? "bf16 tensor cores" : c->f32 ? "f32 CUDA cores " : "bf16 CUDA cores", c->G, D, T, P,
              (long long)c->pos0, c->window);
-    /* bounds: fp32 arithmetic ~1e-6; the MMA path also rounds each probability to bf16 (relative 2^-9 per
-     * weight, normalized by the same rounded weights): |ctx error| <= 2 * 2^-9 * max|v| = 3.9e-3 */
+    /* bounds: fp32 arithmetic ~1e-6; the MMA path also rounds each probability to bf16 for P V (relative 2^-9 per
+     * weight, the normalizer l sums them unrounded): |ctx error| <= 2^-9 * max|v| (+ slack) <= 3.9e-3 */
     int64_t fails = mismatches(what, got, want, n, mma ? 3.9e-3 + 1e-5 : 2e-5, mma ? 0.0 : 1e-5);
     /* offload: tile k from its own NaN-padded buffer, the state through memory */
     const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
@@ -379,13 +379,28 @@ static int64_t check_prefill(const pcase *c)
     }
     float *got2 = download(dctx2, n);
     fails += differ_bits("  per-tile launches, state in memory = one launch", got2, got, n);
-    /* chunking: row 0 alone, then chunks of 5 (each sees only the cache up to its own last row) */
-    run_rows(c, &s, dq, dctx3, 0, 1, scale);
-    for (int r = 1; r < T; r += 5)
-        run_rows(c, &s, dq, dctx3, r, T - r < 5 ? T - r : 5, scale);
-    float *got3 = download(dctx3, n);
-    fails += differ_bits("  chunks 1 + 5 + 5 ... = one chunk", got3, got, n);
-    free(q); free(qr); free(want); free(got); free(got2); free(got3);
+    /* chunking: row 0 alone, then chunks of 3, 5 or 7 (each sees only the cache up to its own last row) */
+    for (int ch = 3; ch <= 7; ch += 2) {
+        fill_nan(dctx3, n * 4);
+        run_rows(c, &s, dq, dctx3, 0, 1, scale);
+        for (int r = 1; r < T; r += ch)
+            run_rows(c, &s, dq, dctx3, r, T - r < ch ? T - r : ch, scale);
+        float *got3 = download(dctx3, n);
+        snprintf(what, sizeof what, "  chunks 1 + %d + %d ... = one chunk", ch, ch);
+        fails += differ_bits(what, got3, got, n);
+        free(got3);
+    }
+    for (int b = 0; mma && b < 2; b++) { /* blocks of 64 and of 128 rows: other rows share each row's block */
+        pcase cb = *c;
+        cb.flags |= b ? ENGK_MMA_ROWS128 : ENGK_MMA_ROWS64;
+        fill_nan(dctx3, n * 4);
+        run_rows(&cb, &s, dq, dctx3, 0, T, scale);
+        float *got4 = download(dctx3, n);
+        fails += differ_bits(b ? "  blocks of 128 rows forced = one chunk" : "  blocks of 64 rows forced = one chunk",
+                             got4, got, n);
+        free(got4);
+    }
+    free(q); free(qr); free(want); free(got); free(got2);
     CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dctx3));
     CU(cudaFree(dm)); CU(cudaFree(dl)); CU(cudaFree(dacc));
     kv_free(&s);
@@ -412,6 +427,15 @@ static void test_prefill(void **state)
                                          ps[pi].window, ps[pi].pos0};
                         fails += check_prefill(&c);
                     }
+    /* long chunks: several blocks of rows, sub-blocks inside every row's range (unmasked), tiles of 2 sub-blocks,
+     * windows wider than a sub-block, GQA groups of 4 (llama3-8b) and 5, odd lengths */
+    static const pcase longc[] = {
+        {0, 0, 4, 128, 300, 64, 0, 0},   {0, 0, 4, 128, 301, 64, 100, 77}, {0, 0, 5, 128, 199, 128, 0, 63},
+        {0, 0, 1, 64, 260, 128, 0, 5},   {0, 0, 2, 64, 257, 64, 130, 0},   {0, 0, 4, 256, 150, 64, 0, 129},
+        {0, ENGK_CUDA_CORES, 4, 128, 150, 64, 70, 3},
+    };
+    for (size_t i = 0; i < sizeof longc / sizeof longc[0]; i++)
+        fails += check_prefill(&longc[i]);
     /* the small head dims of the tiny goldens on tensor cores */
     for (int D = 16; D <= 32; D += 16) {
         const pcase c = {0, 0, 2, D, 40, 8, 0, 0};
@@ -531,28 +555,41 @@ static void bench(void)
     }
     CU(cudaStreamDestroy(st));
     CU(cudaEventDestroy(e2));
-    /* prefill T = 2048 from position 0, causal: one chunk, and 8 chunks of 256 rows as the engine runs it */
-    const int T = 2048, P = 64;
-    const double flops = 4.0 * D * H * ((double)T * (T + 1) / 2.0);
-    static const struct { const char *name; int flags, chunk; } pv[] = {
-        {"tensor cores, 1 chunk of 2048", 0, 2048},
-        {"tensor cores, 8 chunks of 256", 0, 256},
-        {"CUDA cores,   8 chunks of 256", ENGK_CUDA_CORES, 256},
+    /* prefill of T = 2048 and 8192 rows from position 0, causal, P = 64: one chunk, chunks of 2048 (engine bench)
+     * and 256 (the engine's default). Flops counted causal: per head and row at position p, 2 D (p + 1) for
+     * Q K^T and as many for P V, so 4 D H T (T + 1) / 2 in all (masked halves of diagonal blocks not counted). */
+    const int P = 64;
+    static const struct { const char *name; int T, flags, chunk; } pv[] = {
+        {"tensor cores, 128-row blocks, 1 chunk       ", 2048, ENGK_MMA_ROWS128, 2048},
+        {"tensor cores,  64-row blocks, 1 chunk       ", 2048, ENGK_MMA_ROWS64, 2048},
+        {"tensor cores, 128-row blocks, chunks of 256 ", 2048, ENGK_MMA_ROWS128, 256},
+        {"tensor cores,  64-row blocks, chunks of 256 ", 2048, ENGK_MMA_ROWS64, 256},
+        {"CUDA cores,   chunks of 256                 ", 2048, ENGK_CUDA_CORES, 256},
+        {"tensor cores, 128-row blocks, 1 chunk       ", 8192, ENGK_MMA_ROWS128, 8192},
+        {"tensor cores,  64-row blocks, 1 chunk       ", 8192, ENGK_MMA_ROWS64, 8192},
+        {"tensor cores, 128-row blocks, chunks of 2048", 8192, ENGK_MMA_ROWS128, 2048},
+        {"tensor cores,  64-row blocks, chunks of 2048", 8192, ENGK_MMA_ROWS64, 2048},
+        {"tensor cores, auto rows,     chunks of 2048 ", 8192, 0, 2048},
     };
-    for (size_t i = 0; i < 3; i++) {
+    const int maxT = 8192;
+    float *dqp = dmalloc((int64_t)maxT * H * D * 4), *dcp = dmalloc((int64_t)maxT * H * D * 4);
+    CU(cudaMemset(dqp, 0, (size_t)maxT * H * D * 4));
+    for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++) {
+        const int T = pv[i].T;
+        const double flops = 4.0 * D * H * ((double)T * (T + 1) / 2.0);
         if (!(pv[i].flags & ENGK_CUDA_CORES) && !engk_attn_prefill_mma(D, 0)) {
             printf("bench prefill attention %s: no tensor-core path on this device\n", pv[i].name);
             continue;
         }
-        const int r_n = pv[i].flags ? 1 : 5;
+        const int r_n = pv[i].flags & ENGK_CUDA_CORES ? 1 : 5;
         double total = 0.0;
         for (int r = 0; r < r_n + 1; r++) {
             float ms = 0.0f;
             CU(cudaEventRecord(e0, 0));
             for (int c0 = 0; c0 < T; c0 += pv[i].chunk) {
                 const int64_t last = c0 + pv[i].chunk - 1;
-                CU(engk_attn_prefill(dq + (int64_t)c0 * H * D, dctx, NULL, NULL, NULL, dk, dv, 0, 0, last, 0,
-                                     (int)(last / P) + 1, P, pv[i].chunk, c0, H, Hkv, D, 0.088f, 0,
+                CU(engk_attn_prefill(dqp + (int64_t)c0 * H * D, dcp + (int64_t)c0 * H * D, NULL, NULL, NULL, dk, dv,
+                                     0, 0, last, 0, (int)(last / P) + 1, P, pv[i].chunk, c0, H, Hkv, D, 0.088f, 0,
                                      pv[i].flags | ENGK_INIT | ENGK_FINAL, 0));
             }
             CU(cudaEventRecord(e1, 0));
@@ -562,9 +599,11 @@ static void bench(void)
                 total += ms;
         }
         const double ms = total / r_n;
-        printf("bench prefill attention T=2048 causal H=32/8 D=128 bf16 %s  %9.3f ms/layer  %7.1f TFLOP/s\n",
+        printf("bench prefill attention T=%-4d causal H=32/8 D=128 bf16 %s  %9.3f ms/layer  %7.1f TFLOP/s\n", T,
                pv[i].name, ms, flops / (ms * 1e-3) / 1e12);
     }
+    CU(cudaFree(dqp));
+    CU(cudaFree(dcp));
     CU(cudaEventDestroy(e0));
     CU(cudaEventDestroy(e1));
     CU(cudaFree(dk)); CU(cudaFree(dv)); CU(cudaFree(junk)); CU(cudaFree(sink));
