@@ -364,6 +364,28 @@ void eng_close(eng *E)
     free(E);
 }
 
+/* The ring caches against what the same layers would hold as full caches at max_ctx (the plan's KV/state counts
+ * the rings). */
+static void ring_banner(const eng *E)
+{
+    int64_t ring = 0, full = 0;
+    int n = 0;
+    for (int l = 0; l < E->L; l++) {
+        const rc_layer_desc *d = &E->c->layers[l];
+        if (d->state != RC_STATE_KV_RING)
+            continue;
+        n++;
+        ring += 2 * (int64_t)ring_cap(d, E->max_ctx) * kvrow(d) * E->elt;
+        full += 2 * (int64_t)E->max_ctx * kvrow(d) * E->elt;
+    }
+    if (!n)
+        return;
+    char b1[32], b2[32], b3[32];
+    fprintf(E->o.log, "engine: plan: ring KV: %d sliding layers hold their window: %s on the device instead of %s at "
+            "--max-ctx %d (saves %s)\n", n, eng_bytes_str(ring, b1, sizeof b1), eng_bytes_str(full, b2, sizeof b2),
+            E->max_ctx, eng_bytes_str(full - ring, b3, sizeof b3));
+}
+
 static int choose_plan(eng *E, rc_err *e)
 {
     eng_plan_sizes s;
@@ -384,6 +406,7 @@ static int choose_plan(eng *E, rc_err *e)
                 eng_bytes_str(E->plan.kv, b3, sizeof b3), eng_bytes_str(E->plan.workspace, b4, sizeof b4),
                 o->vram_budget > 0 ? " within budget " : "",
                 o->vram_budget > 0 ? eng_bytes_str(o->vram_budget, d, sizeof d) : "");
+        ring_banner(E);
     }
     return RC_OK;
 }
