@@ -108,8 +108,11 @@ static double layer_params(const rc_config *c)
 static double prefill_flops(const rc_config *c, int64_t T)
 {
     double f = 2.0 * (double)T * layer_params(c) + 2.0 * (double)c->vocab * (double)c->hidden;
-    for (int l = 0; l < c->n_layers; l++)
-        f += 4.0 * c->layers[l].head_dim * (double)c->layers[l].n_heads * 0.5 * (double)T * (double)(T + 1);
+    for (int l = 0; l < c->n_layers; l++) {
+        const double W = c->layers[l].window, t = (double)T; /* a sliding window: min(i + 1, W) keys for query i */
+        const double pairs = W > 0 && W < t ? 0.5 * W * (W + 1) + (t - W) * W : 0.5 * t * (t + 1);
+        f += 4.0 * c->layers[l].head_dim * (double)c->layers[l].n_heads * pairs;
+    }
     return f;
 }
 
@@ -120,11 +123,16 @@ static void floors(const bench_run *b, const eng_plan *p, row *r)
 {
     const eng_weights *w = b->w;
     const rc_config *c = &w->cfg;
-    double ctx = r->prompt_len + b->steps / 2.0, kv = 0.0;
-    for (int l = 0; l < c->n_layers; l++)
-        kv += 2.0 * ctx * c->layers[l].n_kv_heads * c->layers[l].head_dim * (double)w->elt;
+    double ctx = r->prompt_len + b->steps / 2.0, kv = 0.0, kv_full = 0.0;
+    for (int l = 0; l < c->n_layers; l++) { /* a sliding layer reads its window (its ring stays on the device) */
+        const rc_layer_desc *d = &c->layers[l];
+        const double n = 2.0 * (d->window > 0 && d->window < ctx ? d->window : ctx) * d->n_kv_heads * d->head_dim *
+                         (double)w->elt;
+        kv += n;
+        kv_full += d->state == RC_STATE_KV_RING ? 0.0 : n;
+    }
     double dev = (double)w->layer_bytes_total + kv + (p->vocab_on_cpu ? 0.0 : (double)w->vocab_bytes);
-    double link = (p->resident_layers >= 0 ? (double)w->layer_bytes_total : 0.0) + (p->kv_offload ? kv : 0.0);
+    double link = (p->resident_layers >= 0 ? (double)w->layer_bytes_total : 0.0) + (p->kv_offload ? kv_full : 0.0);
     r->floor_ms = 1e3 * fmax(dev / b->rf.read, link / b->rf.h2d);
     r->pre_flops = prefill_flops(c, r->prompt_len);
     double bytes_ms = 1e3 * fmax(((double)w->layer_bytes_total + (double)w->vocab_bytes) / b->rf.read, link / b->rf.h2d);

@@ -138,6 +138,45 @@ static const hybrid_shape hybrid_shapes[] = {
     {"tiny-hybrid", 256, 8, 8, 2, 32, 512, 1000, 2, 4, 32, 32, 10000.0},
 };
 
+/* Gemma 4 (gemma4_text): sliding-window layers (ring KV) with full-attention layers between, two head sizes,
+ * proportional RoPE on a quarter of the full layers' heads, sandwich norms, GELU-tanh, final softcap 30.
+ * gemma4-12b: no Gemma 4 12B config.json is in our stored references, so the sizes are the published Gemma 3 12B
+ * config's (google/gemma-3-12b-pt: hidden 3840, 48 layers, 16 / 8 heads of 256, FFN 15360, vocab 262144, window
+ * 1024, every 6th layer full) with the Gemma 4 conventions of the published gemma-4 configs (full layers' heads of
+ * global_head_dim 512, rope_parameters per layer type, no PLE above the E-sizes: hidden_size_per_layer_input 0).
+ * tiny-gemma: the identity suite's 7-layer stack (S S F S S S F), window 12, PLE of 16, so slots wrap over mixed
+ * layers and a 70-token prompt wraps every ring. */
+typedef struct gemma_shape {
+    const char *name;
+    int hidden, layers, heads, kv_heads, head_dim, global_head_dim, inter, vocab, window, ple;
+    const char *layer_types; /* JSON array, or NULL for HF's default (every 6th layer full, the last full) */
+} gemma_shape;
+
+static const gemma_shape gemma_shapes[] = {
+    {"gemma4-12b", 3840, 48, 16, 8, 256, 512, 15360, 262144, 1024, 0, NULL},
+    {"tiny-gemma", 256, 7, 8, 2, 32, 64, 512, 1000, 12, 16,
+     "[\"sliding_attention\", \"sliding_attention\", \"full_attention\", \"sliding_attention\", "
+     "\"sliding_attention\", \"sliding_attention\", \"full_attention\"]"},
+};
+
+static int gemma_shape_json(const gemma_shape *g, char *json, size_t cap)
+{
+    char lt[512] = "";
+    if (g->layer_types)
+        snprintf(lt, sizeof lt, "\"layer_types\": %s, ", g->layer_types);
+    return snprintf(json, cap,
+                    "{\"model_type\": \"gemma4_text\", \"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
+                    "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
+                    "\"global_head_dim\": %d, \"sliding_window\": %d, %s\"hidden_size_per_layer_input\": %d, "
+                    "\"vocab_size_per_layer_input\": %d, \"final_logit_softcapping\": 30.0, \"rms_norm_eps\": 1e-6, "
+                    "\"hidden_activation\": \"gelu_pytorch_tanh\", \"tie_word_embeddings\": true, "
+                    "\"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0}, "
+                    "\"full_attention\": {\"rope_type\": \"proportional\", \"partial_rotary_factor\": 0.25, "
+                    "\"rope_theta\": 1000000.0}}}",
+                    g->vocab, g->hidden, g->inter, g->layers, g->heads, g->kv_heads, g->head_dim, g->global_head_dim,
+                    g->window, lt, g->ple, g->vocab);
+}
+
 int eng_shape_json(const char *name, char *json, size_t cap, rc_err *e)
 {
     const shape *sh = NULL;
@@ -149,6 +188,11 @@ int eng_shape_json(const char *name, char *json, size_t cap, rc_err *e)
         if (!strcmp(hybrid_shapes[i].name, name))
             hy = &hybrid_shapes[i];
     int n;
+    for (size_t i = 0; i < sizeof gemma_shapes / sizeof gemma_shapes[0]; i++)
+        if (!strcmp(gemma_shapes[i].name, name)) {
+            n = gemma_shape_json(&gemma_shapes[i], json, cap);
+            return n < 0 || (size_t)n >= cap ? rc_fail(e, RC_E_USAGE, "shape '%s': config text too long", name) : RC_OK;
+        }
     if (hy)
         n = snprintf(json, cap,
                      "{\"model_type\": \"qwen3_5_text\", \"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
@@ -168,14 +212,15 @@ int eng_shape_json(const char *name, char *json, size_t cap, rc_err *e)
                      sh->vocab, sh->hidden, sh->inter, sh->layers, sh->heads, sh->kv_heads, sh->head_dim,
                      sh->tied ? "true" : "false", sh->theta);
     else
-        return rc_fail(e, RC_E_USAGE, "unknown --shape '%s' (llama3-8b, llama3-1b, tiny, qwen3.5-9b, tiny-hybrid)",
+        return rc_fail(e, RC_E_USAGE, "unknown --shape '%s' (llama3-8b, llama3-1b, tiny, qwen3.5-9b, tiny-hybrid, "
+                       "gemma4-12b, tiny-gemma)",
                        name);
     return n < 0 || (size_t)n >= cap ? rc_fail(e, RC_E_USAGE, "shape '%s': config text too long", name) : RC_OK;
 }
 
 int eng_shape_config(const char *name, rc_config *cfg, rc_err *e)
 {
-    char json[1024];
+    char json[2048];
     int rc = eng_shape_json(name, json, sizeof json, e);
     return rc ? rc : rc_config_parse(json, cfg, e);
 }

@@ -13,9 +13,12 @@ const rc_caps engine_caps = {
     .max_head_dim = 512,
     .head_dim_multiple = 8,
     .mixers = (1u << RC_MIXER_ATTN) | (1u << RC_MIXER_GDN),
-    /* the RoPE rows come from model/rope.c (scaled and partial alike); norms of the w and (1 + w) kinds */
+    .sliding_window = 1,
+    /* the RoPE rows come from model/rope.c (scaled, partial and proportional alike); the pow(ms + eps, -0.5) norms
+     * are the rsqrt norms' kernels (the same math, rounded once) */
     .features = RC_FEAT_ROPE_SCALING | RC_FEAT_PARTIAL_ROPE | RC_FEAT_NORM_1PW | RC_FEAT_OUT_GATE |
-                RC_FEAT_MIXED_LAYERS,
+                RC_FEAT_MIXED_LAYERS | RC_FEAT_NORM_POW | RC_FEAT_V_NORM | RC_FEAT_POST_NORMS | RC_FEAT_EMB_SCALE |
+                RC_FEAT_SOFTCAP | RC_FEAT_PLE | RC_FEAT_LAYER_SCALAR | RC_FEAT_GELU_TANH,
 };
 
 /* The delta-rule kernel keeps a state column in one warp, dk / 32 values per lane (eng_gdn.cu). */
@@ -49,6 +52,10 @@ int eng_config_check(const rc_config *c, rc_err *e)
     if (c->hidden % 8)
         return rc_fail(e, RC_E_UNSUPPORTED, "engine: hidden_size %lld is not a multiple of 8 (vector loads)",
                        (long long)c->hidden);
+    if (c->ple_dim && (c->ple_dim % 8 || c->ple_vocab < c->vocab))
+        return rc_fail(e, RC_E_UNSUPPORTED, "engine: per-layer embeddings of width %d over %lld tokens (needs a multiple "
+                       "of 8 and a table covering the vocabulary of %lld)", c->ple_dim, (long long)c->ple_vocab,
+                       (long long)c->vocab);
     for (int i = 0; i < c->n_layers; i++) {
         const rc_layer_desc *d = &c->layers[i];
         switch (d->state) {
@@ -57,8 +64,10 @@ int eng_config_check(const rc_config *c, rc_err *e)
                 return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: a KV cache for mixer kind %d", i, (int)d->mixer);
             break;
         case RC_STATE_KV_RING:
-            return rc_fail(e, RC_E_UNSUPPORTED,
-                           "engine: layer %d keeps a ring KV cache (RC_STATE_KV_RING): not implemented yet", i);
+            if (d->mixer != RC_MIXER_ATTN || d->window < 1)
+                return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: a ring KV cache needs an attention layer with a "
+                               "sliding window (window %d)", i, d->window);
+            break;
         case RC_STATE_RECURRENT:
             if (d->mixer != RC_MIXER_GDN)
                 return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: a recurrent state for mixer kind %d", i,
@@ -88,6 +97,9 @@ int eng_config_check(const rc_config *c, rc_err *e)
         if (d->n_kv_heads < 1 || d->n_heads % d->n_kv_heads)
             return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: %d heads not a multiple of %d kv heads", i,
                            d->n_heads, d->n_kv_heads);
+        if (d->v_norm && c->v_norm != RC_NORM_POW)
+            return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: a V norm with a weight (norm kind %d)", i,
+                           (int)c->v_norm);
         if (d->rope < 0 || d->rope >= c->n_ropes || c->ropes[d->rope].rot_dim > d->head_dim ||
             c->ropes[d->rope].rot_dim % 2)
             return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: RoPE width does not fit head_dim %d", i,
@@ -111,6 +123,7 @@ static void layout(const rc_config *c, int i, int64_t elt, int bqkv, int bo, int
     int64_t off = 0;
     L->wqkv = L->wo = L->bqkv = L->bo = L->bgu = L->bdown = L->q_norm = L->k_norm = L->wgate = L->bgate = -1;
     L->gin = L->gout = L->gconv = L->galog = L->gdt = L->gnorm = -1;
+    L->post_attn_norm = L->post_mlp_norm = L->lscalar = L->ple_gate = L->ple_proj = L->ple_norm = -1;
 #define PUT(field, bytes) do { L->field = off; off = align_up(off + (bytes)); } while (0)
     if (gdn) {
         PUT(gin, gnin * Hd * elt);
@@ -138,6 +151,16 @@ static void layout(const rc_config *c, int i, int64_t elt, int bqkv, int bo, int
     }
     if (bgu) PUT(bgu, 2 * I * 4);
     if (bdown) PUT(bdown, Hd * 4);
+    if (c->post_norms) {
+        PUT(post_attn_norm, Hd * 4);
+        PUT(post_mlp_norm, Hd * 4);
+    }
+    if (c->layer_scalar) PUT(lscalar, 4);
+    if (c->ple_dim) {
+        PUT(ple_gate, (int64_t)c->ple_dim * Hd * elt);
+        PUT(ple_proj, Hd * c->ple_dim * elt);
+        PUT(ple_norm, Hd * 4);
+    }
 #undef PUT
     L->bytes = off;
     L->qd = gdn ? 0 : (int)qd;
@@ -175,6 +198,9 @@ void eng_weights_free(eng_weights *w)
         free(w->lm_head);
     free(w->embed);
     free(w->final_norm);
+    free(w->ple_embed);
+    free(w->ple_mproj);
+    free(w->ple_pnorm);
     free(w->lay);
     free(w->cfg.layers);
     free(w);
@@ -221,6 +247,17 @@ static int store_alloc(eng_weights **out, const rc_config *cfg, int f32, int bqk
             w->lm_head = w->embed;
         eng_weights_free(w);
         return e->code;
+    }
+    if (cfg->ple_dim) {
+        const int64_t LP = (int64_t)cfg->n_layers * cfg->ple_dim;
+        w->ple_mproj_bytes = LP * cfg->hidden * w->elt;
+        w->ple_embed = alloc_blob(cfg->ple_vocab * LP * w->elt, e, "the per-layer embedding table");
+        w->ple_mproj = alloc_blob(w->ple_mproj_bytes, e, "the per-layer model projection");
+        w->ple_pnorm = rc_calloc(cfg->ple_dim, sizeof(float), e, "the per-layer projection norm");
+        if (!w->ple_embed || !w->ple_mproj || !w->ple_pnorm) {
+            eng_weights_free(w);
+            return e->code;
+        }
     }
     *out = w;
     return RC_OK;
@@ -318,6 +355,15 @@ static void conv_layers(void *ctx, int64_t b, int64_t end, int worker)
             put_f32(blob, L->bgu + I * 4, s->up_b, I);
         }
         put_f32(blob, L->bdown, s->down_b, Hd);
+        put_f32(blob, L->post_attn_norm, s->attn_post_norm, Hd);
+        put_f32(blob, L->post_mlp_norm, s->mlp_post_norm, Hd);
+        put_f32(blob, L->lscalar, s->layer_scalar, 1);
+        if (L->ple_gate >= 0) {
+            const int64_t P = w->cfg.ple_dim;
+            put_rows(blob + L->ple_gate, elt, s->ple_gate, P * Hd);
+            put_rows(blob + L->ple_proj, elt, s->ple_proj, Hd * P);
+            put_f32(blob, L->ple_norm, s->ple_norm, Hd);
+        }
     }
 }
 
@@ -362,6 +408,14 @@ int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int th
         eng_pool_run(pool, m->cfg.vocab, conv_rows, &r2);
     }
     memcpy(w->final_norm, m->w.final_norm, (size_t)m->cfg.hidden * sizeof(float));
+    if (m->cfg.ple_dim) {
+        const int64_t LP = (int64_t)m->cfg.n_layers * m->cfg.ple_dim;
+        rows_ctx r3 = {.dst = w->ple_embed, .src = m->w.ple_embed, .elt = w->elt, .width = LP};
+        eng_pool_run(pool, m->cfg.ple_vocab, conv_rows, &r3);
+        rows_ctx r4 = {.dst = w->ple_mproj, .src = m->w.ple_model_proj, .elt = w->elt, .width = m->cfg.hidden};
+        eng_pool_run(pool, LP, conv_rows, &r4);
+        memcpy(w->ple_pnorm, m->w.ple_proj_norm, (size_t)m->cfg.ple_dim * sizeof(float));
+    }
     eng_pool_free(pool);
     *out = w;
     return RC_OK;
@@ -448,7 +502,7 @@ int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t
     if (rc)
         return rc;
     const int L = cfg->n_layers;
-    const int njobs = 5 * L + 2;
+    const int njobs = 7 * L + 4;
     syn_job *jobs = rc_calloc(njobs, sizeof *jobs, e, "synth jobs");
     int64_t *first = rc_calloc(njobs + 1, sizeof *first, e, "synth jobs");
     eng_pool *pool = NULL;
@@ -482,6 +536,17 @@ int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t
         float *an = (float *)(blob + Ly->attn_norm), *mn = (float *)(blob + Ly->mlp_norm);
         for (int64_t k = 0; k < Hd; k++)
             an[k] = mn[k] = one;
+        if (Ly->post_attn_norm >= 0)
+            for (int64_t k = 0; k < Hd; k++)
+                ((float *)(blob + Ly->post_attn_norm))[k] = ((float *)(blob + Ly->post_mlp_norm))[k] = one;
+        if (Ly->lscalar >= 0)
+            *(float *)(blob + Ly->lscalar) = 1.0f;
+        if (Ly->ple_gate >= 0) {
+            add_job(jobs, &nj, blob + Ly->ple_gate, (int64_t)cfg->ple_dim * Hd);
+            add_job(jobs, &nj, blob + Ly->ple_proj, Hd * cfg->ple_dim);
+            for (int64_t k = 0; k < Hd; k++)
+                ((float *)(blob + Ly->ple_norm))[k] = one;
+        }
         const int D = d->head_dim;
         for (int k = 0; k < D; k++) {
             if (Ly->q_norm >= 0) ((float *)(blob + Ly->q_norm))[k] = qk_one;
@@ -491,6 +556,13 @@ int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t
     add_job(jobs, &nj, w->embed, cfg->vocab * Hd);
     if (w->lm_head != w->embed)
         add_job(jobs, &nj, w->lm_head, cfg->vocab * Hd);
+    if (cfg->ple_dim) {
+        const int64_t LP = (int64_t)L * cfg->ple_dim;
+        add_job(jobs, &nj, w->ple_embed, cfg->ple_vocab * LP);
+        add_job(jobs, &nj, w->ple_mproj, LP * Hd);
+        for (int k = 0; k < cfg->ple_dim; k++)
+            w->ple_pnorm[k] = one;
+    }
     for (int j = 0; j < nj; j++)
         first[j + 1] = first[j] + (jobs[j].n + SYN_BLOCK - 1) / SYN_BLOCK;
     for (int64_t k = 0; k < Hd; k++)

@@ -26,6 +26,8 @@ typedef struct eng_layer_layout {
     int64_t gconv;                 /* f32 [gch, K] depthwise conv1d */
     int64_t galog, gdt;            /* f32 [Hv] A_log, dt_bias */
     int64_t gnorm;                 /* f32 [dv] gated RMSNorm weight */
+    /* gemma4: sandwich norms f32 [Hd], layer scalar f32 [1], per-layer-embedding branch [P, Hd] | [Hd, P] | f32 [Hd] */
+    int64_t post_attn_norm, post_mlp_norm, lscalar, ple_gate, ple_proj, ple_norm;
     int64_t bytes;
     int qd, kd, nqkv, inter;
     int gnin, gch, gkd, gvd;       /* Hk dk = gkd; C = 2 gkd + gvd = gch; gnin = gch + gvd + 2 Hv */
@@ -40,14 +42,20 @@ typedef struct eng_weights {
     void *embed;            /* [V, Hd] */
     void *lm_head;          /* [V, Hd]; == embed when tied */
     float *final_norm;      /* [Hd] */
+    /* per-layer embeddings (cfg.ple_dim = P > 0, else NULL): the token table stays on the host (one row gathered per
+     * token), the model projection and its norm go to the device */
+    void *ple_embed;        /* [V_p, L P] matrix storage */
+    void *ple_mproj;        /* [L P, Hd] */
+    float *ple_pnorm;       /* [P] */
+    int64_t ple_mproj_bytes;
     int64_t layer_bytes_total, layer_bytes_max;
     int64_t vocab_bytes;    /* one [V, Hd] matrix */
 } eng_weights;
 
-/* What the engine runs: attention layers (GQA, biases, q/k norms of the w and (1 + w) kinds, default / scaled /
- * partial RoPE, the sigmoid output gate) and gated delta net layers (RC_STATE_RECURRENT), mixed in one stack; full
- * causal masks only: windowed layers keep a ring KV cache (RC_STATE_KV_RING), which eng_config_check refuses, so
- * the caps do not claim sliding windows. */
+/* What the engine runs: attention layers (GQA, biases, q/k/v norms of every kind, default / scaled / partial /
+ * proportional RoPE, the sigmoid output gate, sliding windows over a ring KV cache: RC_STATE_KV_RING) and gated
+ * delta net layers (RC_STATE_RECURRENT), mixed in one stack; the gemma4 extras (sandwich norms, layer scalar,
+ * per-layer embeddings, embedding scale, final softcap, GELU-tanh). */
 extern const rc_caps engine_caps;
 
 /* Checks the description against what the engine implements (engine_caps, per-layer state kinds,

@@ -15,6 +15,7 @@
 #include "eng_hgemv.h"
 #include "fault.h"
 #include "eng_gdn.h"
+#include "eng_gemma.h"
 #include "eng_kernels.h"
 #include "eng_pool.h"
 #include "eng_sample.h"
@@ -53,6 +54,10 @@ struct eng {
      * gdn_base followed by the pending rows of gdn_base's DeltaNet chunk (engk_gdn_chunked), conv [K-1, C]; fp32 */
     float **d_gS, **d_gcs;
     int64_t gdn_base;
+    /* ring KV of each sliding layer (RC_STATE_KV_RING, NULL elsewhere; on the device in every mode), the linear
+     * window one such layer attends over (d_lk, d_lv), and the per-layer-embedding buffers and weights */
+    void **d_rk, **d_rv, *d_lk, *d_lv, *d_ple_mproj;
+    float *d_ple_in, *d_ple_tok, *d_ple_mp, *d_ple_g, *d_ple_pnorm, *h_ple_tok;
     /* workspace */
     float *d_x, *d_a, *d_qkv, *d_q, *d_ctx, *d_gu, *d_act, *d_fin, *d_logits, *d_rope;
     int32_t *d_ids;
@@ -189,6 +194,33 @@ static void gdn_sizes_of(const eng_weights *w, gdn_sizes *g)
     }
 }
 
+/* Rows of layer d's ring: its window, or the whole context when that is shorter. */
+static int ring_cap(const rc_layer_desc *d, int max_ctx) { return d->window < max_ctx ? d->window : max_ctx; }
+
+/* Device bytes of the ring caches (with the recurrent states: on the device in every mode) and of the gemma
+ * workspace: the linear window of one ring layer (its ring, a tile below it, a chunk) and the PLE buffers and
+ * weights (model projection [L P, Hd], its norm [P], inputs / token rows / projection [C, L P], gate [C, P]). */
+static void gemma_sizes(const eng_weights *w, int max_ctx, int C, int P, int64_t *ring, int64_t *work)
+{
+    const rc_config *c = &w->cfg;
+    int64_t lin = 0;
+    *ring = *work = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const rc_layer_desc *d = &c->layers[l];
+        if (d->state != RC_STATE_KV_RING)
+            continue;
+        *ring += 2 * (int64_t)ring_cap(d, max_ctx) * kvrow(d) * w->elt;
+        const int64_t rows = (int64_t)ring_cap(d, max_ctx) + P + C;
+        if (rows * kvrow(d) > lin)
+            lin = rows * kvrow(d);
+    }
+    *work = 2 * lin * w->elt;
+    if (c->ple_dim) {
+        const int64_t LP = (int64_t)c->n_layers * c->ple_dim;
+        *work += w->ple_mproj_bytes + 4 * ((int64_t)c->ple_dim + 3 * (int64_t)C * LP + (int64_t)C * c->ple_dim);
+    }
+}
+
 static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, int gemm, eng_plan_sizes *s)
 {
     const rc_config *c = &w->cfg;
@@ -201,7 +233,7 @@ static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, int gemm
         if (Ly->inter > I) I = Ly->inter;
         if (kvrow(d) > kvr) kvr = kvrow(d);
         if (d->n_heads > heads) heads = d->n_heads;
-        kv += 2 * (int64_t)max_ctx * kvrow(d) * w->elt;
+        kv += d->state == RC_STATE_KV_RING ? 0 : 2 * (int64_t)max_ctx * kvrow(d) * w->elt;
     }
     for (int r = 0; r < c->n_ropes; r++)
         if (c->ropes[r].rot_dim / 2 > half)
@@ -229,6 +261,10 @@ static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, int gemm
     if (g.hv)
         s->workspace += 4 * engk_gdn_chunk_ws_floats(C, (int)g.hv);
     s->state = g.state;
+    int64_t ring, gwork;
+    gemma_sizes(w, max_ctx, C, P, &ring, &gwork);
+    s->state += ring;
+    s->workspace += gwork;
 }
 
 /* ---- open / close ---- */
@@ -286,6 +322,7 @@ void eng_close(eng *E)
     cudaFree(E->d_final_norm);
     for (int l = 0; l < L; l++) {
         if (E->d_gS) { cudaFree(E->d_gS[l]); cudaFree(E->d_gcs[l]); }
+        if (E->d_rk) { cudaFree(E->d_rk[l]); cudaFree(E->d_rv[l]); }
         if (E->d_k) { cudaFree(E->d_k[l]); cudaFree(E->d_v[l]); }
         if (E->h_k) { cudaFreeHost(E->h_k[l]); cudaFreeHost(E->h_v[l]); }
     }
@@ -327,7 +364,36 @@ void eng_close(eng *E)
     free(E->h_v);
     free(E->d_gS);
     free(E->d_gcs);
+    void *gdev[] = {E->d_lk, E->d_lv, E->d_ple_mproj, E->d_ple_in, E->d_ple_tok, E->d_ple_mp, E->d_ple_g,
+                    E->d_ple_pnorm};
+    for (size_t i = 0; i < sizeof gdev / sizeof gdev[0]; i++)
+        cudaFree(gdev[i]);
+    cudaFreeHost(E->h_ple_tok);
+    free(E->d_rk);
+    free(E->d_rv);
     free(E);
+}
+
+/* The ring caches against what the same layers would hold as full caches at max_ctx (the plan's KV/state counts
+ * the rings). */
+static void ring_banner(const eng *E)
+{
+    int64_t ring = 0, full = 0;
+    int n = 0;
+    for (int l = 0; l < E->L; l++) {
+        const rc_layer_desc *d = &E->c->layers[l];
+        if (d->state != RC_STATE_KV_RING)
+            continue;
+        n++;
+        ring += 2 * (int64_t)ring_cap(d, E->max_ctx) * kvrow(d) * E->elt;
+        full += 2 * (int64_t)E->max_ctx * kvrow(d) * E->elt;
+    }
+    if (!n)
+        return;
+    char b1[32], b2[32], b3[32];
+    fprintf(E->o.log, "engine: plan: ring KV: %d sliding layers hold their window: %s on the device instead of %s at "
+            "--max-ctx %d (saves %s)\n", n, eng_bytes_str(ring, b1, sizeof b1), eng_bytes_str(full, b2, sizeof b2),
+            E->max_ctx, eng_bytes_str(full - ring, b3, sizeof b3));
 }
 
 static int choose_plan(eng *E, rc_err *e)
@@ -350,6 +416,7 @@ static int choose_plan(eng *E, rc_err *e)
                 eng_bytes_str(E->plan.kv, b3, sizeof b3), eng_bytes_str(E->plan.workspace, b4, sizeof b4),
                 o->vram_budget > 0 ? " within budget " : "",
                 o->vram_budget > 0 ? eng_bytes_str(o->vram_budget, d, sizeof d) : "");
+        ring_banner(E);
     }
     return RC_OK;
 }
@@ -434,6 +501,47 @@ static int open_recurrent(eng *E, rc_err *e)
     return RC_OK;
 }
 
+/* The ring caches (zeroed: rows below a window's start are read, masked, so they must be finite) and the gemma
+ * workspace, as gemma_sizes counts them. */
+static int open_gemma(eng *E, rc_err *e)
+{
+    const rc_config *c = E->c;
+    E->d_rk = rc_calloc(E->L, sizeof *E->d_rk, e, "ring pointers");
+    E->d_rv = rc_calloc(E->L, sizeof *E->d_rv, e, "ring pointers");
+    if (!E->d_rk || !E->d_rv)
+        return e->code;
+    int64_t lin = 0;
+    for (int l = 0; l < E->L; l++) {
+        const rc_layer_desc *d = &c->layers[l];
+        if (d->state != RC_STATE_KV_RING)
+            continue;
+        const int64_t bytes = (int64_t)ring_cap(d, E->max_ctx) * kvrow(d) * E->elt;
+        ATTEMPT(DALLOC(E->d_rk[l], bytes, &E->mem.kv, "a ring K cache"));
+        ATTEMPT(DALLOC(E->d_rv[l], bytes, &E->mem.kv, "a ring V cache"));
+        CK(cudaMemset(E->d_rk[l], 0, (size_t)bytes));
+        CK(cudaMemset(E->d_rv[l], 0, (size_t)bytes));
+        const int64_t rows = (int64_t)ring_cap(d, E->max_ctx) + E->P + E->C;
+        if (rows * kvrow(d) > lin)
+            lin = rows * kvrow(d);
+    }
+    int64_t *acct = &E->mem.workspace;
+    ATTEMPT(DALLOC(E->d_lk, lin * E->elt, acct, "the ring window"));
+    ATTEMPT(DALLOC(E->d_lv, lin * E->elt, acct, "the ring window"));
+    if (!c->ple_dim)
+        return RC_OK;
+    const int64_t C = E->C, LP = (int64_t)E->L * c->ple_dim;
+    ATTEMPT(DALLOC(E->d_ple_mproj, E->w->ple_mproj_bytes, acct, "the per-layer model projection"));
+    CK(cudaMemcpy(E->d_ple_mproj, E->w->ple_mproj, (size_t)E->w->ple_mproj_bytes, cudaMemcpyHostToDevice));
+    ATTEMPT(DALLOC(E->d_ple_pnorm, (int64_t)c->ple_dim * 4, acct, "the per-layer projection norm"));
+    CK(cudaMemcpy(E->d_ple_pnorm, E->w->ple_pnorm, (size_t)c->ple_dim * 4, cudaMemcpyHostToDevice));
+    ATTEMPT(DALLOC(E->d_ple_in, C * LP * 4, acct, "per-layer inputs"));
+    ATTEMPT(DALLOC(E->d_ple_tok, C * LP * 4, acct, "per-layer inputs"));
+    ATTEMPT(DALLOC(E->d_ple_mp, C * LP * 4, acct, "per-layer inputs"));
+    ATTEMPT(DALLOC(E->d_ple_g, C * c->ple_dim * 4, acct, "per-layer gate"));
+    ATTEMPT(HALLOC(E->h_ple_tok, C * LP * 4, "per-layer token rows"));
+    return RC_OK;
+}
+
 static int open_kv(eng *E, rc_err *e)
 {
     const rc_config *c = E->c;
@@ -442,10 +550,12 @@ static int open_kv(eng *E, rc_err *e)
     /* per-layer state, by kind: RC_STATE_RECURRENT here (on the device in every mode), RC_STATE_KV below (a
      * layer of another kind gets no cache: its kvrow is 0); a ring buffer (RC_STATE_KV_RING) gets its own case */
     for (int l = 0; l < L; l++)
-        if (c->layers[l].state != RC_STATE_KV && c->layers[l].state != RC_STATE_RECURRENT)
+        if (c->layers[l].state != RC_STATE_KV && c->layers[l].state != RC_STATE_RECURRENT &&
+            c->layers[l].state != RC_STATE_KV_RING)
             return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: state kind %d not implemented", l,
                            (int)c->layers[l].state);
     ATTEMPT(open_recurrent(E, e));
+    ATTEMPT(open_gemma(E, e));
     if (!E->plan.kv_offload) {
         E->d_k = rc_calloc(L, sizeof *E->d_k, e, "KV pointers");
         E->d_v = rc_calloc(L, sizeof *E->d_v, e, "KV pointers");
@@ -1012,6 +1122,97 @@ static int linear_mixer(eng *E, int l, const char *W, int T, probes *P, rc_err *
     return RC_OK;
 }
 
+/* ---- ring KV (RC_STATE_KV_RING): a sliding layer keeps its last Wr = ring_cap positions, position p in row p % Wr.
+ * A chunk gathers the rows of positions [base, pos0) into the linear window d_lk/d_lv (base: the first position of
+ * the first tile its window touches, so the tiles are the resident cache's), appends its own K/V there, attends
+ * over it like a resident cache (decode: the per-tile split-KV partials + the fixed-order merge), then writes its
+ * last Wr rows back into the ring. Rows below the window's start are read but masked. ---- */
+static int64_t ring_base(const eng *E, const rc_layer_desc *d)
+{
+    const int64_t lo0 = E->pos - d->window + 1 > 0 ? E->pos - d->window + 1 : 0;
+    return lo0 / E->P * E->P;
+}
+
+static int ring_load(eng *E, int l, void **kdst, void **vdst, rc_err *e)
+{
+    const rc_layer_desc *d = &E->c->layers[l];
+    const int64_t rb = kvrow(d) * E->elt, base = ring_base(E, d);
+    const int W = ring_cap(d, E->max_ctx);
+    CK(engk_ring_move(E->d_rk[l], E->d_lk, rb, base, E->pos - base, base, W, 0, E->s_comp));
+    CK(engk_ring_move(E->d_rv[l], E->d_lv, rb, base, E->pos - base, base, W, 0, E->s_comp));
+    *kdst = (char *)E->d_lk + (E->pos - base) * rb;
+    *vdst = (char *)E->d_lv + (E->pos - base) * rb;
+    return RC_OK;
+}
+
+static int ring_attention(eng *E, int l, int T, rc_err *e)
+{
+    const rc_layer_desc *d = &E->c->layers[l];
+    const int64_t rb = kvrow(d) * E->elt, base = ring_base(E, d), pos0 = E->pos, last = pos0 + T - 1;
+    const int W = ring_cap(d, E->max_ctx), tlo = (int)(base / E->P), thi = (int)(last / E->P) + 1;
+    const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
+    if (E->decoding) {
+        for (int k = tlo; k < thi; k++) {
+            const int64_t off = ((int64_t)k * E->P - base) * rb;
+            CK(engk_attn_decode_tile(E->d_q, E->d_part, (char *)E->d_lk + off, (char *)E->d_lv + off, E->f32,
+                                     E->d_pos, k, E->max_tiles, E->P, H, Hkv, D, d->attn_scale, d->window, E->s_comp));
+        }
+        CK(engk_attn_decode_merge(E->d_part, E->d_ctx, E->d_pos, E->max_tiles, E->P, H, D, d->window, E->s_comp));
+    } else
+        CK(engk_attn_prefill(E->d_q, E->d_ctx, NULL, NULL, NULL, E->d_lk, E->d_lv, E->f32, base, last, tlo, thi, E->P,
+                             T, pos0, H, Hkv, D, d->attn_scale, d->window, ENGK_INIT | ENGK_FINAL, E->s_comp));
+    const int64_t from = last - W + 1 > pos0 ? last - W + 1 : pos0;
+    CK(engk_ring_move(E->d_rk[l], E->d_lk, rb, from, last - from + 1, base, W, 1, E->s_comp));
+    CK(engk_ring_move(E->d_rv[l], E->d_lv, rb, from, last - from + 1, base, W, 1, E->s_comp));
+    return RC_OK;
+}
+
+/* ---- per-layer embeddings (PLE): the token table's rows gathered on the host (scaled by sqrt(P)), the model
+ * projection of the scaled embedding d_x on the device, combined into d_ple_in [T, L, P] ---- */
+static int ple_inputs(eng *E, const int32_t *ids, int T, probes *P, rc_err *e)
+{
+    const rc_config *c = E->c;
+    if (!c->ple_dim)
+        return RC_OK;
+    const int Pd = c->ple_dim;
+    const int64_t LP = (int64_t)E->L * Pd, Hd = c->hidden;
+    const float tok_scale = (float)sqrt((double)Pd);
+    for (int t = 0; t < T; t++)
+        for (int64_t i = 0; i < LP; i++) {
+            const int64_t k = (int64_t)ids[t] * LP + i;
+            const float v = E->f32 ? ((const float *)E->w->ple_embed)[k]
+                                   : eng_bf16_to_f32(((const uint16_t *)E->w->ple_embed)[k]);
+            E->h_ple_tok[(int64_t)t * LP + i] = v * tok_scale;
+        }
+    CK(cudaMemcpyAsync(E->d_ple_tok, E->h_ple_tok, (size_t)(T * LP * 4), cudaMemcpyHostToDevice, E->s_comp));
+    CK(engk_matmul(E->d_ple_mp, E->d_x, E->d_ple_mproj, E->f32, NULL, NULL, T, (int)LP, (int)Hd, E->s_comp));
+    PROBE(-1, "ple.mproj", 2, LP, 0, E->d_ple_mp, LP, 0, T);
+    CK(engk_ple_inputs(E->d_ple_in, E->d_ple_mp, E->d_ple_tok, E->d_ple_pnorm, T, E->L, Pd, c->eps, c->norm,
+                       (float)pow((double)Hd, -0.5), (float)pow(2.0, -0.5), E->s_comp));
+    PROBE(-1, "ple.in", 3, E->L, Pd, E->d_ple_in, LP, 0, T);
+    return RC_OK;
+}
+
+/* The end of a gemma4 layer: x += norm(((act(x Wg^T) * ple_in[:, l]) Wp^T)), then x *= layer_scalar. */
+static int layer_end(eng *E, int l, const char *W, int T, probes *P, rc_err *e)
+{
+    const rc_config *c = E->c;
+    const eng_layer_layout *Ly = &E->w->lay[l];
+    const int Hd = (int)c->hidden, Pd = c->ple_dim;
+    if (Ly->ple_gate >= 0) {
+        CK(engk_matmul(E->d_ple_g, E->d_x, W + Ly->ple_gate, E->f32, NULL, NULL, T, Pd, Hd, E->s_comp));
+        PROBE(l, "ple.gate", 2, Pd, 0, E->d_ple_g, Pd, 0, T);
+        CK(engk_ple_gate(E->d_ple_g, E->d_ple_in, T, E->L, Pd, l, c->act, E->s_comp));
+        PROBE(l, "ple.act", 2, Pd, 0, E->d_ple_g, Pd, 0, T);
+        CK(engk_matmul(E->d_a, E->d_ple_g, W + Ly->ple_proj, E->f32, NULL, NULL, T, Hd, Pd, E->s_comp));
+        PROBE(l, "ple.proj", 2, Hd, 0, E->d_a, Hd, 0, T);
+        CK(engk_norm_add(E->d_x, E->d_a, (const float *)(W + Ly->ple_norm), T, Hd, c->eps, c->norm, E->s_comp));
+    }
+    if (Ly->lscalar >= 0)
+        CK(engk_scale_dev(E->d_x, (const float *)(W + Ly->lscalar), (int64_t)T * Hd, E->s_comp));
+    return RC_OK;
+}
+
 /* ---- one chunk of T rows at E->pos through every layer ---- */
 /* y = x W^T (+ b) (+ res): a prefill chunk (any T, even 1) with bf16 weights runs the pinned tensor-core GEMM,
  * a decode step, --f32 and sm < 80 the CUDA-core k_matmul. */
@@ -1072,10 +1273,16 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
     PROBE(l, "attn.q", 3, H, D, E->d_qkv, nqkv, 0, T);
     PROBE(l, "attn.k", 3, Hkv, D, E->d_qkv + qd, nqkv, 0, T);
     PROBE(l, "attn.v", 3, Hkv, D, E->d_qkv + qd + kd, nqkv, 0, T);
+    if (d->v_norm) { /* weightless per-head V norm, before the cache */
+        CK(engk_head_norm(E->d_qkv + qd + kd, nqkv, T, Hkv, D, NULL, c->eps, c->v_norm, E->s_comp));
+        PROBE(l, "attn.v_norm", 3, Hkv, D, E->d_qkv + qd + kd, nqkv, 0, T);
+    }
     if (Ly->wgate >= 0) /* output gate: the gate halves of q_proj */
         CK(engk_matmul(E->d_agate, E->d_a, W + Ly->wgate, E->f32, VEC(Ly->bgate), NULL, T, qd, Hd, E->s_comp));
-    void *kdst, *vdst;
-    if (E->plan.kv_offload) {
+    void *kdst = NULL, *vdst = NULL;
+    if (d->state == RC_STATE_KV_RING) /* ring_load: the window gathered, the new rows appended after it */
+        ATTEMPT(ring_load(E, l, &kdst, &vdst, e));
+    else if (E->plan.kv_offload) {
         kdst = E->d_knew;
         vdst = E->d_vnew;
     } else {
@@ -1090,13 +1297,21 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
                      cs + (int64_t)T * (rot / 2), T, H, Hkv, D, rot, E->s_comp));
     PROBE(l, "attn.q_rope", 3, H, D, E->d_q, qd, 0, T);
     PROBE(l, "attn.k_rope", 3, Hkv, D, kdst, kd, !E->f32, T);
-    ATTEMPT(attention(E, l, T, kdst, vdst, e));
+    if (d->state == RC_STATE_KV_RING)
+        ATTEMPT(ring_attention(E, l, T, e));
+    else
+        ATTEMPT(attention(E, l, T, kdst, vdst, e));
     PROBE(l, "attn.ctx", 2, qd, 0, E->d_ctx, qd, 0, T);
     if (Ly->wgate >= 0) {
         PROBE(l, "attn.gate", 2, qd, 0, E->d_agate, qd, 0, T);
         CK(engk_sigmoid_gate(E->d_ctx, E->d_agate, T, qd, E->s_comp));
         PROBE(l, "attn.ctx_gated", 2, qd, 0, E->d_ctx, qd, 0, T);
     }
+    if (Ly->post_attn_norm >= 0) { /* sandwich: x += norm(o) */
+        ATTEMPT(matmul(E, E->d_a, E->d_ctx, W + Ly->wo, VEC(Ly->bo), NULL, T, Hd, qd, e));
+        PROBE(l, "attn.out", 2, Hd, 0, E->d_a, Hd, 0, T);
+        CK(engk_norm_add(E->d_x, E->d_a, VEC(Ly->post_attn_norm), T, Hd, c->eps, c->norm, E->s_comp));
+    } else
     ATTEMPT(matmul(E, E->d_x, E->d_ctx, W + Ly->wo, VEC(Ly->bo), E->d_x, T, Hd, qd, e));
 mlp:
     PROBE(l, "mid", 2, Hd, 0, E->d_x, Hd, 0, T);
@@ -1111,7 +1326,13 @@ mlp:
     else
         CK(engk_glu(E->d_act, E->d_gu, T, I, c->act, E->s_comp));
     PROBE(l, "mlp.act", 2, I, 0, E->d_act, I, 0, T);
-    ATTEMPT(matmul_in(E, E->d_x, xb, E->d_act, W + Ly->wdown, VEC(Ly->bdown), E->d_x, T, Hd, I, e));
+    if (Ly->post_mlp_norm >= 0) { /* sandwich: x += norm(o) */
+        ATTEMPT(matmul_in(E, E->d_a, xb, E->d_act, W + Ly->wdown, VEC(Ly->bdown), NULL, T, Hd, I, e));
+        PROBE(l, "mlp.out", 2, Hd, 0, E->d_a, Hd, 0, T);
+        CK(engk_norm_add(E->d_x, E->d_a, VEC(Ly->post_mlp_norm), T, Hd, c->eps, c->norm, E->s_comp));
+    } else
+        ATTEMPT(matmul_in(E, E->d_x, xb, E->d_act, W + Ly->wdown, VEC(Ly->bdown), E->d_x, T, Hd, I, e));
+    ATTEMPT(layer_end(E, l, W, T, P, e));
     PROBE(l, "out", 2, Hd, 0, E->d_x, Hd, 0, T);
 #undef VEC
     return release_layer(E, l, e);
@@ -1159,6 +1380,7 @@ static int chunk_forward(eng *E, const int32_t *ids, int T, float *logits, probe
     } else
         CK(engk_embed(E->d_x, E->d_embed, E->f32, E->d_ids, T, Hd, c->emb_scale, E->s_comp));
     PROBE(-1, "emb", 2, Hd, 0, E->d_x, Hd, 0, T);
+    ATTEMPT(ple_inputs(E, ids, T, P, e));
     for (int l = 0; l < E->L; l++)
         ATTEMPT(layer_forward(E, l, T, P, e));
     if (P && (rc_probe_wanted(P->sink, "final_norm") || rc_probe_wanted(P->sink, "logits"))) {
@@ -1215,12 +1437,15 @@ int eng_prefill(eng *E, const int32_t *ids, int64_t T, float *logits, const rc_p
  * chunk of any size, even one row, runs the prefill kernels. Each phase has one fixed arithmetic whatever
  * the memory mode or chunking. Position-dependent arguments live in device memory (*d_pos, the RoPE rows),
  * so one captured graph replays every step. ---- */
-/* Layers the decode kernels below do not cover (a DeltaNet mixer, an attention output gate) run layer_forward
+/* Layers the decode kernels below do not cover (a DeltaNet mixer, an attention output gate, the gemma4 extras: a
+ * ring cache, V norm, sandwich norms, PLE, layer scalar) run layer_forward
  * for their one row: its kernel choices depend on E->decoding, and it reads the position on the host, so a model
  * with such a layer is never captured as a graph. */
 static int layer_generic(const eng *E, int l)
 {
-    return E->c->layers[l].mixer != RC_MIXER_ATTN || E->w->lay[l].wgate >= 0;
+    const eng_layer_layout *Ly = &E->w->lay[l];
+    return E->c->layers[l].mixer != RC_MIXER_ATTN || Ly->wgate >= 0 || E->c->layers[l].state == RC_STATE_KV_RING ||
+           E->c->layers[l].v_norm || Ly->post_attn_norm >= 0 || Ly->ple_gate >= 0 || Ly->lscalar >= 0;
 }
 
 static int any_generic(const eng *E)
@@ -1290,6 +1515,7 @@ static int decode_enqueue(eng *E, rc_err *e)
         CK(cudaMemcpyAsync(E->d_x, E->h_x, (size_t)Hd * 4, cudaMemcpyHostToDevice, E->s_comp));
     } else
         CK(engk_embed(E->d_x, E->d_embed, E->f32, E->d_ids, 1, Hd, c->emb_scale, E->s_comp));
+    ATTEMPT(ple_inputs(E, E->h_ids, 1, NULL, e)); /* host work: a model with PLE is never captured (layer_generic) */
     for (int l = 0; l < E->L; l++)
         ATTEMPT(layer_decode(E, l, e));
     if (E->plan.vocab_on_cpu || !engk_gemv_norm_fits(Hd)) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "eng_cli.h"
@@ -14,10 +15,10 @@
 static const char usage_text[] =
     "usage: engine --model PATH (--prompt \"TEXT\" [--chat [--system \"TEXT\"]] | --ids \"ID ID ...\" |\n"
     "                            --prompt-golden) [--steps N] [options]\n"
-    "       engine --synth llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid --ids \"ID ...\" [options]   (random weights; tests)\n"
-    "       engine bench --shape llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid [--steps N] [--prompt-len N[,N...]] [--rounds R]\n"
+    "       engine --synth llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid|gemma4-12b|tiny-gemma --ids \"ID ...\" [options]   (random weights; tests)\n"
+    "       engine bench --shape llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid|gemma4-12b|tiny-gemma [--steps N] [--prompt-len N[,N...]] [--rounds R]\n"
     "                    [--json FILE] [--commit ID] [--peak-tflops X [--peak-source TEXT]] [--no-stream] [options]\n"
-    "       engine bench --print-shape llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid   (the shape's HF config.json)\n"
+    "       engine bench --print-shape llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid|gemma4-12b|tiny-gemma   (the shape's HF config.json)\n"
     "       engine devices      (exit 0 iff GPU 0 can run the engine)\n"
     "       engine --help\n"
     "\n"
@@ -64,6 +65,24 @@ static int fail(const char *msg)
         msg += 8;
     fprintf(stderr, "engine: error: %s\n", msg);
     return ENG_EXIT_ERROR;
+}
+
+/* An HF folder's config.json against the engine's gate before its weights are read: a checkpoint asking for what
+ * the engine lacks is refused by name before any allocation. */
+static int precheck_dir(const char *model, rc_err *e)
+{
+    struct stat st;
+    char path[4096];
+    if (!model || stat(model, &st) != 0 || !S_ISDIR(st.st_mode))
+        return RC_OK;
+    snprintf(path, sizeof path, "%s/config.json", model);
+    rc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    int rc = rc_config_load_file(path, &cfg, e);
+    if (!rc)
+        rc = eng_config_check(&cfg, e);
+    rc_config_free(&cfg);
+    return rc;
 }
 
 static int write_logits(const char *path, const float *lg, int64_t steps, int64_t V)
@@ -212,7 +231,7 @@ static int cmd_run(int argc, char **argv)
     }
     rc_model m;
     memset(&m, 0, sizeof m);
-    if (synth ? eng_shape_config(synth, &m.cfg, &e) : rc_model_load(&m, model, &e)) {
+    if (synth ? eng_shape_config(synth, &m.cfg, &e) : precheck_dir(model, &e) || rc_model_load(&m, model, &e)) {
         free(ids);
         rc_text_free(&txt);
         return fail(e.msg);

@@ -61,7 +61,8 @@ fi # RC_SKIP_TESTS
 
 echo "== 3. compute-sanitizer"
 if command -v compute-sanitizer >/dev/null 2>&1; then
-    for L in "$GOLDEN_DIR/llama.h5" "$GOLDEN_DIR/qwen3_5.h5"; do # qwen3_5: gated delta net + gated attention
+    # qwen3_5: gated delta net + gated attention; gemma4: ring KV (24 tokens + 4 steps wrap its 8-row rings), PLE
+    for L in "$GOLDEN_DIR/llama.h5" "$GOLDEN_DIR/qwen3_5.h5" "$GOLDEN_DIR/gemma4.h5"; do
     for spec in "memcheck|" "memcheck|--resident-layers 1 --kv-offload --vocab-on-cpu" "memcheck|--resident-layers 0" \
                 "racecheck|" "racecheck|--kv-offload" "synccheck|"; do
         tool=${spec%%|*}

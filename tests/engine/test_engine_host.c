@@ -442,18 +442,24 @@ static void check_store(const char *golden, int f32)
     rc_model_free(&m);
 }
 
+/* A golden's model and its engine weight store (2 threads). */
+static void load_store(const char *golden, int f32, rc_model *m, eng_weights **w)
+{
+    rc_err e = {0};
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", RC_TEST_GOLDEN_DIR, golden);
+    if (rc_model_load(m, path, &e) != RC_OK)
+        fail_msg("%s", e.msg);
+    assert_int_equal(eng_weights_from_model(w, m, f32, 2, &e), RC_OK);
+}
+
 /* qwen3_5: a GDN layer's in_proj rows qkv | z | b | a and out_proj in matrix storage, conv1d / A_log / dt_bias /
  * norm in fp32; a gated attention layer's q_proj split per head into queries (wqkv) and gates (wgate). */
 static void check_hybrid_store(int f32)
 {
-    rc_err e = {0};
     rc_model m;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/qwen3_5.h5", RC_TEST_GOLDEN_DIR);
-    if (rc_model_load(&m, path, &e) != RC_OK)
-        fail_msg("%s", e.msg);
     eng_weights *w;
-    assert_int_equal(eng_weights_from_model(&w, &m, f32, 2, &e), RC_OK);
+    load_store("qwen3_5.h5", f32, &m, &w);
     const int64_t Hd = m.cfg.hidden, el = f32 ? 4 : 2;
     int gdn = 0, gated = 0;
     for (int l = 0; l < m.cfg.n_layers; l++) {
@@ -500,6 +506,34 @@ static void check_hybrid_store(int f32)
     rc_model_free(&m);
 }
 
+/* gemma4: sandwich norms, layer scalar and the PLE branch in each blob; the PLE table and model projection in matrix
+ * storage beside the vocab, the projection norm fp32. */
+static void check_gemma_store(int f32)
+{
+    rc_model m;
+    eng_weights *w;
+    load_store("gemma4.h5", f32, &m, &w);
+    const int64_t Hd = m.cfg.hidden, P = m.cfg.ple_dim, LP = (int64_t)m.cfg.n_layers * P;
+    assert_true(P > 0);
+    for (int l = 0; l < m.cfg.n_layers; l++) {
+        const eng_layer_layout *L = &w->lay[l];
+        const rc_layer_weights *s = &m.w.layers[l];
+        const void *b = w->layer[l];
+        check_vec(b, L->post_attn_norm, s->attn_post_norm, Hd);
+        check_vec(b, L->post_mlp_norm, s->mlp_post_norm, Hd);
+        check_vec(b, L->lscalar, s->layer_scalar, 1);
+        check_vec(b, L->ple_norm, s->ple_norm, Hd);
+        check_rows(b, L->ple_gate, f32, s->ple_gate, P * Hd);
+        check_rows(b, L->ple_proj, f32, s->ple_proj, Hd * P);
+        check_rows(b, L->wqkv, f32, s->q, (int64_t)L->qd * Hd);
+    }
+    check_rows(w->ple_embed, 0, f32, m.w.ple_embed, m.cfg.ple_vocab * LP);
+    check_rows(w->ple_mproj, 0, f32, m.w.ple_model_proj, LP * Hd);
+    assert_memory_equal(w->ple_pnorm, m.w.ple_proj_norm, (size_t)P * sizeof(float));
+    eng_weights_free(w);
+    rc_model_free(&m);
+}
+
 static void test_weight_store(void **state)
 {
     (void)state;
@@ -509,6 +543,8 @@ static void test_weight_store(void **state)
             check_store(goldens[i], f32);
     check_hybrid_store(0);
     check_hybrid_store(1);
+    check_gemma_store(0);
+    check_gemma_store(1);
 }
 
 static void test_refusals(void **state)
@@ -527,9 +563,11 @@ static void test_refusals(void **state)
     assert_non_null(strstr(e.msg, "layer 1: a recurrent state"));
     m.cfg.layers[1].state = RC_STATE_KV;
     assert_int_equal(eng_config_check(&m.cfg, &e), RC_OK);
-    m.cfg.layers[1].window = 8; /* the caps claim no sliding window, whatever the state kind says */
-    assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "sliding_window"));
+    m.cfg.layers[1].window = 8; /* a window over a full cache (masked) or over a ring of 8 rows */
+    assert_int_equal(eng_config_check(&m.cfg, &e), RC_OK);
+    m.cfg.layers[1].state = RC_STATE_KV_RING;
+    assert_int_equal(eng_config_check(&m.cfg, &e), RC_OK);
+    m.cfg.layers[1].state = RC_STATE_KV;
     m.cfg.layers[1].window = 0;
     m.cfg.layers[0].mixer = RC_MIXER_GDN;
     assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
@@ -545,6 +583,21 @@ static void test_refusals(void **state)
     m.cfg.layers[0].gdn_v_dim = 21; /* 4 x 21 = 84: not a multiple of 8 */
     assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
     assert_non_null(strstr(e.msg, "linear value width"));
+    rc_model_free(&m);
+    /* gemma4 runs; per-layer embeddings narrower than a vector load, or a table short of the vocabulary, do not */
+    snprintf(path, sizeof path, "%s/gemma4.h5", RC_TEST_GOLDEN_DIR);
+    assert_int_equal(rc_model_load(&m, path, &e), RC_OK);
+    assert_int_equal(eng_config_check(&m.cfg, &e), RC_OK);
+    m.cfg.ple_dim = 12;
+    assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "per-layer embeddings of width 12"));
+    m.cfg.ple_dim = 8;
+    m.cfg.ple_vocab = m.cfg.vocab - 1;
+    assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
+    m.cfg.ple_vocab = m.cfg.vocab;
+    m.cfg.layers[0].window = 0; /* a ring without a window */
+    assert_int_equal(eng_config_check(&m.cfg, &e), RC_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "layer 0: a ring KV cache"));
     rc_model_free(&m);
 }
 

@@ -1,0 +1,137 @@
+/* Engine kernels for the gemma4 extras (see eng_gemma.h). Built with -fmad=false like the other kernels: every
+ * reduction is the rmsnorm's (eng_kdev.cuh), one fixed order. */
+#include "eng_gemma.h"
+
+#include "fault.h"
+
+#include "eng_kdev.cuh"
+
+namespace {
+
+__global__ void __launch_bounds__(NORM_THREADS) k_head_norm(float *x, int64_t stride, int nh, int D, const float *w,
+                                                            float eps, int kind)
+{
+    __shared__ float part[NORM_THREADS / 32];
+    const int t = blockIdx.x / nh, h = blockIdx.x % nh;
+    float *xr = x + (int64_t)t * stride + (int64_t)h * D;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < D; i += NORM_THREADS)
+        ss = fmaf(xr[i], xr[i], ss);
+    const float inv = inv_rms(block_sum(ss, part), D, eps);
+    for (int i = threadIdx.x; i < D; i += NORM_THREADS)
+        xr[i] = norm_apply(xr[i], inv, w, i, kind);
+}
+
+__global__ void __launch_bounds__(NORM_THREADS) k_norm_add(float *x, const float *o, const float *w, int n, float eps,
+                                                           int kind)
+{
+    __shared__ float part[NORM_THREADS / 32];
+    const float *orow = o + (int64_t)blockIdx.x * n;
+    float *xr = x + (int64_t)blockIdx.x * n;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n; i += NORM_THREADS)
+        ss = fmaf(orow[i], orow[i], ss);
+    const float inv = inv_rms(block_sum(ss, part), n, eps);
+    for (int i = threadIdx.x; i < n; i += NORM_THREADS)
+        xr[i] = xr[i] + norm_apply(orow[i], inv, w, i, kind);
+}
+
+__global__ void k_scale_dev(float *x, const float *scale, int64_t n)
+{
+    const float a = *scale;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] *= a;
+}
+
+/* one block per (t, l) row of P */
+__global__ void __launch_bounds__(NORM_THREADS) k_ple_inputs(float *in, const float *mproj, const float *tok,
+                                                             const float *w, int P, float eps, int kind,
+                                                             float proj_scale, float in_scale)
+{
+    __shared__ float part[NORM_THREADS / 32];
+    const int64_t off = (int64_t)blockIdx.x * P;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < P; i += NORM_THREADS) {
+        const float v = mproj[off + i] * proj_scale;
+        ss = fmaf(v, v, ss);
+    }
+    const float inv = inv_rms(block_sum(ss, part), P, eps);
+    for (int i = threadIdx.x; i < P; i += NORM_THREADS)
+        in[off + i] = (norm_apply(mproj[off + i] * proj_scale, inv, w, i, kind) + tok[off + i]) * in_scale;
+}
+
+__global__ void k_ple_gate(float *g, const float *in, int T, int L, int P, int l, int act)
+{
+    const int64_t n = (int64_t)T * P;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t t = k / P, i = k % P;
+        g[k] = glu_apply(g[k], in[(t * L + l) * P + i], act);
+    }
+}
+
+/* one block per position; rows copied as 16-byte words */
+__global__ void k_ring_move(uint4 *ring, uint4 *lin, int64_t words, int64_t p0, int64_t base, int W, int to_ring,
+                           int unwrapped)
+{
+    const int64_t p = p0 + blockIdx.x;
+    /* fault ring_kv_unwrapped: the ring is written as a linear cache of W rows, clamped at its last row */
+    const int64_t rrow = to_ring && unwrapped ? (p < W ? p : W - 1) : p % W;
+    uint4 *r = ring + rrow * words, *q = lin + (p - base) * words;
+    for (int64_t i = threadIdx.x; i < words; i += blockDim.x) {
+        if (to_ring)
+            r[i] = q[i];
+        else
+            q[i] = r[i];
+    }
+}
+
+int blocks_for(int64_t n) { return (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096); }
+
+} // namespace
+
+cudaError_t engk_head_norm(float *x, int64_t stride, int T, int nh, int D, const float *w, float eps, int kind,
+                           cudaStream_t s)
+{
+    if (T * nh > 0)
+        k_head_norm<<<T * nh, NORM_THREADS, 0, s>>>(x, stride, nh, D, w, eps, kind);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_norm_add(float *x, const float *o, const float *w, int T, int n, float eps, int kind, cudaStream_t s)
+{
+    if (T > 0)
+        k_norm_add<<<T, NORM_THREADS, 0, s>>>(x, o, w, n, eps, kind);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_scale_dev(float *x, const float *scale, int64_t n, cudaStream_t s)
+{
+    if (n > 0)
+        k_scale_dev<<<blocks_for(n), 256, 0, s>>>(x, scale, n);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_ple_inputs(float *in, const float *mproj, const float *tok, const float *w, int T, int L, int P,
+                            float eps, int kind, float proj_scale, float in_scale, cudaStream_t s)
+{
+    if (T * L > 0)
+        k_ple_inputs<<<T * L, NORM_THREADS, 0, s>>>(in, mproj, tok, w, P, eps, kind, proj_scale, in_scale);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_ple_gate(float *g, const float *in, int T, int L, int P, int l, int act, cudaStream_t s)
+{
+    const int64_t n = (int64_t)T * P;
+    if (n > 0)
+        k_ple_gate<<<blocks_for(n), 256, 0, s>>>(g, in, T, L, P, l, act);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_ring_move(void *ring, void *lin, int64_t rowbytes, int64_t p0, int64_t n, int64_t base, int W,
+                           int to_ring, cudaStream_t s)
+{
+    if (n > 0)
+        k_ring_move<<<(unsigned)n, 128, 0, s>>>((uint4 *)ring, (uint4 *)lin, rowbytes / 16, p0, base, W, to_ring,
+                                                rc_fault_active("ring_kv_unwrapped"));
+    return cudaGetLastError();
+}

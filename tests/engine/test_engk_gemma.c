@@ -1,0 +1,177 @@
+/* GPU check of the engine's gemma4 kernels (engine/eng_gemma.h) against ref/ops: the per-head V norm (strided rows,
+ * the rest of each row untouched), the sandwich norm + residual add, the layer scalar, the PLE inputs and gate, and
+ * the ring KV's gather / scatter (position p in row p % W) bit for bit against the host's index map, wrapping.
+ * Seeded inputs, NaN-poisoned outputs. Exit 77 without a CUDA device. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_gemma.h"
+#include "engk_check.h"
+#include "ops.h"
+
+static int failures;
+
+/* |got - want| <= 1e-6 + 16 u |want| (a few fp32 roundings of the same math in another order) */
+static void check_close(const char *what, const float *got, const float *want, int64_t n)
+{
+    float *bound = ekc_hmalloc(n, sizeof *bound);
+    for (int64_t i = 0; i < n; i++)
+        bound[i] = (float)(1e-6 + 16.0 * EKC_U * fabs(want[i]));
+    failures += ekc_check(what, got, want, bound, "1e-6 + 16 u |want|", n);
+    free(bound);
+}
+
+static float *rnd(int64_t n, double lo, double hi, unsigned long seed)
+{
+    float *x = ekc_hmalloc(n, sizeof *x);
+    ekc_fill(x, n, lo, hi, seed);
+    return x;
+}
+
+static void test_head_norm(int T, int nh, int D, int64_t off, int64_t stride)
+{
+    const int64_t n = (int64_t)T * stride;
+    float *x = rnd(n, -3, 3, 11), *want = ekc_hmalloc(n, sizeof *want), *got = ekc_hmalloc(n, sizeof *got);
+    memcpy(want, x, (size_t)n * sizeof *x);
+    for (int t = 0; t < T; t++)
+        ref_rmsnorm(want + t * stride + off, x + t * stride + off, NULL, nh, D, 1e-6f, RC_NORM_POW);
+    float *d = ekc_to_dev(x, n, sizeof *x);
+    EKC_CU(engk_head_norm(d + off, stride, T, nh, D, NULL, 1e-6f, RC_NORM_POW, 0));
+    ekc_from_dev(got, d, n, sizeof *got);
+    char what[96];
+    snprintf(what, sizeof what, "head_norm T=%d heads=%d D=%d (whole rows)", T, nh, D);
+    check_close(what, got, want, n);
+    ekc_dev_free(d);
+    free(x); free(want); free(got);
+}
+
+static void test_norm_add(int T, int n, int kind)
+{
+    const int64_t m = (int64_t)T * n;
+    float *x = rnd(m, -2, 2, 21), *o = rnd(m, -5, 5, 22), *w = rnd(n, 0.5, 1.5, 23);
+    float *want = ekc_hmalloc(m, sizeof *want), *got = ekc_hmalloc(m, sizeof *got);
+    ref_rmsnorm(want, o, w, T, n, 1e-6f, (rc_norm_kind)kind);
+    for (int64_t i = 0; i < m; i++)
+        want[i] = x[i] + want[i];
+    float *dx = ekc_to_dev(x, m, 4), *dox = ekc_to_dev(o, m, 4), *dw = ekc_to_dev(w, n, 4);
+    EKC_CU(engk_norm_add(dx, dox, dw, T, n, 1e-6f, kind, 0));
+    ekc_from_dev(got, dx, m, 4);
+    char what[96];
+    snprintf(what, sizeof what, "norm_add T=%d n=%d kind=%d", T, n, kind);
+    check_close(what, got, want, m);
+    /* the layer scalar: x * a, one rounding, bit for bit */
+    const float a = 0.734375f;
+    float *da = ekc_to_dev(&a, 1, 4);
+    EKC_CU(engk_scale_dev(dx, da, m, 0));
+    float *want2 = ekc_hmalloc(m, sizeof *want2), *gotp = ekc_hmalloc(m, sizeof *gotp);
+    for (int64_t i = 0; i < m; i++)
+        want2[i] = got[i] * a; /* got: norm_add's output, before the scaling */
+    ekc_from_dev(gotp, dx, m, 4);
+    failures += ekc_check("scale_dev (x * a)", gotp, want2, NULL, "bit-equal", m);
+    ekc_dev_free(dx); ekc_dev_free(dox); ekc_dev_free(dw); ekc_dev_free(da);
+    free(x); free(o); free(w); free(want); free(got); free(want2); free(gotp);
+}
+
+/* as ref/forward.c ple_inputs and ple_block's gate, from the same host rows */
+static void test_ple(int T, int L, int P, int Hd)
+{
+    const int64_t LP = (int64_t)L * P, m = (int64_t)T * LP;
+    float *mp = rnd(m, -3, 3, 31), *tok = rnd(m, -1, 1, 32), *w = rnd(P, 0.5, 1.5, 33);
+    const float ps = (float)pow((double)Hd, -0.5), is = (float)pow(2.0, -0.5);
+    float *want = ekc_hmalloc(m, 4), *got = ekc_hmalloc(m, 4);
+    for (int64_t i = 0; i < m; i++)
+        want[i] = mp[i] * ps;
+    ref_rmsnorm(want, want, w, (int64_t)T * L, P, 1e-6f, RC_NORM_POW_W);
+    for (int64_t i = 0; i < m; i++)
+        want[i] = (want[i] + tok[i]) * is;
+    float *din = ekc_dev_alloc(m, 4), *dmp = ekc_to_dev(mp, m, 4), *dtok = ekc_to_dev(tok, m, 4), *dw = ekc_to_dev(w, P, 4);
+    ekc_poison(din, m, 4);
+    EKC_CU(engk_ple_inputs(din, dmp, dtok, dw, T, L, P, 1e-6f, RC_NORM_POW_W, ps, is, 0));
+    ekc_from_dev(got, din, m, 4);
+    char what[96];
+    snprintf(what, sizeof what, "ple_inputs T=%d L=%d P=%d", T, L, P);
+    check_close(what, got, want, m);
+    for (int l = 0; l < L; l += L - 1 > 0 ? L - 1 : 1) {
+        const int64_t n = (int64_t)T * P;
+        float *g = rnd(n, -4, 4, 40 + l), *gw = ekc_hmalloc(n, 4), *gg = ekc_hmalloc(n, 4);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < P; i++)
+                gw[t * P + i] = ref_act(g[t * P + i], RC_ACT_GELU_TANH) * got[(int64_t)t * LP + (int64_t)l * P + i];
+        float *dg = ekc_to_dev(g, n, 4);
+        EKC_CU(engk_ple_gate(dg, din, T, L, P, l, RC_ACT_GELU_TANH, 0));
+        ekc_from_dev(gg, dg, n, 4);
+        snprintf(what, sizeof what, "ple_gate layer %d (gelu_tanh)", l);
+        check_close(what, gg, gw, n);
+        ekc_dev_free(dg);
+        free(g); free(gw); free(gg);
+        if (L == 1)
+            break;
+    }
+    ekc_dev_free(din); ekc_dev_free(dmp); ekc_dev_free(dtok); ekc_dev_free(dw);
+    free(mp); free(tok); free(w); free(want); free(got);
+}
+
+/* rows of 'row' floats (a multiple of 4: 16 bytes); a ring of W rows written for positions 0 .. npos - 1 in chunks
+ * of C (scatter of each chunk's last W positions), then gathered for [base, pos) at every chunk: the gathered rows
+ * must be the positions' own rows wherever p >= pos - W. */
+static void test_ring(int W, int C, int npos, int row)
+{
+    const int64_t rb = (int64_t)row * 4, lin_rows = (int64_t)W + C + 64;
+    float *ring = ekc_dev_alloc((int64_t)W * row, 4), *lin = ekc_dev_alloc(lin_rows * row, 4);
+    float *h = ekc_hmalloc(lin_rows * row, 4);
+    int bad = 0;
+    EKC_CU(cudaMemset(ring, 0, (size_t)(W * rb)));
+    for (int pos = 0; pos < npos && !bad; pos += C) {
+        const int T = pos + C <= npos ? C : npos - pos;
+        const int64_t lo = pos - W + 1 > 0 ? pos - W + 1 : 0, base = lo / 16 * 16;
+        ekc_poison(lin, lin_rows * row, 4);
+        EKC_CU(engk_ring_move(ring, lin, rb, base, pos - base, base, W, 0, 0));
+        if (pos > base)
+            ekc_from_dev(h, lin, (pos - base) * row, 4);
+        for (int64_t p = lo; p < pos && !bad; p++)
+            for (int i = 0; i < row; i++)
+                if (h[(p - base) * row + i] != (float)(p * 1000 + i)) {
+                    printf("  ring gather W=%d C=%d: position %lld element %d = %g\n", W, C, (long long)p, i,
+                           h[(p - base) * row + i]);
+                    bad = 1;
+                    break;
+                }
+        for (int64_t p = pos; p < pos + T; p++) /* the chunk's own rows, then its last W into the ring */
+            for (int i = 0; i < row; i++)
+                h[(p - base) * row + i] = (float)(p * 1000 + i);
+        EKC_CU(cudaMemcpy(lin + (pos - base) * row, h + (pos - base) * row, (size_t)(T * rb), cudaMemcpyHostToDevice));
+        const int64_t last = pos + T - 1, from = last - W + 1 > pos ? last - W + 1 : pos;
+        EKC_CU(engk_ring_move(ring, lin, rb, from, last - from + 1, base, W, 1, 0));
+    }
+    printf("%-60s %s\n", "ring gather/scatter", bad ? "FAIL" : "ok (bit-identical)");
+    printf("  (W=%d, chunks of %d, %d positions, rows of %d floats)\n", W, C, npos, row);
+    failures += bad;
+    ekc_dev_free(ring); ekc_dev_free(lin);
+    free(h);
+}
+
+int main(void)
+{
+    ekc_skip_unless_gpu("engine.kernels.gemma");
+    test_head_norm(5, 2, 16, 24, 72);
+    test_head_norm(3, 4, 256, 8, 1100);
+    test_norm_add(7, 64, RC_NORM_POW_W);
+    test_norm_add(2, 3840, RC_NORM_W);
+    test_norm_add(3, 200, RC_NORM_1PW);
+    test_ple(5, 6, 8, 64);
+    test_ple(3, 35, 256, 1536);
+    test_ple(1, 1, 16, 256);
+    test_ring(8, 1, 40, 8);
+    test_ring(8, 5, 41, 16);
+    test_ring(12, 13, 70, 64);
+    test_ring(1024, 256, 3000, 4);
+    if (failures) {
+        printf("FAIL: %d check(s)\n", failures);
+        return 1;
+    }
+    printf("PASS\n");
+    return 0;
+}
