@@ -148,7 +148,7 @@ static void test_gemv(void **state)
             char what[128];
             for (int v = 0; v < engk_gemv_variants(); v++) {
                 CU(cudaMemset(dy, 0xff, (size_t)N * 4)); /* NaN */
-                CU(engk_gemv_variant(v, dy, dx, dW, f32, N, K, 0));
+                CU(engk_gemv_variant(v, ENGK_FUSE_NONE, dy, NULL, dx, NULL, 0.0f, 0, dW, f32, NULL, NULL, N, K, 0, 0));
                 float *got = from_dev(dy, (size_t)N * 4);
                 snprintf(what, sizeof what, "gemv %s N=%d K=%d vs eng_dot_model [%s]", f32 ? "f32" : "bf16", N, K,
                          engk_gemv_variant_name(v));
@@ -204,6 +204,14 @@ static void test_gemv_norm(void **state)
             snprintf(what, sizeof what, "norm(kind %d)+gemv %s N=%d K=%d%s: output", kind, f32 ? "f32" : "bf16", N, K,
                      bias ? " +bias" : "");
             fails += bit_diffs(what, y_got, y_ref, N);
+            for (int v = 0; v < engk_gemv_variants(); v++) {
+                CU(cudaMemset(dy, 0xff, (size_t)N * 4)); /* NaN */
+                CU(engk_gemv_variant(v, ENGK_FUSE_NORM, dy, NULL, dx, dw, 1e-5f, kind, dW, f32, db, NULL, N, K, 0, 0));
+                float *yv = from_dev(dy, (size_t)N * 4);
+                snprintf(what, sizeof what, "  [%s]", engk_gemv_variant_name(v));
+                fails += bit_diffs(what, yv, y_ref, N);
+                free(yv);
+            }
             /* and the host model of each row */
             for (int n = 0; n < N; n++) {
                 float m = eng_dot_model((const char *)W + (size_t)n * K * es, f32, n_ref, K);
@@ -252,6 +260,16 @@ static void test_gemv_glu(void **state)
                 snprintf(what, sizeof what, "gate|up+%s (no norm) %s I=%d K=%d%s", act ? "gelu_tanh" : "silu",
                          f32 ? "f32" : "bf16", I, K, bias ? " +bias" : "");
                 fails += bit_diffs(what, g2, ref, I);
+                for (int v = 0; v < engk_gemv_variants(); v++)
+                    for (int nk = 0; nk < 2; nk++) {
+                        CU(cudaMemset(d1, 0xff, (size_t)I * 4)); /* NaN */
+                        CU(engk_gemv_variant(v, ENGK_FUSE_GLU, d1, NULL, nk ? dn : dx, nk ? NULL : dw, nk ? 0.0f : 1e-6f,
+                                             nk ? -1 : 0, dW, f32, db, NULL, I, K, act, 0));
+                        float *gv = from_dev(d1, (size_t)I * 4);
+                        snprintf(what, sizeof what, "  %s [%s]", nk ? "no norm" : "norm", engk_gemv_variant_name(v));
+                        fails += bit_diffs(what, gv, ref, I);
+                        free(gv);
+                    }
                 free(W); free(x); free(w); free(b); free(ref); free(g1); free(g2);
                 CU(cudaFree(dW)); CU(cudaFree(dx)); CU(cudaFree(dw)); CU(cudaFree(dn)); CU(cudaFree(dgu));
                 CU(cudaFree(dref)); CU(cudaFree(d1)); CU(cudaFree(d2));
@@ -424,9 +442,12 @@ static cudaError_t run_op(void *p)
 {
     bench_op *o = p;
     switch (o->kind) {
-    case 0: return engk_gemv_variant(o->v, o->y, o->x, o->W, 0, o->N, o->K, 0);
-    case 1: return engk_gemv_norm(o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, o->N, o->K, 0);
-    case 2: return engk_gemv_glu(o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, o->N / 2, o->K, 0, 0);
+    case 0: return engk_gemv_variant(o->v, ENGK_FUSE_NONE, o->y, NULL, o->x, NULL, 0.0f, 0, o->W, 0, NULL, NULL, o->N,
+                                     o->K, 0, 0);
+    case 1: return engk_gemv_variant(o->v, ENGK_FUSE_NORM, o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, NULL,
+                                     o->N, o->K, 0, 0);
+    case 2: return engk_gemv_variant(o->v, ENGK_FUSE_GLU, o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, NULL,
+                                     o->N / 2, o->K, 0, 0);
     case 3: return engk_read_ceiling(o->W, (int64_t)o->N * o->K * 2, o->y, 0);
     case 5: return engk_argmax((int32_t *)o->scratch, o->y, o->N, (char *)o->scratch + 64, 0);
 #ifdef ENG_TEST_CUBLAS
@@ -449,11 +470,14 @@ static void bench(void)
         {"gate|up (norm+GLU fused)", 28672, 4096, 2}, {"gate|up", 28672, 4096, 0}, {"down", 4096, 14336, 0},
         {"lm_head (norm fused)", 128256, 4096, 1}, {"lm_head", 128256, 4096, 0},
     };
-    const int64_t big = (int64_t)128256 * 4096; /* elements: the largest matrix */
+    /* one buffer serves every matrix and the 1 GiB read ceiling: the largest of the two (lm_head's 128256 x 4096
+     * bf16 is 1.05e9 bytes, less than the ceiling's 2^30: reading 2^30 bytes of it ran past the end) */
+    const int64_t big = (int64_t)128256 * 4096 * 2, ceil_bytes = (int64_t)1 << 30;
+    const size_t wbytes = (size_t)(big > ceil_bytes ? big : ceil_bytes);
     void *W = NULL, *xb = NULL;
     float *x = NULL, *y = NULL, *nw = NULL;
-    CU(cudaMalloc(&W, (size_t)big * 2));
-    CU(cudaMemset(W, 0x3c, (size_t)big * 2));
+    CU(cudaMalloc(&W, wbytes));
+    CU(cudaMemset(W, 0x3c, wbytes));
     CU(cudaMalloc((void **)&x, 14336 * 4));
     CU(cudaMalloc((void **)&nw, 14336 * 4));
     CU(cudaMalloc(&xb, 14336 * 2 + 64 + ENGK_ARGMAX_SCRATCH));
@@ -462,8 +486,8 @@ static void bench(void)
     CU(cudaMemset(nw, 0, 14336 * 4));
     CU(cudaMemset(xb, 0, 14336 * 2));
     CU(cudaMemset(y, 0, (size_t)128256 * 4));
-    bench_op ceil = {.kind = 3, .N = 1 << 19, .K = 1024, .W = W, .y = y}; /* 1 GiB of bf16 */
-    const double ceil_ms = time_ms(run_op, &ceil, 10), ceil_gbs = (double)(1 << 30) / ceil_ms / 1e6;
+    bench_op ceil = {.kind = 3, .N = (int)(ceil_bytes / 2048), .K = 1024, .W = W, .y = y}; /* N K bf16 = 1 GiB */
+    const double ceil_ms = time_ms(run_op, &ceil, 10), ceil_gbs = (double)ceil_bytes / ceil_ms / 1e6;
     printf("bench read ceiling: 1 GiB read-only kernel (16-byte loads) %.3f ms = %.0f GB/s\n", ceil_ms, ceil_gbs);
     void *handle = NULL;
 #ifdef ENG_TEST_CUBLAS
@@ -473,22 +497,22 @@ static void bench(void)
 #endif
     printf("%-26s %7s %6s %-40s %9s %8s %7s\n", "shape (bf16)", "N", "K", "kernel", "us", "GB/s", "%ceil");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const int N = shapes[s].N, K = shapes[s].K;
+        const int N = shapes[s].N, K = shapes[s].K, kind = shapes[s].kind;
         const double bytes = (double)N * K * 2;
-        const int nv = shapes[s].kind ? 1 : engk_gemv_variants() + (handle ? 1 : 0);
+        const int fuse = kind == 1 ? ENGK_FUSE_NORM : kind == 2 ? ENGK_FUSE_GLU : ENGK_FUSE_NONE;
+        const int pick = engk_gemv_pick(fuse, kind == 2 ? N / 2 : N, K);
+        const int nv = engk_gemv_variants() + (!kind && handle ? 1 : 0);
         for (int v = 0; v < nv; v++) {
-            bench_op o = {.kind = shapes[s].kind, .v = v, .N = N, .K = K, .y = y, .x = x, .nw = nw, .W = W,
-                          .scratch = xb, .handle = handle};
-            const char *kname = shapes[s].kind == 1 ? "engk_gemv_norm" : shapes[s].kind == 2 ? "engk_gemv_glu"
-                                                                                              : NULL;
-            if (!shapes[s].kind && v == engk_gemv_variants()) {
+            bench_op o = {.kind = kind, .v = v, .N = N, .K = K, .y = y, .x = x, .nw = nw, .W = W, .scratch = xb,
+                          .handle = handle};
+            const char *kname = engk_gemv_variant_name(v);
+            if (v == engk_gemv_variants()) {
                 o.kind = 4;
                 kname = "cublasGemmEx (peer, bf16 x)";
-            } else if (!kname)
-                kname = engk_gemv_variant_name(v);
+            }
             const double ms = time_ms(run_op, &o, 20), gbs = bytes / ms / 1e6;
             printf("%-26s %7d %6d %-40s %9.1f %8.0f %6.1f%%%s\n", shapes[s].name, N, K, kname, 1e3 * ms, gbs,
-                   100.0 * gbs / ceil_gbs, !shapes[s].kind && v == ENGK_GEMV_DEFAULT ? "  (engk_gemv)" : "");
+                   100.0 * gbs / ceil_gbs, v == pick ? "  <- engine" : "");
         }
     }
     bench_op am = {.kind = 5, .N = 128256, .y = y, .scratch = xb};
