@@ -19,6 +19,22 @@ __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
     return r;
 }
 
+/* Programmatic dependent launch (sm_90+; no-ops before, and when the launch was not programmatic): a GEMV
+ * launched programmatically may start while the kernel before it runs; it reads only its weights until
+ * dep_wait() returns (that kernel complete, its writes visible), and lets the next GEMV start early. */
+__device__ __forceinline__ void dep_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void dep_launch()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* 8 consecutive weights in flight: raw bits, converted when consumed. */
 template <typename W> struct Chunk;
 template <> struct Chunk<uint16_t> {
@@ -82,6 +98,8 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
         for (int r = 0; r < R; r++)
             if (u < nj && ok[r])
                 ch[u][r].load(wr[r] + (int64_t)u * 256);
+    dep_launch();
+    dep_wait(); /* x, nw, b, res and y belong to the kernels before */
     if (NORM) {
         float ss = 0.0f;
         if (threadIdx.x < NORM_THREADS)
@@ -177,6 +195,17 @@ constexpr Shape shapes[] = {
 };
 constexpr int NSHAPES = (int)(sizeof shapes / sizeof shapes[0]);
 
+/* Programmatic launches only into a graph being captured (the engine's decode step, weights resident and
+ * never written inside it) on sm_90+; direct launches keep full stream order. Same kernel, same bits. */
+bool programmatic(cudaStream_t s)
+{
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    int dev = 0, major = 0;
+    return cudaStreamIsCapturing(s, &st) == cudaSuccess && st == cudaStreamCaptureStatusActive &&
+           cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+}
+
 template <typename W, int RO, int U, int WARPS, bool NORM, bool GLU>
 cudaError_t launch(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *Wm,
                    const float *b, const float *res, int N, int K, int act, cudaStream_t s)
@@ -184,9 +213,18 @@ cudaError_t launch(float *y, float *xn, const float *x, const float *nw, float e
     constexpr int R = GLU ? 2 * RO : RO;
     const size_t smem = NORM ? (size_t)K * sizeof(float) : 0;
     const unsigned grid = (unsigned)(((int64_t)N + WARPS * RO - 1) / (WARPS * RO));
-    k_gemv<W, R, U, WARPS, NORM, GLU><<<grid, WARPS * 32, smem, s>>>(y, xn, x, nw, eps, kind, (const W *)Wm, b, res,
-                                                                      N, K, act);
-    return cudaGetLastError();
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(WARPS * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = &at;
+    cfg.numAttrs = programmatic(s) ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k_gemv<W, R, U, WARPS, NORM, GLU>, y, xn, x, nw, eps, kind, (const W *)Wm, b, res,
+                              N, K, act);
 }
 
 template <int RO, int U, int WARPS, bool NORM, bool GLU>

@@ -2,7 +2,10 @@
  * a block, the GLU fused into the gate|up GEMV, and the greedy argmax over the logits on the device. Every
  * output row keeps engk_matmul's order exactly (lane l: chunks l, l+32, ... of 8 k's, fmaf in order from 0,
  * then the xor butterfly; eng_dot_model is its host model), so decode rows equal prefill rows and the CPU
- * lm_head (eng_hgemv) stays bit-identical. Matrices bf16 (raw uint16) or f32 (f32 set), K % 8 == 0. */
+ * lm_head (eng_hgemv) stays bit-identical. Matrices bf16 (raw uint16) or f32 (f32 set), K % 8 == 0.
+ * Into a stream being captured as a graph on sm_90+, the GEMVs launch as programmatic dependents: they start
+ * loading W while the kernel before them still runs (touching nothing else until it has completed), so W must
+ * not be written by the stream's previous kernel. Direct launches keep plain stream order; the bits are equal. */
 #ifndef ENG_GEMV_H
 #define ENG_GEMV_H
 
