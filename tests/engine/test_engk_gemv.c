@@ -507,31 +507,68 @@ typedef struct bench_op {
     float *y, *x, *nw;
     void *W, *scratch;
     void *handle;
+    int64_t mbytes, nslot, it; /* the matrix rotates over nslot copies mbytes apart: no launch finds it in L2 */
+    cudaGraphExec_t graph;     /* kind 6: a captured chain, replayed on stream 0 */
 } bench_op;
 
 static cudaError_t run_op(void *p)
 {
     bench_op *o = p;
+    void *W0 = o->W;
+    if (o->nslot > 1)
+        o->W = (char *)o->W + (o->it++ % o->nslot) * o->mbytes;
+    cudaError_t err;
     switch (o->kind) {
-    case 0: return engk_gemv_variant(o->v, ENGK_FUSE_NONE, o->y, NULL, o->x, NULL, 0.0f, 0, o->W, 0, NULL, NULL, o->N,
+    case 0: err = engk_gemv_variant(o->v, ENGK_FUSE_NONE, o->y, NULL, o->x, NULL, 0.0f, 0, o->W, 0, NULL, NULL, o->N,
                                      o->K, 0, 0);
-    case 1: return engk_gemv_variant(o->v, ENGK_FUSE_NORM, o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, NULL,
+        break;
+    case 1: err = engk_gemv_variant(o->v, ENGK_FUSE_NORM, o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, NULL,
                                      o->N, o->K, 0, 0);
-    case 2: return engk_gemv_variant(o->v, ENGK_FUSE_GLU, o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, NULL,
+        break;
+    case 2: err = engk_gemv_variant(o->v, ENGK_FUSE_GLU, o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, NULL,
                                      o->N / 2, o->K, 0, 0);
-    case 3: return engk_read_ceiling(o->W, (int64_t)o->N * o->K * 2, o->y, 0);
-    case 5: return engk_argmax((int32_t *)o->scratch, o->y, o->N, (char *)o->scratch + 64, 0);
+        break;
+    case 3: err = engk_read_ceiling(o->W, (int64_t)o->N * o->K * 2, o->y, 0); break;
+    case 5: err = engk_argmax((int32_t *)o->scratch, o->y, o->N, (char *)o->scratch + 64, 0); break;
+    case 6: err = cudaGraphLaunch(o->graph, 0); break;
 #ifdef ENG_TEST_CUBLAS
     case 4: {
         const float one = 1.0f, zero = 0.0f;
         cublasStatus_t st = cublasGemmEx((cublasHandle_t)o->handle, CUBLAS_OP_T, CUBLAS_OP_N, o->N, 1, o->K, &one,
                                          o->W, CUDA_R_16BF, o->K, o->scratch, CUDA_R_16BF, o->K, &zero, o->y,
                                          CUDA_R_32F, o->N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+        err = st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+        break;
     }
 #endif
-    default: return cudaErrorInvalidValue;
+    default: err = cudaErrorInvalidValue;
     }
+    o->W = W0;
+    return err;
+}
+
+/* Two llama3-8b decode layers' GEMVs (norm+q|k|v, o + residual, norm+gate|up+GLU, down + residual), each
+ * layer on its own weights, on stream s. */
+static cudaError_t bench_chain(void *p)
+{
+    bench_op *o = p;
+    const int Hd = 4096, I = 14336, Nq = 6144;
+    const int64_t lq = (int64_t)Nq * Hd * 2, lo = (int64_t)Hd * Hd * 2, lgu = (int64_t)2 * I * Hd * 2;
+    const int64_t layer = lq + lo + lgu + (int64_t)Hd * I * 2;
+    cudaStream_t s = (cudaStream_t)o->handle;
+    float *qkv = o->y, *act = o->y + Nq;
+    cudaError_t err = cudaSuccess;
+    for (int l = 0; l < 2 && err == cudaSuccess; l++) {
+        const char *W = (const char *)o->W + l * layer;
+        err = engk_gemv_norm(qkv, NULL, o->x, o->nw, 1e-5f, 0, W, 0, NULL, Nq, Hd, s);
+        if (err == cudaSuccess)
+            err = engk_gemv(o->x, qkv, W + lq, 0, NULL, o->x, Hd, Hd, s);
+        if (err == cudaSuccess)
+            err = engk_gemv_glu(act, NULL, o->x, o->nw, 1e-5f, 0, W + lq + lo, 0, NULL, I, Hd, 0, s);
+        if (err == cudaSuccess)
+            err = engk_gemv(o->x, act, W + lq + lo + lgu, 0, NULL, o->x, Hd, I, s);
+    }
+    return err;
 }
 
 static void bench(void)
@@ -575,7 +612,7 @@ static void bench(void)
         const int nv = engk_gemv_variants() + (!kind && handle ? 1 : 0);
         for (int v = 0; v < nv; v++) {
             bench_op o = {.kind = kind, .v = v, .N = N, .K = K, .y = y, .x = x, .nw = nw, .W = W, .scratch = xb,
-                          .handle = handle};
+                          .handle = handle, .mbytes = (int64_t)bytes, .nslot = (int64_t)wbytes / (int64_t)bytes};
             const char *kname = engk_gemv_variant_name(v);
             if (v == engk_gemv_variants()) {
                 o.kind = 4;
@@ -585,6 +622,29 @@ static void bench(void)
             printf("%-26s %7d %6d %-40s %9.1f %8.0f %6.1f%%%s\n", shapes[s].name, N, K, kname, 1e3 * ms, gbs,
                    100.0 * gbs / ceil_gbs, v == pick ? "  <- engine" : "");
         }
+    }
+    /* the per-layer chain, directly (stream order) and as a captured graph (programmatic launches on sm_90+) */
+    {
+        const double lbytes = (double)(6144 + 4096 + 28672 + 14336) * 4096 * 2;
+        cudaStream_t cs;
+        CU(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+        bench_op ch = {.W = W, .x = x, .nw = nw, .y = y, .handle = (void *)0};
+        const double direct = time_ms(bench_chain, &ch, 20) / 2;
+        cudaGraph_t g;
+        ch.handle = cs;
+        CU(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+        CU(bench_chain(&ch));
+        CU(cudaStreamEndCapture(cs, &g));
+        bench_op gr = {.kind = 6};
+        CU(cudaGraphInstantiateWithFlags(&gr.graph, g, 0));
+        const double graphed = time_ms(run_op, &gr, 20) / 2;
+        printf("%-26s %7s %6s %-40s %9.1f %8.0f %6.1f%%\n", "decode layer, 4 GEMVs", "", "", "launched directly",
+               1e3 * direct, lbytes / direct / 1e6, 100.0 * lbytes / direct / 1e6 / ceil_gbs);
+        printf("%-26s %7s %6s %-40s %9.1f %8.0f %6.1f%%\n", "decode layer, 4 GEMVs", "", "", "graph (programmatic launches)",
+               1e3 * graphed, lbytes / graphed / 1e6, 100.0 * lbytes / graphed / 1e6 / ceil_gbs);
+        CU(cudaGraphExecDestroy(gr.graph));
+        CU(cudaGraphDestroy(g));
+        CU(cudaStreamDestroy(cs));
     }
     bench_op am = {.kind = 5, .N = 128256, .y = y, .scratch = xb};
     printf("%-26s %7d %6s %-40s %9.1f\n", "argmax of the logits", 128256, "", "engk_argmax", 1e3 * time_ms(run_op, &am, 20));
