@@ -1,6 +1,7 @@
 /* Decode GEMV family and device argmax (see eng_gemv.h). Built with -fmad=false like eng_kernels.cu: the only
  * fused multiply-adds are the explicit fmaf() calls. Speed comes from memory-level parallelism, never from a
- * different order: each lane issues U chunks of R rows (16-byte loads) before it consumes them in order. */
+ * different order: each lane keeps U 16-byte loads per row in flight (a ring refilled as it is consumed, in
+ * order), with enough warps per SM that every GEMV shape of an 8B model fills the GPU in one or a few waves. */
 #include "eng_gemv.h"
 
 #include "eng_kdev.cuh"
@@ -16,6 +17,22 @@ __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
         : "l"(p));
     return r;
+}
+
+/* Programmatic dependent launch (sm_90+; no-ops before, and when the launch was not programmatic): a GEMV
+ * launched programmatically may start while the kernel before it runs; it reads only its weights until
+ * dep_wait() returns (that kernel complete, its writes visible), and lets the next GEMV start early. */
+__device__ __forceinline__ void dep_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void dep_launch()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 /* 8 consecutive weights in flight: raw bits, converted when consumed. */
@@ -44,22 +61,27 @@ template <> struct Chunk<float> {
     }
 };
 
-/* One warp per R weight rows (GLU: R/2 gate rows n and the R/2 up rows I + n), WARPS warps per block. NORM:
- * the block first normalizes x into shared memory exactly as k_rmsnorm (its first 256 threads run the same
- * strided fmaf, block_sum over warps 0..7, inv_rms, norm_apply) while the first U chunks of every row are
- * already in flight. Per row: lane l accumulates chunks l, l+32, ... in order, then warp_sum. */
+/* One warp per R weight rows (GLU: R/2 gate rows n and the R/2 up rows I + n), WARPS warps per block. Lane l
+ * walks its chunks l, l+32, ... through a ring of U slots per row: chunk j is consumed from slot j % U and the
+ * slot is refilled with chunk j + U at once, so U 16-byte loads per row stay in flight until the row's end
+ * (the ring is filled before a fused norm's prologue, which hides under it). NORM: the block first normalizes
+ * x into shared memory exactly as k_rmsnorm (its first 256 threads run the same strided fmaf, block_sum over
+ * warps 0..7, inv_rms, norm_apply). Per row: fmaf over the lane's chunks in order from 0, then warp_sum: the
+ * order of eng_dot_model, whatever R, U and WARPS. bf16 shapes with at most 8 loads in flight per lane are
+ * held to 64 registers a thread, so that 32 warps fit an SM. */
 template <typename W, int R, int U, int WARPS, bool NORM, bool GLU>
-__global__ void __launch_bounds__(WARPS * 32) k_gemv(float *y, float *xn, const float *x, const float *nw, float eps,
-                                                     int kind, const W *Wm, const float *b, const float *res, int N,
-                                                     int K, int act)
+__global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 1024 / (WARPS * 32) : 1)
+    k_gemv(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const W *Wm, const float *b,
+           const float *res, int N, int K, int act)
 {
     static_assert(!NORM || WARPS >= NORM_THREADS / 32, "the fused norm needs k_rmsnorm's 256 threads");
+    static_assert(!GLU || R % 2 == 0, "GLU rows come in gate|up pairs");
     extern __shared__ float xs[];
     __shared__ float part[WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     constexpr int RP = GLU ? R / 2 : R; /* outputs per warp */
     const int64_t o0 = ((int64_t)blockIdx.x * WARPS + warp) * RP;
-    const int nc = K >> 3;
+    const int nc = K >> 3, nj = lane < nc ? (nc - lane + 31) >> 5 : 0; /* this lane's chunks */
     const W *wr[R];
     bool ok[R];
 #pragma unroll
@@ -67,20 +89,17 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(float *y, float *xn, const 
         const int64_t o = o0 + (GLU ? r % RP : r);
         ok[r] = o < N;
         const int64_t row = GLU && r >= RP ? N + o : o;
-        wr[r] = Wm + (ok[r] ? row : 0) * K;
+        wr[r] = Wm + (ok[r] ? row : 0) * K + (int64_t)lane * 8;
     }
     Chunk<W> ch[U][R];
-    auto load_batch = [&](int c0) {
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int c = c0 + 32 * u;
+    for (int u = 0; u < U; u++)
 #pragma unroll
-            for (int r = 0; r < R; r++)
-                if (c < nc && ok[r])
-                    ch[u][r].load(wr[r] + (int64_t)c * 8);
-        }
-    };
-    load_batch(lane);
+        for (int r = 0; r < R; r++)
+            if (u < nj && ok[r])
+                ch[u][r].load(wr[r] + (int64_t)u * 256);
+    dep_launch();
+    dep_wait(); /* x, nw, b, res and y belong to the kernels before */
     if (NORM) {
         float ss = 0.0f;
         if (threadIdx.x < NORM_THREADS)
@@ -105,21 +124,20 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(float *y, float *xn, const 
 #pragma unroll
     for (int r = 0; r < R; r++)
         acc[r] = 0.0f;
-    for (int c0 = lane; c0 < nc; c0 += 32 * U) {
-        if (c0 != lane)
-            load_batch(c0);
+    for (int j0 = 0; j0 < nj; j0 += U) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const int c = c0 + 32 * u;
-            if (c >= nc)
+            const int j = j0 + u;
+            if (j >= nj)
                 break;
+            const int64_t k0 = ((int64_t)lane + 32 * (int64_t)j) * 8;
             float xa[8];
             if (NORM) {
-                const float4 p = *reinterpret_cast<const float4 *>(xs + c * 8);
-                const float4 q = *reinterpret_cast<const float4 *>(xs + c * 8 + 4);
+                const float4 p = *reinterpret_cast<const float4 *>(xs + k0);
+                const float4 q = *reinterpret_cast<const float4 *>(xs + k0 + 4);
                 xa[0] = p.x; xa[1] = p.y; xa[2] = p.z; xa[3] = p.w; xa[4] = q.x; xa[5] = q.y; xa[6] = q.z; xa[7] = q.w;
             } else
-                load8(x + (int64_t)c * 8, xa);
+                load8(x + k0, xa);
 #pragma unroll
             for (int r = 0; r < R; r++)
                 if (ok[r]) {
@@ -130,6 +148,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(float *y, float *xn, const 
                     for (int e = 0; e < 8; e++)
                         sum = fmaf(w8[e], xa[e], sum);
                     acc[r] = sum;
+                    if (j + U < nj)
+                        ch[u][r].load(wr[r] + (int64_t)(j + U) * 256);
                 }
         }
     }
@@ -161,34 +181,83 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(float *y, float *xn, const 
     }
 }
 
-/* 8 warps a block; the fused norm with at least 16384 weight rows: 16 (half the blocks, so half the per-block
- * norm prologues; fewer rows keep 8, so that every SM gets about the same number of blocks). */
-template <typename W, int R, int U, bool NORM, bool GLU>
+/* The launch shapes: RO outputs per warp (GLU: RO gate|up pairs), a ring of U chunks per weight row, WARPS warps
+ * per block. Every shape computes each output in the same order, hence the same bits. */
+struct Shape {
+    int ro, u, warps;
+    const char *name;
+};
+constexpr Shape shapes[] = {
+    {1, 8, 8, "1 out/warp, ring 8, 8 warps"},   {2, 4, 8, "2 out/warp, ring 4, 8 warps"},
+    {2, 8, 8, "2 out/warp, ring 8, 8 warps"},   {1, 8, 16, "1 out/warp, ring 8, 16 warps"},
+    {1, 4, 16, "1 out/warp, ring 4, 16 warps"}, {1, 16, 8, "1 out/warp, ring 16, 8 warps"},
+    {2, 8, 16, "2 out/warp, ring 8, 16 warps"}, {2, 4, 16, "2 out/warp, ring 4, 16 warps"},
+};
+constexpr int NSHAPES = (int)(sizeof shapes / sizeof shapes[0]);
+
+/* Programmatic launches only into a graph being captured (the engine's decode step, weights resident and
+ * never written inside it) on sm_90+; direct launches keep full stream order. Same kernel, same bits. */
+bool programmatic(cudaStream_t s)
+{
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    int dev = 0, major = 0;
+    return cudaStreamIsCapturing(s, &st) == cudaSuccess && st == cudaStreamCaptureStatusActive &&
+           cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+}
+
+template <typename W, int RO, int U, int WARPS, bool NORM, bool GLU>
 cudaError_t launch(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *Wm,
                    const float *b, const float *res, int N, int K, int act, cudaStream_t s)
 {
-    constexpr int RP = GLU ? R / 2 : R, WIDE = NORM ? 16 : 8;
-    if (N < 1 || K < 8 || K % 8 || (NORM && !engk_gemv_norm_fits(K)))
-        return cudaErrorInvalidValue;
+    constexpr int R = GLU ? 2 * RO : RO;
     const size_t smem = NORM ? (size_t)K * sizeof(float) : 0;
-    if (NORM && (int64_t)N * (GLU ? 2 : 1) >= 16384) {
-        const unsigned grid = (unsigned)(((int64_t)N + WIDE * RP - 1) / (WIDE * RP));
-        k_gemv<W, R, U, WIDE, NORM, GLU><<<grid, WIDE * 32, smem, s>>>(y, xn, x, nw, eps, kind, (const W *)Wm, b, res,
-                                                                        N, K, act);
-    } else {
-        const unsigned grid = (unsigned)(((int64_t)N + 8 * RP - 1) / (8 * RP));
-        k_gemv<W, R, U, 8, NORM, GLU><<<grid, 8 * 32, smem, s>>>(y, xn, x, nw, eps, kind, (const W *)Wm, b, res, N, K,
-                                                                  act);
-    }
-    return cudaGetLastError();
+    const unsigned grid = (unsigned)(((int64_t)N + WARPS * RO - 1) / (WARPS * RO));
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(WARPS * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = &at;
+    cfg.numAttrs = programmatic(s) ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k_gemv<W, R, U, WARPS, NORM, GLU>, y, xn, x, nw, eps, kind, (const W *)Wm, b, res,
+                              N, K, act);
 }
 
-template <int R, int U, bool NORM, bool GLU>
-cudaError_t launch_t(int f32, float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *Wm,
-                     const float *b, const float *res, int N, int K, int act, cudaStream_t s)
+template <int RO, int U, int WARPS, bool NORM, bool GLU>
+cudaError_t launch_t(int f32, float *y, float *xn, const float *x, const float *nw, float eps, int kind,
+                     const void *Wm, const float *b, const float *res, int N, int K, int act, cudaStream_t s)
 {
-    return f32 ? launch<float, R, U, NORM, GLU>(y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s)
-               : launch<uint16_t, R, U, NORM, GLU>(y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    return f32 ? launch<float, RO, U, WARPS, NORM, GLU>(y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s)
+               : launch<uint16_t, RO, U, WARPS, NORM, GLU>(y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+}
+
+template <int V, bool NORM, bool GLU>
+cudaError_t launch_v(int f32, float *y, float *xn, const float *x, const float *nw, float eps, int kind,
+                     const void *Wm, const float *b, const float *res, int N, int K, int act, cudaStream_t s)
+{
+    constexpr Shape sh = shapes[V];
+    return launch_t<sh.ro, sh.u, sh.warps, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+}
+
+template <bool NORM, bool GLU>
+cudaError_t launch_any(int v, int f32, float *y, float *xn, const float *x, const float *nw, float eps, int kind,
+                       const void *Wm, const float *b, const float *res, int N, int K, int act, cudaStream_t s)
+{
+    switch (v) {
+    case 0: return launch_v<0, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    case 1: return launch_v<1, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    case 2: return launch_v<2, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    case 3: return launch_v<3, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    case 4: return launch_v<4, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    case 5: return launch_v<5, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    case 6: return launch_v<6, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    case 7: return launch_v<7, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    default: return cudaErrorInvalidValue;
+    }
 }
 
 /* eng_argmax's order: a before b iff a is a number and (b is none, or larger, or equal with a smaller index). */
@@ -303,24 +372,56 @@ cudaError_t engk_read_ceiling(const void *p, int64_t bytes, float *sink, cudaStr
 
 int engk_gemv_norm_fits(int K) { return K > 0 && (size_t)K * sizeof(float) + 16 * sizeof(float) <= 48 * 1024; }
 
+/* The shape each entry point launches: measured with `test_engk_gemv --bench` (every shape, every llama3-8b
+ * GEMV); the fused norm's 16-warp blocks halve the per-block norm prologues. */
+int engk_gemv_pick(int fuse, int N, int K)
+{
+    (void)K;
+    if (fuse == ENGK_FUSE_GLU)
+        return 4;
+    if (fuse == ENGK_FUSE_NORM)
+        return N >= 16384 ? 7 : 3;
+    return N >= 32768 ? 1 : 0;
+}
+
+int engk_gemv_variants(void) { return NSHAPES; }
+
+const char *engk_gemv_variant_name(int v) { return v >= 0 && v < NSHAPES ? shapes[v].name : "?"; }
+
+cudaError_t engk_gemv_variant(int v, int fuse, float *y, float *xn, const float *x, const float *nw, float eps,
+                              int kind, const void *W, int f32, const float *b, const float *res, int N, int K,
+                              int act, cudaStream_t s)
+{
+    const int norm = fuse == ENGK_FUSE_NORM || (fuse == ENGK_FUSE_GLU && kind >= 0);
+    if (N < 1 || K < 8 || K % 8 || (norm && !engk_gemv_norm_fits(K)) || fuse < 0 || fuse > ENGK_FUSE_GLU)
+        return cudaErrorInvalidValue;
+    if (fuse == ENGK_FUSE_GLU)
+        return norm ? launch_any<true, true>(v, f32, y, xn, x, nw, eps, kind, W, b, nullptr, N, K, act, s)
+                    : launch_any<false, true>(v, f32, y, nullptr, x, nullptr, 0.0f, 0, W, b, nullptr, N, K, act, s);
+    if (norm)
+        return launch_any<true, false>(v, f32, y, xn, x, nw, eps, kind, W, b, nullptr, N, K, 0, s);
+    return launch_any<false, false>(v, f32, y, nullptr, x, nullptr, 0.0f, 0, W, b, res, N, K, 0, s);
+}
+
 cudaError_t engk_gemv(float *y, const float *x, const void *W, int f32, const float *b, const float *res, int N,
                       int K, cudaStream_t s)
 {
-    return launch_t<2, 4, false, false>(f32, y, nullptr, x, nullptr, 0.0f, 0, W, b, res, N, K, 0, s);
+    return engk_gemv_variant(engk_gemv_pick(ENGK_FUSE_NONE, N, K), ENGK_FUSE_NONE, y, nullptr, x, nullptr, 0.0f, 0,
+                             W, f32, b, res, N, K, 0, s);
 }
 
 cudaError_t engk_gemv_norm(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
                            int f32, const float *b, int N, int K, cudaStream_t s)
 {
-    return launch_t<2, 4, true, false>(f32, y, xn, x, nw, eps, kind, W, b, nullptr, N, K, 0, s);
+    return engk_gemv_variant(engk_gemv_pick(ENGK_FUSE_NORM, N, K), ENGK_FUSE_NORM, y, xn, x, nw, eps, kind, W, f32, b,
+                             nullptr, N, K, 0, s);
 }
 
 cudaError_t engk_gemv_glu(float *out, float *xn, const float *x, const float *nw, float eps, int kind,
                           const void *Wgu, int f32, const float *bgu, int I, int K, int act, cudaStream_t s)
 {
-    if (kind < 0)
-        return launch_t<2, 4, false, true>(f32, out, nullptr, x, nullptr, 0.0f, 0, Wgu, bgu, nullptr, I, K, act, s);
-    return launch_t<2, 4, true, true>(f32, out, xn, x, nw, eps, kind, Wgu, bgu, nullptr, I, K, act, s);
+    return engk_gemv_variant(engk_gemv_pick(ENGK_FUSE_GLU, I, K), ENGK_FUSE_GLU, out, xn, x, nw, eps, kind, Wgu, f32,
+                             bgu, nullptr, I, K, act, s);
 }
 
 cudaError_t engk_argmax(int32_t *out, const float *x, int64_t V, void *scratch, cudaStream_t s)
@@ -332,24 +433,6 @@ cudaError_t engk_argmax(int32_t *out, const float *x, int64_t V, void *scratch, 
     k_argmax_part<<<ENGK_ARGMAX_BLOCKS, NORM_THREADS, 0, s>>>(pv, pi, x, V);
     k_argmax_final<<<1, NORM_THREADS, 0, s>>>(out, pv, pi, ENGK_ARGMAX_BLOCKS);
     return cudaGetLastError();
-}
-
-static const char *const variant_names[] = {"1 row/warp, 4 chunks/lane in flight", "2 rows/warp, 4 chunks/lane",
-                                            "4 rows/warp, 4 chunks/lane", "2 rows/warp, 8 chunks/lane"};
-
-int engk_gemv_variants(void) { return (int)(sizeof variant_names / sizeof variant_names[0]); }
-
-const char *engk_gemv_variant_name(int v) { return v >= 0 && v < engk_gemv_variants() ? variant_names[v] : "?"; }
-
-cudaError_t engk_gemv_variant(int v, float *y, const float *x, const void *W, int f32, int N, int K, cudaStream_t s)
-{
-    switch (v) {
-    case 0: return launch_t<1, 4, false, false>(f32, y, nullptr, x, nullptr, 0.0f, 0, W, nullptr, nullptr, N, K, 0, s);
-    case 1: return launch_t<2, 4, false, false>(f32, y, nullptr, x, nullptr, 0.0f, 0, W, nullptr, nullptr, N, K, 0, s);
-    case 2: return launch_t<4, 4, false, false>(f32, y, nullptr, x, nullptr, 0.0f, 0, W, nullptr, nullptr, N, K, 0, s);
-    case 3: return launch_t<2, 8, false, false>(f32, y, nullptr, x, nullptr, 0.0f, 0, W, nullptr, nullptr, N, K, 0, s);
-    default: return cudaErrorInvalidValue;
-    }
 }
 
 } // extern "C"

@@ -2,7 +2,10 @@
  * a block, the GLU fused into the gate|up GEMV, and the greedy argmax over the logits on the device. Every
  * output row keeps engk_matmul's order exactly (lane l: chunks l, l+32, ... of 8 k's, fmaf in order from 0,
  * then the xor butterfly; eng_dot_model is its host model), so decode rows equal prefill rows and the CPU
- * lm_head (eng_hgemv) stays bit-identical. Matrices bf16 (raw uint16) or f32 (f32 set), K % 8 == 0. */
+ * lm_head (eng_hgemv) stays bit-identical. Matrices bf16 (raw uint16) or f32 (f32 set), K % 8 == 0.
+ * Into a stream being captured as a graph on sm_90+, the GEMVs launch as programmatic dependents: they start
+ * loading W while the kernel before them still runs (touching nothing else until it has completed), so W must
+ * not be written by the stream's previous kernel. Direct launches keep plain stream order; the bits are equal. */
 #ifndef ENG_GEMV_H
 #define ENG_GEMV_H
 
@@ -35,12 +38,19 @@ cudaError_t engk_gemv_glu(float *out, float *xn, const float *x, const float *nw
  * larger value, then smaller index); -1 if every x is NaN. scratch: ENGK_ARGMAX_SCRATCH device bytes. */
 cudaError_t engk_argmax(int32_t *out, const float *x, int64_t V, void *scratch, cudaStream_t s);
 
-/* Micro-benchmark: the plain GEMV's launch shapes (rows per warp x chunks in flight per lane). Every variant
- * has the same per-row arithmetic, hence the same bits; engk_gemv uses variant ENGK_GEMV_DEFAULT. */
-#define ENGK_GEMV_DEFAULT 1
+/* Launch shapes (outputs per warp, ring depth per row, warps per block) for the test and the micro-benchmark.
+ * Every shape computes each output in the same order, hence the same bits; the entry points above launch
+ * engk_gemv_pick(fuse, N, K). fuse: ENGK_FUSE_NONE (engk_gemv: b, res), ENGK_FUSE_NORM (engk_gemv_norm: xn, nw,
+ * eps, kind, b), ENGK_FUSE_GLU (engk_gemv_glu, N = I: xn, nw, eps, kind (< 0: no norm), b, act). */
+#define ENGK_FUSE_NONE 0
+#define ENGK_FUSE_NORM 1
+#define ENGK_FUSE_GLU 2
 int engk_gemv_variants(void);
 const char *engk_gemv_variant_name(int v);
-cudaError_t engk_gemv_variant(int v, float *y, const float *x, const void *W, int f32, int N, int K, cudaStream_t s);
+int engk_gemv_pick(int fuse, int N, int K);
+cudaError_t engk_gemv_variant(int v, int fuse, float *y, float *xn, const float *x, const float *nw, float eps,
+                              int kind, const void *W, int f32, const float *b, const float *res, int N, int K,
+                              int act, cudaStream_t s);
 
 /* Reads bytes (a multiple of 16) at p with the GEMV's 16-byte streaming loads and nothing else: the read
  * ceiling the micro-benchmark measures the GEMVs against. sink: 1024 floats (written only to keep the loads). */

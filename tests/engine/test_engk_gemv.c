@@ -148,7 +148,7 @@ static void test_gemv(void **state)
             char what[128];
             for (int v = 0; v < engk_gemv_variants(); v++) {
                 CU(cudaMemset(dy, 0xff, (size_t)N * 4)); /* NaN */
-                CU(engk_gemv_variant(v, dy, dx, dW, f32, N, K, 0));
+                CU(engk_gemv_variant(v, ENGK_FUSE_NONE, dy, NULL, dx, NULL, 0.0f, 0, dW, f32, NULL, NULL, N, K, 0, 0));
                 float *got = from_dev(dy, (size_t)N * 4);
                 snprintf(what, sizeof what, "gemv %s N=%d K=%d vs eng_dot_model [%s]", f32 ? "f32" : "bf16", N, K,
                          engk_gemv_variant_name(v));
@@ -204,6 +204,14 @@ static void test_gemv_norm(void **state)
             snprintf(what, sizeof what, "norm(kind %d)+gemv %s N=%d K=%d%s: output", kind, f32 ? "f32" : "bf16", N, K,
                      bias ? " +bias" : "");
             fails += bit_diffs(what, y_got, y_ref, N);
+            for (int v = 0; v < engk_gemv_variants(); v++) {
+                CU(cudaMemset(dy, 0xff, (size_t)N * 4)); /* NaN */
+                CU(engk_gemv_variant(v, ENGK_FUSE_NORM, dy, NULL, dx, dw, 1e-5f, kind, dW, f32, db, NULL, N, K, 0, 0));
+                float *yv = from_dev(dy, (size_t)N * 4);
+                snprintf(what, sizeof what, "  [%s]", engk_gemv_variant_name(v));
+                fails += bit_diffs(what, yv, y_ref, N);
+                free(yv);
+            }
             /* and the host model of each row */
             for (int n = 0; n < N; n++) {
                 float m = eng_dot_model((const char *)W + (size_t)n * K * es, f32, n_ref, K);
@@ -252,6 +260,16 @@ static void test_gemv_glu(void **state)
                 snprintf(what, sizeof what, "gate|up+%s (no norm) %s I=%d K=%d%s", act ? "gelu_tanh" : "silu",
                          f32 ? "f32" : "bf16", I, K, bias ? " +bias" : "");
                 fails += bit_diffs(what, g2, ref, I);
+                for (int v = 0; v < engk_gemv_variants(); v++)
+                    for (int nk = 0; nk < 2; nk++) {
+                        CU(cudaMemset(d1, 0xff, (size_t)I * 4)); /* NaN */
+                        CU(engk_gemv_variant(v, ENGK_FUSE_GLU, d1, NULL, nk ? dn : dx, nk ? NULL : dw, nk ? 0.0f : 1e-6f,
+                                             nk ? -1 : 0, dW, f32, db, NULL, I, K, act, 0));
+                        float *gv = from_dev(d1, (size_t)I * 4);
+                        snprintf(what, sizeof what, "  %s [%s]", nk ? "no norm" : "norm", engk_gemv_variant_name(v));
+                        fails += bit_diffs(what, gv, ref, I);
+                        free(gv);
+                    }
                 free(W); free(x); free(w); free(b); free(ref); free(g1); free(g2);
                 CU(cudaFree(dW)); CU(cudaFree(dx)); CU(cudaFree(dw)); CU(cudaFree(dn)); CU(cudaFree(dgu));
                 CU(cudaFree(dref)); CU(cudaFree(d1)); CU(cudaFree(d2));
@@ -368,6 +386,77 @@ static void test_pos_dev(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* ---- a chain of dependent GEMVs captured as a graph (programmatic launches on sm_90+) = the same chain launched
+ * directly: a = norm+gemv(x), g = norm+GLU(x), x += down(g) in place (x was read by both before), a2 =
+ * norm+gemv(x), logits-sized plain gemv(a2). Every intermediate is NaN-poisoned first, so a kernel that read its
+ * input before the previous one finished would show. ---- */
+static void test_graph_chain(void **state)
+{
+    (void)state;
+    const int Hd = 4096, I = 2048, V = 20000;
+    void *Wq = rand_matrix((int64_t)Hd * Hd, 0), *Wgu = rand_matrix((int64_t)2 * I * Hd, 0);
+    void *Wd = rand_matrix((int64_t)Hd * I, 0), *Wl = rand_matrix((int64_t)V * Hd, 0);
+    float *x0 = rand_floats(Hd, -2, 2), *nw = rand_floats(Hd, 0.5, 1.5);
+    void *dWq = to_dev(Wq, (size_t)Hd * Hd * 2), *dWgu = to_dev(Wgu, (size_t)2 * I * Hd * 2);
+    void *dWd = to_dev(Wd, (size_t)Hd * I * 2), *dWl = to_dev(Wl, (size_t)V * Hd * 2);
+    float *dnw = to_dev(nw, (size_t)Hd * 4), *dx = dev_nan(Hd), *da = dev_nan(Hd), *dg = dev_nan(I);
+    float *da2 = dev_nan(Hd), *dl = dev_nan(V);
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    float *out[2][4];
+    for (int graphed = 0; graphed < 2; graphed++) {
+        CU(cudaMemcpy(dx, x0, (size_t)Hd * 4, cudaMemcpyHostToDevice));
+        float *bufs[] = {da, dg, da2, dl};
+        const int lens[] = {Hd, I, Hd, V};
+        for (int i = 0; i < 4; i++)
+            CU(cudaMemset(bufs[i], 0xff, (size_t)lens[i] * 4));
+        CU(cudaDeviceSynchronize());
+        cudaGraph_t g = NULL;
+        cudaGraphExec_t ge = NULL;
+        if (graphed)
+            CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        CU(engk_gemv_norm(da, NULL, dx, dnw, 1e-5f, 0, dWq, 0, NULL, Hd, Hd, st));
+        CU(engk_gemv_glu(dg, NULL, dx, dnw, 1e-5f, 0, dWgu, 0, NULL, I, Hd, 0, st));
+        CU(engk_gemv(dx, dg, dWd, 0, NULL, dx, Hd, I, st));
+        CU(engk_gemv_norm(da2, NULL, dx, dnw, 1e-5f, 0, dWq, 0, NULL, Hd, Hd, st));
+        CU(engk_gemv(dl, da2, dWl, 0, NULL, NULL, V, Hd, st));
+        if (graphed) {
+            CU(cudaStreamEndCapture(st, &g));
+            CU(cudaGraphInstantiateWithFlags(&ge, g, 0));
+            CU(cudaGraphLaunch(ge, st));
+        }
+        CU(cudaStreamSynchronize(st));
+        if (graphed) {
+            CU(cudaGraphExecDestroy(ge));
+            CU(cudaGraphDestroy(g));
+        }
+        out[graphed][0] = from_dev(da, (size_t)Hd * 4);
+        out[graphed][1] = from_dev(dx, (size_t)Hd * 4);
+        out[graphed][2] = from_dev(da2, (size_t)Hd * 4);
+        out[graphed][3] = from_dev(dl, (size_t)V * 4);
+    }
+    static const char *const names[] = {"graph chain: norm+gemv(x)", "graph chain: x + down(GLU(norm x)) in place",
+                                        "graph chain: norm+gemv(x after)", "graph chain: gemv V=20000"};
+    const int lens[] = {Hd, Hd, Hd, V};
+    int64_t fails = 0;
+    for (int i = 0; i < 4; i++) {
+        int nan = 0;
+        for (int k = 0; k < lens[i]; k++)
+            nan += isnan(out[0][i][k]);
+        if (nan) /* the direct chain must be complete, else the comparison proves nothing */
+            printf("    %s: %d NaN in the direct launches\n", names[i], nan);
+        fails += nan + bit_diffs(names[i], out[1][i], out[0][i], lens[i]);
+        free(out[0][i]);
+        free(out[1][i]);
+    }
+    CU(cudaStreamDestroy(st));
+    void *dev[] = {dWq, dWgu, dWd, dWl, dnw, dx, da, dg, da2, dl};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        CU(cudaFree(dev[i]));
+    free(Wq); free(Wgu); free(Wd); free(Wl); free(x0); free(nw);
+    assert_int_equal(fails, 0);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -418,28 +507,68 @@ typedef struct bench_op {
     float *y, *x, *nw;
     void *W, *scratch;
     void *handle;
+    int64_t mbytes, nslot, it; /* the matrix rotates over nslot copies mbytes apart: no launch finds it in L2 */
+    cudaGraphExec_t graph;     /* kind 6: a captured chain, replayed on stream 0 */
 } bench_op;
 
 static cudaError_t run_op(void *p)
 {
     bench_op *o = p;
+    void *W0 = o->W;
+    if (o->nslot > 1)
+        o->W = (char *)o->W + (o->it++ % o->nslot) * o->mbytes;
+    cudaError_t err;
     switch (o->kind) {
-    case 0: return engk_gemv_variant(o->v, o->y, o->x, o->W, 0, o->N, o->K, 0);
-    case 1: return engk_gemv_norm(o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, o->N, o->K, 0);
-    case 2: return engk_gemv_glu(o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, o->N / 2, o->K, 0, 0);
-    case 3: return engk_read_ceiling(o->W, (int64_t)o->N * o->K * 2, o->y, 0);
-    case 5: return engk_argmax((int32_t *)o->scratch, o->y, o->N, (char *)o->scratch + 64, 0);
+    case 0: err = engk_gemv_variant(o->v, ENGK_FUSE_NONE, o->y, NULL, o->x, NULL, 0.0f, 0, o->W, 0, NULL, NULL, o->N,
+                                     o->K, 0, 0);
+        break;
+    case 1: err = engk_gemv_variant(o->v, ENGK_FUSE_NORM, o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, NULL,
+                                     o->N, o->K, 0, 0);
+        break;
+    case 2: err = engk_gemv_variant(o->v, ENGK_FUSE_GLU, o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, NULL,
+                                     o->N / 2, o->K, 0, 0);
+        break;
+    case 3: err = engk_read_ceiling(o->W, (int64_t)o->N * o->K * 2, o->y, 0); break;
+    case 5: err = engk_argmax((int32_t *)o->scratch, o->y, o->N, (char *)o->scratch + 64, 0); break;
+    case 6: err = cudaGraphLaunch(o->graph, 0); break;
 #ifdef ENG_TEST_CUBLAS
     case 4: {
         const float one = 1.0f, zero = 0.0f;
         cublasStatus_t st = cublasGemmEx((cublasHandle_t)o->handle, CUBLAS_OP_T, CUBLAS_OP_N, o->N, 1, o->K, &one,
                                          o->W, CUDA_R_16BF, o->K, o->scratch, CUDA_R_16BF, o->K, &zero, o->y,
                                          CUDA_R_32F, o->N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+        err = st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+        break;
     }
 #endif
-    default: return cudaErrorInvalidValue;
+    default: err = cudaErrorInvalidValue;
     }
+    o->W = W0;
+    return err;
+}
+
+/* Two llama3-8b decode layers' GEMVs (norm+q|k|v, o + residual, norm+gate|up+GLU, down + residual), each
+ * layer on its own weights, on stream s. */
+static cudaError_t bench_chain(void *p)
+{
+    bench_op *o = p;
+    const int Hd = 4096, I = 14336, Nq = 6144;
+    const int64_t lq = (int64_t)Nq * Hd * 2, lo = (int64_t)Hd * Hd * 2, lgu = (int64_t)2 * I * Hd * 2;
+    const int64_t layer = lq + lo + lgu + (int64_t)Hd * I * 2;
+    cudaStream_t s = (cudaStream_t)o->handle;
+    float *qkv = o->y, *act = o->y + Nq;
+    cudaError_t err = cudaSuccess;
+    for (int l = 0; l < 2 && err == cudaSuccess; l++) {
+        const char *W = (const char *)o->W + l * layer;
+        err = engk_gemv_norm(qkv, NULL, o->x, o->nw, 1e-5f, 0, W, 0, NULL, Nq, Hd, s);
+        if (err == cudaSuccess)
+            err = engk_gemv(o->x, qkv, W + lq, 0, NULL, o->x, Hd, Hd, s);
+        if (err == cudaSuccess)
+            err = engk_gemv_glu(act, NULL, o->x, o->nw, 1e-5f, 0, W + lq + lo, 0, NULL, I, Hd, 0, s);
+        if (err == cudaSuccess)
+            err = engk_gemv(o->x, act, W + lq + lo + lgu, 0, NULL, o->x, Hd, I, s);
+    }
+    return err;
 }
 
 static void bench(void)
@@ -449,11 +578,14 @@ static void bench(void)
         {"gate|up (norm+GLU fused)", 28672, 4096, 2}, {"gate|up", 28672, 4096, 0}, {"down", 4096, 14336, 0},
         {"lm_head (norm fused)", 128256, 4096, 1}, {"lm_head", 128256, 4096, 0},
     };
-    const int64_t big = (int64_t)128256 * 4096; /* elements: the largest matrix */
+    /* one buffer serves every matrix and the 1 GiB read ceiling: the largest of the two (lm_head's 128256 x 4096
+     * bf16 is 1.05e9 bytes, less than the ceiling's 2^30: reading 2^30 bytes of it ran past the end) */
+    const int64_t big = (int64_t)128256 * 4096 * 2, ceil_bytes = (int64_t)1 << 30;
+    const size_t wbytes = (size_t)(big > ceil_bytes ? big : ceil_bytes);
     void *W = NULL, *xb = NULL;
     float *x = NULL, *y = NULL, *nw = NULL;
-    CU(cudaMalloc(&W, (size_t)big * 2));
-    CU(cudaMemset(W, 0x3c, (size_t)big * 2));
+    CU(cudaMalloc(&W, wbytes));
+    CU(cudaMemset(W, 0x3c, wbytes));
     CU(cudaMalloc((void **)&x, 14336 * 4));
     CU(cudaMalloc((void **)&nw, 14336 * 4));
     CU(cudaMalloc(&xb, 14336 * 2 + 64 + ENGK_ARGMAX_SCRATCH));
@@ -462,8 +594,8 @@ static void bench(void)
     CU(cudaMemset(nw, 0, 14336 * 4));
     CU(cudaMemset(xb, 0, 14336 * 2));
     CU(cudaMemset(y, 0, (size_t)128256 * 4));
-    bench_op ceil = {.kind = 3, .N = 1 << 19, .K = 1024, .W = W, .y = y}; /* 1 GiB of bf16 */
-    const double ceil_ms = time_ms(run_op, &ceil, 10), ceil_gbs = (double)(1 << 30) / ceil_ms / 1e6;
+    bench_op ceil = {.kind = 3, .N = (int)(ceil_bytes / 2048), .K = 1024, .W = W, .y = y}; /* N K bf16 = 1 GiB */
+    const double ceil_ms = time_ms(run_op, &ceil, 10), ceil_gbs = (double)ceil_bytes / ceil_ms / 1e6;
     printf("bench read ceiling: 1 GiB read-only kernel (16-byte loads) %.3f ms = %.0f GB/s\n", ceil_ms, ceil_gbs);
     void *handle = NULL;
 #ifdef ENG_TEST_CUBLAS
@@ -473,23 +605,46 @@ static void bench(void)
 #endif
     printf("%-26s %7s %6s %-40s %9s %8s %7s\n", "shape (bf16)", "N", "K", "kernel", "us", "GB/s", "%ceil");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const int N = shapes[s].N, K = shapes[s].K;
+        const int N = shapes[s].N, K = shapes[s].K, kind = shapes[s].kind;
         const double bytes = (double)N * K * 2;
-        const int nv = shapes[s].kind ? 1 : engk_gemv_variants() + (handle ? 1 : 0);
+        const int fuse = kind == 1 ? ENGK_FUSE_NORM : kind == 2 ? ENGK_FUSE_GLU : ENGK_FUSE_NONE;
+        const int pick = engk_gemv_pick(fuse, kind == 2 ? N / 2 : N, K);
+        const int nv = engk_gemv_variants() + (!kind && handle ? 1 : 0);
         for (int v = 0; v < nv; v++) {
-            bench_op o = {.kind = shapes[s].kind, .v = v, .N = N, .K = K, .y = y, .x = x, .nw = nw, .W = W,
-                          .scratch = xb, .handle = handle};
-            const char *kname = shapes[s].kind == 1 ? "engk_gemv_norm" : shapes[s].kind == 2 ? "engk_gemv_glu"
-                                                                                              : NULL;
-            if (!shapes[s].kind && v == engk_gemv_variants()) {
+            bench_op o = {.kind = kind, .v = v, .N = N, .K = K, .y = y, .x = x, .nw = nw, .W = W, .scratch = xb,
+                          .handle = handle, .mbytes = (int64_t)bytes, .nslot = (int64_t)wbytes / (int64_t)bytes};
+            const char *kname = engk_gemv_variant_name(v);
+            if (v == engk_gemv_variants()) {
                 o.kind = 4;
                 kname = "cublasGemmEx (peer, bf16 x)";
-            } else if (!kname)
-                kname = engk_gemv_variant_name(v);
+            }
             const double ms = time_ms(run_op, &o, 20), gbs = bytes / ms / 1e6;
             printf("%-26s %7d %6d %-40s %9.1f %8.0f %6.1f%%%s\n", shapes[s].name, N, K, kname, 1e3 * ms, gbs,
-                   100.0 * gbs / ceil_gbs, !shapes[s].kind && v == ENGK_GEMV_DEFAULT ? "  (engk_gemv)" : "");
+                   100.0 * gbs / ceil_gbs, v == pick ? "  <- engine" : "");
         }
+    }
+    /* the per-layer chain, directly (stream order) and as a captured graph (programmatic launches on sm_90+) */
+    {
+        const double lbytes = (double)(6144 + 4096 + 28672 + 14336) * 4096 * 2;
+        cudaStream_t cs;
+        CU(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+        bench_op ch = {.W = W, .x = x, .nw = nw, .y = y, .handle = (void *)0};
+        const double direct = time_ms(bench_chain, &ch, 20) / 2;
+        cudaGraph_t g;
+        ch.handle = cs;
+        CU(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+        CU(bench_chain(&ch));
+        CU(cudaStreamEndCapture(cs, &g));
+        bench_op gr = {.kind = 6};
+        CU(cudaGraphInstantiateWithFlags(&gr.graph, g, 0));
+        const double graphed = time_ms(run_op, &gr, 20) / 2;
+        printf("%-26s %7s %6s %-40s %9.1f %8.0f %6.1f%%\n", "decode layer, 4 GEMVs", "", "", "launched directly",
+               1e3 * direct, lbytes / direct / 1e6, 100.0 * lbytes / direct / 1e6 / ceil_gbs);
+        printf("%-26s %7s %6s %-40s %9.1f %8.0f %6.1f%%\n", "decode layer, 4 GEMVs", "", "", "graph (programmatic launches)",
+               1e3 * graphed, lbytes / graphed / 1e6, 100.0 * lbytes / graphed / 1e6 / ceil_gbs);
+        CU(cudaGraphExecDestroy(gr.graph));
+        CU(cudaGraphDestroy(g));
+        CU(cudaStreamDestroy(cs));
     }
     bench_op am = {.kind = 5, .N = 128256, .y = y, .scratch = xb};
     printf("%-26s %7d %6s %-40s %9.1f\n", "argmax of the logits", 128256, "", "engk_argmax", 1e3 * time_ms(run_op, &am, 20));
@@ -516,7 +671,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checker_fails), cmocka_unit_test(test_gemv),   cmocka_unit_test(test_gemv_norm),
         cmocka_unit_test(test_gemv_glu),      cmocka_unit_test(test_argmax), cmocka_unit_test(test_pos_dev),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_graph_chain),   cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests_name("engine.kernels.gemv", tests, NULL, NULL);
 }
