@@ -5,7 +5,9 @@
 #define ENG_WEIGHTS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
+#include "eng_qfmt.h"
 #include "model.h"
 
 #define ENG_ALIGN 256
@@ -26,6 +28,8 @@ typedef struct eng_layer_layout {
     int64_t gconv;                 /* f32 [gch, K] depthwise conv1d */
     int64_t galog, gdt;            /* f32 [Hv] A_log, dt_bias */
     int64_t gnorm;                 /* f32 [dv] gated RMSNorm weight */
+    /* quantized matrices (family != 0) in the packed layout of eng_qfmt.h, the rest in the store's bf16 / f32 */
+    eng_qfmt qqkv, qo, qgu, qdown;
     int64_t bytes;
     int qd, kd, nqkv, inter;
     int gnin, gch, gkd, gvd;       /* Hk dk = gkd; C = 2 gkd + gvd = gch; gnin = gch + gvd + 2 Hv */
@@ -42,6 +46,9 @@ typedef struct eng_weights {
     float *final_norm;      /* [Hd] */
     int64_t layer_bytes_total, layer_bytes_max;
     int64_t vocab_bytes;    /* one [V, Hd] matrix */
+    int quant;              /* some layer matrix is quantized (packed) */
+    int64_t plain_layer_bytes; /* the layer blobs with every matrix in bf16 / f32 (the banner's comparison) */
+    int64_t dq_max;         /* elements of the largest quantized matrix: the prefill dequant scratch */
 } eng_weights;
 
 /* What the engine runs: attention layers (GQA, biases, q/k norms of the w and (1 + w) kinds, default / scaled /
@@ -58,6 +65,12 @@ int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int th
 /* Random weights for benchmarks: matrices uniform with std 0.02, norms 1, biases 0; same seed, same bits
  * whatever the thread count. */
 int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t seed, int threads, rc_err *e);
+/* The same with every layer matrix quantized to q (random packed codes, eng_qsynth_rows); q NULL: eng_weights_synth. */
+int eng_weights_synth_quant(eng_weights **out, const rc_config *cfg, int f32, const eng_qfmt *q, uint64_t seed,
+                            int threads, rc_err *e);
+/* The memory banner's quantization lines (which matrices are packed in which format, what stays full precision,
+ * bytes against bf16 / f32 storage); nothing when no matrix is quantized. */
+void eng_weights_print_quant(const eng_weights *w, FILE *f);
 void eng_weights_free(eng_weights *w);
 
 uint16_t eng_f32_to_bf16(float f);
