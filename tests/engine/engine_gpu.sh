@@ -2,8 +2,9 @@
 # GPU-side engine tests (meson suites 'gpu', 'engine'). Needs $ENGINE, $HARNESS, $GOLDEN_DIR.
 #   engine_gpu.sh compare GOLDEN f32|bf16 [engine flags]   harness compare --stage engine in one mode
 #   engine_gpu.sh identity GOLDEN f32|bf16                 logits files byte-identical across every mode
-#   engine_gpu.sh identity-synth f32|bf16 [SHAPE]          the same on a random model: tiny (4 layers) or
-#                                                          tiny-hybrid (8 layers, 3:1 DeltaNet/attention); slots wrap
+#   engine_gpu.sh identity-synth f32|bf16 [SHAPE [WEIGHTS]] the same on a random model: tiny (4 layers) or
+#                                                          tiny-hybrid (8 layers, 3:1 DeltaNet/attention); slots wrap;
+#                                                          WEIGHTS (tiny): --weights int8|int4-g32|... packed matrices
 #   engine_gpu.sh bad-input                                bad inputs: exit 2, one error line (no GPU needed)
 #   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs; its --json has every row
 #   engine_gpu.sh text                                     a text prompt: same logits as its ids, streamed text =
@@ -51,6 +52,7 @@ identity | identity-synth)
     elif [ "${2:-tiny}" = tiny ]; then # 4 layers (slots 1, 2, 3 wrap), 4 query heads per KV head, 31 positions = 8 tiles of 4
         g=synth-tiny prec=$1
         src=(--synth tiny --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
+        [ -n "${3:-}" ] && g=synth-tiny-$3 && src+=(--weights "$3") # quantized random matrices
     else # tiny-hybrid: 8 layers (DeltaNet x3, attention) x2, so 1, 2, 3 slots wrap over mixed layers; a 70-token
         # prompt crosses a 64-row DeltaNet chunk; chunks 1 and 3 are shorter than the conv kernel (4)
         g=synth-hybrid prec=$1
