@@ -6,24 +6,26 @@
 
 namespace {
 
-/* The two families' rules, each operation rounded on its own (model/quant.h's rc_qf_scale / rc_qf_affine). */
-__device__ __forceinline__ float dq_scale(float s, int q) { return __fmul_rn(s, (float)q); }
-__device__ __forceinline__ float dq_affine(float s, int q, float m) { return __fadd_rn(__fmul_rn(s, (float)q), m); }
+/* The two families' rules, each operation rounded on its own (model/quant.h's rc_qf_scale / rc_qf_affine); q is the
+ * code as an exact float. */
+__device__ __forceinline__ float dq_scale(float s, float q) { return __fmul_rn(s, q); }
+__device__ __forceinline__ float dq_affine(float s, float q, float m) { return __fadd_rn(__fmul_rn(s, q), m); }
 
-template <int FAM> __device__ __forceinline__ float dq(float s, int q, float m)
+template <int FAM> __device__ __forceinline__ float dq(float s, float q, float m)
 {
     return FAM == 2 ? dq_affine(s, q, m) : dq_scale(s, q);
 }
 
-/* Code i (0 .. 128/BITS - 1) of a 16-byte block, in k order: int8 byte i (signed); int4 nibble i, low first,
- * sign-extended for the scale family, unsigned for the affine one. */
-template <int FAM, int BITS> __device__ __forceinline__ int code(const uint4 &u, int i)
+/* Code i (0 .. 128/BITS - 1) of a 16-byte block, in k order, as an exact float: int8 byte i (signed); int4 nibble
+ * i, low first, sign-extended for the scale family, unsigned for the affine one. No int-to-float conversion (a
+ * quarter-rate instruction): the code's bits, biased to unsigned, become the low mantissa of 2^23, which an exact
+ * subtraction removes. */
+template <int FAM, int BITS> __device__ __forceinline__ float code(const uint4 &u, int i)
 {
     const unsigned w[4] = {u.x, u.y, u.z, u.w};
-    if (BITS == 8)
-        return (int)(signed char)(w[i >> 2] >> (8 * (i & 3)));
-    const int nib = (int)((w[i >> 3] >> (4 * (i & 7))) & 15u);
-    return FAM == 2 ? nib : (nib ^ 8) - 8;
+    constexpr unsigned BIAS = FAM == 2 ? 0u : 1u << (BITS - 1); /* signed codes: flip the sign bit */
+    const unsigned c = BITS == 8 ? (w[i >> 2] >> (8 * (i & 3))) & 255u : (w[i >> 3] >> (4 * (i & 7))) & 15u;
+    return __uint_as_float(0x4B000000u | (c ^ BIAS)) - (8388608.0f + (float)BIAS);
 }
 
 /* 16 bytes of codes through the read-only path. */
