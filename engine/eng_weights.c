@@ -390,55 +390,57 @@ static const rc_qtensor *find_layer_q(const rc_quant *q, int i, const char *what
     return NULL;
 }
 
-/* One packed matrix from parts qt[0..np): all full precision (format none) or all one engine format. */
-static int part_format(const rc_qtensor *const *qt, int np, int layer, const char *what, eng_qfmt *f, rc_err *e)
+/* One packed matrix from parts qt[0..np): all quantized in one format the kernels run, else full precision (format
+ * none: the store's bf16 / f32 of the weights model/ dequantized at load); *plain counts the quantized parts so kept. */
+static void part_format(const rc_qtensor *const *qt, int np, eng_qfmt *f, int *plain)
 {
-    *f = (eng_qfmt){0, 0, 0};
-    for (int k = 0; k < np; k++) {
-        if (!qt[k] != !qt[0])
-            return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: %s mixes quantized and full-precision parts (%s)",
-                           layer, what, (qt[0] ? qt[0] : qt[k])->name);
-        if (!qt[k])
-            continue;
+    int packed = 1;
+    for (int k = 0; k < np && packed; k++) {
+        rc_err e = {0};
         eng_qfmt g;
-        int rc = eng_qfmt_of(qt[k], &g, e);
-        if (rc)
-            return rc;
-        if (k && (g.family != f->family || g.bits != f->bits || g.group != f->group))
-            return rc_fail(e, RC_E_UNSUPPORTED, "engine: layer %d: %s mixes quantized formats (%s against %s)", layer,
-                           what, qt[k]->name, qt[0]->name);
-        *f = g;
+        packed = qt[k] && !eng_qfmt_of(qt[k], &g, &e) &&
+                 (!k || (g.family == f->family && g.bits == f->bits && g.group == f->group));
+        if (!k && packed)
+            *f = g;
     }
-    return RC_OK;
+    if (!packed) {
+        *f = (eng_qfmt){0, 0, 0};
+        for (int k = 0; k < np; k++)
+            *plain += qt[k] != NULL;
+    }
 }
 
-/* qt[L][QT_N] and qf[L][4] of a quantized model: which matrices the store packs, in which format. */
-static int quant_formats(const rc_model *m, const rc_qtensor *(*qt)[QT_N], eng_qfmt *qf, rc_err *e)
+/* qt[L][QT_N] and qf[L][4] of a quantized model: which matrices the store packs, in which format. Gated delta net
+ * and gated-attention layers keep full precision (their kernels read plain matrices); so do parts in a format the
+ * kernels do not run, or concatenated with parts of another format (a GGUF mixing types). */
+static void quant_formats(const rc_model *m, const rc_qtensor *(*qt)[QT_N], eng_qfmt *qf, int *plain)
 {
     static const char *const names[QT_N] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
                                             "self_attn.v_proj.weight", "self_attn.o_proj.weight",
                                             "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"};
+    *plain = 0;
     for (int i = 0; i < m->cfg.n_layers; i++) {
         const rc_layer_desc *d = &m->cfg.layers[i];
-        for (int k = 0; k < QT_N; k++)
-            qt[i][k] = find_layer_q(&m->quant, i, names[k]);
         if (d->mixer != RC_MIXER_ATTN || d->out_gate) {
             char pre[32];
             snprintf(pre, sizeof pre, "layers.%d.", i);
             for (int k = 0; k < m->quant.n; k++)
-                if (strstr(m->quant.t[k].name, pre))
-                    return rc_fail(e, RC_E_UNSUPPORTED, "engine: %s: quantized weights in a %s layer are not "
-                                   "implemented yet", m->quant.t[k].name,
-                                   d->out_gate ? "gated-attention" : "gated delta net");
+                *plain += strstr(m->quant.t[k].name, pre) != NULL;
+            continue; /* qt[i] stays NULL, qf[4 i ..] none */
         }
-        int rc = part_format(qt[i], 3, i, "q|k|v", &qf[4 * i], e);
-        if (!rc) rc = part_format(qt[i] + QT_O, 1, i, "o_proj", &qf[4 * i + 1], e);
-        if (!rc) rc = part_format(qt[i] + QT_GATE, 2, i, "gate|up", &qf[4 * i + 2], e);
-        if (!rc) rc = part_format(qt[i] + QT_DOWN, 1, i, "down_proj", &qf[4 * i + 3], e);
-        if (rc)
-            return rc;
+        for (int k = 0; k < QT_N; k++)
+            qt[i][k] = find_layer_q(&m->quant, i, names[k]);
+        part_format(qt[i], 3, &qf[4 * i], plain);
+        part_format(qt[i] + QT_O, 1, &qf[4 * i + 1], plain);
+        part_format(qt[i] + QT_GATE, 2, &qf[4 * i + 2], plain);
+        part_format(qt[i] + QT_DOWN, 1, &qf[4 * i + 3], plain);
+        /* a part kept in full precision is read from the fp32 copy */
+        const int first[4] = {QT_Q, QT_O, QT_GATE, QT_DOWN}, cnt[4] = {3, 1, 2, 1};
+        for (int j = 0; j < 4; j++)
+            if (!qf[4 * i + j].family)
+                for (int k = 0; k < cnt[j]; k++)
+                    qt[i][first[j] + k] = NULL;
     }
-    return RC_OK;
 }
 
 int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int threads, rc_err *e)
@@ -454,10 +456,14 @@ int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int th
     const int L = m->cfg.n_layers;
     const rc_qtensor *(*qt)[QT_N] = rc_calloc(L, sizeof *qt, e, "quantized tensor table");
     eng_qfmt *qf = rc_calloc(4 * (int64_t)L, sizeof *qf, e, "quantized formats");
-    int rc = !qt || !qf ? e->code : m->quant.on ? quant_formats(m, qt, qf, e) : RC_OK;
+    int rc = !qt || !qf ? e->code : RC_OK, plain = 0;
+    if (!rc && m->quant.on)
+        quant_formats(m, qt, qf, &plain);
     eng_weights *w = NULL;
     if (!rc)
         rc = store_alloc(&w, &m->cfg, f32, bqkv, bo, bgu, bdown, m->quant.on ? qf : NULL, e);
+    if (!rc)
+        w->quant_plain = plain;
     free(qf);
     if (rc) {
         free(qt);
@@ -704,6 +710,10 @@ int eng_weights_synth_quant(eng_weights **out, const rc_config *cfg, int f32, co
 
 void eng_weights_print_quant(const eng_weights *w, FILE *f)
 {
+    if (w->quant_plain)
+        fprintf(f, "engine: %d quantized matri%s kept in %s (dequantized at load: a gated delta net / gated-attention "
+                "layer, a format the kernels do not run, or parts of one matrix in different formats)\n",
+                w->quant_plain, w->quant_plain == 1 ? "x" : "ces", w->f32 ? "f32" : "bf16");
     if (!w->quant)
         return;
     const rc_config *c = &w->cfg;

@@ -47,6 +47,7 @@ typedef struct eng_weights {
     int64_t layer_bytes_total, layer_bytes_max;
     int64_t vocab_bytes;    /* one [V, Hd] matrix */
     int quant;              /* some layer matrix is quantized (packed) */
+    int quant_plain;        /* quantized checkpoint matrices the store keeps in bf16 / f32 (eng_weights_print_quant) */
     int64_t plain_layer_bytes; /* the layer blobs with every matrix in bf16 / f32 (the banner's comparison) */
     int64_t dq_max;         /* elements of the largest quantized matrix: the prefill dequant scratch */
 } eng_weights;

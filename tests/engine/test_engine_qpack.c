@@ -77,8 +77,8 @@ static void check_golden(const char *name, int bits)
         eng_plan p;
         eng_plan_bytes(&ps, 1, 0, 1, &p);
         assert_int_equal(p.weights, w->layer_bytes_max);
-        char buf[256];
-        FILE *f = fmemopen(buf, sizeof buf, "w");
+        char buf[2048] = {0};
+        FILE *f = fmemopen(buf, sizeof buf - 1, "w"); /* the last byte stays NUL */
         assert_non_null(f);
         eng_weights_print_quant(w, f);
         fclose(f);
@@ -129,6 +129,39 @@ static void test_synth(void **st)
     assert_non_null(strstr(e.msg, "int3"));
 }
 
+/* q|k|v with one part unquantized (a GGUF mixing types): kept in full precision, counted in the banner. */
+static void test_mixed_parts(void **st)
+{
+    (void)st;
+    char path[512];
+    snprintf(path, sizeof path, "%s/llama_int4_g128.h5", RC_TEST_GOLDEN_DIR);
+    rc_model m;
+    memset(&m, 0, sizeof m);
+    rc_err e = {0};
+    if (rc_model_load(&m, path, &e))
+        fail_msg("%s: %s", path, e.msg);
+    int hit = 0;
+    for (int k = 0; k < m.quant.n; k++)
+        if (strstr(m.quant.t[k].name, "layers.0.self_attn.k_proj.weight")) {
+            m.quant.t[k].name[strlen(m.quant.t[k].name) - 1] = '#'; /* no longer found: k_proj of layer 0 reads as full precision */
+            hit = 1;
+        }
+    assert_true(hit);
+    eng_weights *w = NULL;
+    if (eng_weights_from_model(&w, &m, 1, 1, &e))
+        fail_msg("%s", e.msg);
+    const eng_layer_layout *L = &w->lay[0];
+    assert_int_equal(L->qqkv.family, 0);
+    assert_int_equal(w->quant_plain, 2); /* q and v of layer 0 */
+    assert_int_not_equal(L->qo.family, 0);
+    assert_int_not_equal(w->lay[1].qqkv.family, 0);
+    assert_memory_equal((const char *)w->layer[0] + L->wqkv, m.w.layers[0].q, (size_t)L->qd * m.cfg.hidden * 4);
+    assert_memory_equal((const char *)w->layer[0] + L->wqkv + (int64_t)L->qd * m.cfg.hidden * 4, m.w.layers[0].k,
+                        (size_t)L->kd * m.cfg.hidden * 4);
+    eng_weights_free(w);
+    rc_model_free(&m);
+}
+
 /* Formats the kernels do not run are refused by the tensor's name. */
 static void test_refusals(void **st)
 {
@@ -153,6 +186,7 @@ int main(void)
         cmocka_unit_test(test_golden_int4_g32),
         cmocka_unit_test(test_golden_int4_g128),
         cmocka_unit_test(test_synth),
+        cmocka_unit_test(test_mixed_parts),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
