@@ -13,6 +13,7 @@
 #include "eng_bw.h"
 #include "eng_cli.h"
 #include "eng_gdn.h"
+#include "eng_qpack.h"
 #include "eng_sample.h"
 
 #define MAX_PROMPTS 8
@@ -41,6 +42,7 @@ typedef struct row {
 
 typedef struct bench_run {
     const char *shape, *json, *commit;
+    const char *weights; /* --weights: the layer matrices' scheme, or NULL (the store's bf16 / f32) */
     const eng_weights *w;
     int steps, rounds, nrows;
     roofs rf;
@@ -217,6 +219,7 @@ static cJSON *bench_json(const bench_run *b)
     cJSON_AddNumberToObject(j, "rounds", b->rounds);
     cJSON_AddNumberToObject(j, "layer_params", layer_params(c));
     cJSON_AddNumberToObject(j, "layer_bytes", (double)b->w->layer_bytes_total);
+    cJSON_AddStringToObject(j, "weights", b->weights ? b->weights : b->w->elt == 4 ? "f32" : "bf16");
     cJSON_AddNumberToObject(j, "vocab_bytes", (double)b->w->vocab_bytes);
     cJSON *rf = cJSON_AddObjectToObject(j, "rooflines");
     cJSON_AddNumberToObject(rf, "read_gbs", b->rf.read / 1e9);
@@ -400,7 +403,8 @@ int eng_bench_main(int argc, char **argv)
     o.log = stderr;
     o.max_ctx = 1024;
     o.prefill_chunk = 2048; /* HF prefills a prompt in one pass; --prefill-chunk (a memory flag) overrides it */
-    int f32 = 0, mem_flag = 0, np = 1, no_stream = 0;
+    int f32 = 0, mem_flag = 0, np = 1, no_stream = 0, wq_on = 0;
+    eng_qfmt wq = {0, 0, 0};
     long steps = 16, rounds = 3, prompts[MAX_PROMPTS] = {16};
     unsigned long long seed = 1;
     const char *shape_name = "llama3-8b", *print_shape = NULL;
@@ -443,6 +447,14 @@ int eng_bench_main(int argc, char **argv)
             b.rf.peak_source = argv[++i];
         else if (!strcmp(a, "--no-stream"))
             no_stream = 1;
+        else if (!strcmp(a, "--weights") && has) {
+            rc_err qe = {0};
+            if (eng_qfmt_parse(argv[++i], &wq, &wq_on, &qe)) {
+                fprintf(stderr, "engine: error: bench: %s\n", qe.msg);
+                return ENG_EXIT_ERROR;
+            }
+            b.weights = argv[i];
+        }
         else if (!strcmp(a, "--seed") && has) {
             long v;
             if (!eng_cli_int(a, argv[++i], 0, 1L << 62, &v))
@@ -486,7 +498,7 @@ int eng_bench_main(int argc, char **argv)
     engk_device_name(o.device, b.device, sizeof b.device);
     double t0 = eng_now();
     eng_weights *w = NULL;
-    int rc = eng_weights_synth(&w, &cfg, f32, seed, o.threads, &e);
+    int rc = eng_weights_synth_quant(&w, &cfg, f32, wq_on ? &wq : NULL, seed, o.threads, &e);
     rc_config_free(&cfg);
     if (rc) {
         fprintf(stderr, "engine: error: bench: %s\n", e.msg + (strncmp(e.msg, "engine: ", 8) ? 0 : 8));
@@ -506,6 +518,10 @@ int eng_bench_main(int argc, char **argv)
            "prompt length\n",
            eng_bytes_str(w->layer_bytes_total, b1, sizeof b1), eng_bytes_str(w->vocab_bytes, b2, sizeof b2),
            w->lm_head == w->embed ? " (tied)" : " x2", t_syn, rounds, steps);
+    if (b.weights)
+        printf("layer matrices: %s, packed (%s of layers; %s in %s); floors count these bytes\n", b.weights,
+               eng_bytes_str(w->layer_bytes_total, b1, sizeof b1), eng_bytes_str(w->plain_layer_bytes, b2, sizeof b2),
+               f32 ? "f32" : "bf16");
     printf("rooflines measured here: read %.0f GB/s (read-only kernel over %zu MiB, best of 10; median %.0f), device "
            "copy %.0f GB/s (cudaMemcpy D2D, read + write), pinned H2D %.1f GB/s; bf16 peak %s%.0f TFLOP/s%s%s%s\n",
            b.rf.read / 1e9, READ_BYTES >> 20, b.rf.read_median / 1e9, b.rf.d2d / 1e9, b.rf.h2d / 1e9,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "eng_pool.h"
+#include "eng_qpack.h"
 
 const rc_caps engine_caps = {
     .stage = "engine",
@@ -111,7 +112,14 @@ int eng_config_check(const rc_config *c, rc_err *e)
 /* ---- layout ---- */
 static int64_t align_up(int64_t x) { return (x + ENG_ALIGN - 1) / ENG_ALIGN * ENG_ALIGN; }
 
-static void layout(const rc_config *c, int i, int64_t elt, int bqkv, int bo, int bgu, int bdown,
+/* Bytes of a matrix [N, K]: packed when q is quantized, else N K elt. */
+static int64_t mat_bytes(int64_t N, int64_t K, const eng_qfmt *q, int64_t elt)
+{
+    return q && q->family ? eng_qmat_bytes(N, K, q) : N * K * elt;
+}
+
+/* qf: the formats of q|k|v, o, gate|up, down (NULL: none quantized). */
+static void layout(const rc_config *c, int i, int64_t elt, int bqkv, int bo, int bgu, int bdown, const eng_qfmt *qf,
                    eng_layer_layout *L)
 {
     const rc_layer_desc *d = &c->layers[i];
@@ -121,6 +129,11 @@ static void layout(const rc_config *c, int i, int64_t elt, int bqkv, int bo, int
     const int64_t Hv = d->gdn_v_heads, gkd = (int64_t)d->gdn_k_heads * d->gdn_k_dim, gvd = Hv * d->gdn_v_dim;
     const int64_t gch = 2 * gkd + gvd, gnin = gch + gvd + 2 * Hv;
     int64_t off = 0;
+    const eng_qfmt none = {0, 0, 0};
+    L->qqkv = qf ? qf[0] : none;
+    L->qo = qf ? qf[1] : none;
+    L->qgu = qf ? qf[2] : none;
+    L->qdown = qf ? qf[3] : none;
     L->wqkv = L->wo = L->bqkv = L->bo = L->bgu = L->bdown = L->q_norm = L->k_norm = L->wgate = L->bgate = -1;
     L->gin = L->gout = L->gconv = L->galog = L->gdt = L->gnorm = -1;
     L->post_attn_norm = L->post_mlp_norm = L->lscalar = L->ple_gate = L->ple_proj = L->ple_norm = -1;
@@ -129,12 +142,12 @@ static void layout(const rc_config *c, int i, int64_t elt, int bqkv, int bo, int
         PUT(gin, gnin * Hd * elt);
         PUT(gout, Hd * gvd * elt);
     } else {
-        PUT(wqkv, nqkv * Hd * elt);
-        PUT(wo, Hd * qd * elt);
+        PUT(wqkv, mat_bytes(nqkv, Hd, &L->qqkv, elt));
+        PUT(wo, mat_bytes(Hd, qd, &L->qo, elt));
         if (d->out_gate) PUT(wgate, qd * Hd * elt);
     }
-    PUT(wgu, 2 * I * Hd * elt);
-    PUT(wdown, Hd * I * elt);
+    PUT(wgu, mat_bytes(2 * I, Hd, &L->qgu, elt));
+    PUT(wdown, mat_bytes(Hd, I, &L->qdown, elt));
     PUT(attn_norm, Hd * 4);
     PUT(mlp_norm, Hd * 4);
     if (gdn) {
@@ -206,9 +219,9 @@ void eng_weights_free(eng_weights *w)
     free(w);
 }
 
-/* Allocates the store for cfg with the given bias presence (blobs zeroed). */
+/* Allocates the store for cfg with the given bias presence (blobs zeroed); qf: [L][4] matrix formats or NULL. */
 static int store_alloc(eng_weights **out, const rc_config *cfg, int f32, int bqkv, int bo, int bgu, int bdown,
-                       rc_err *e)
+                       const eng_qfmt *qf, rc_err *e)
 {
     *out = NULL;
     int rc = eng_config_check(cfg, e);
@@ -229,7 +242,20 @@ static int store_alloc(eng_weights **out, const rc_config *cfg, int f32, int bqk
     w->f32 = f32;
     w->elt = f32 ? 4 : 2;
     for (int i = 0; i < cfg->n_layers; i++) {
-        layout(cfg, i, w->elt, bqkv, bo, bgu, bdown, &w->lay[i]);
+        eng_layer_layout plain;
+        layout(cfg, i, w->elt, bqkv, bo, bgu, bdown, NULL, &plain);
+        w->plain_layer_bytes += plain.bytes;
+        layout(cfg, i, w->elt, bqkv, bo, bgu, bdown, qf ? qf + 4 * i : NULL, &w->lay[i]);
+        const eng_layer_layout *Ly = &w->lay[i];
+        const int64_t dims[4][2] = {{Ly->nqkv, cfg->hidden}, {cfg->hidden, Ly->qd}, {2 * (int64_t)Ly->inter, cfg->hidden},
+                                    {cfg->hidden, Ly->inter}};
+        const eng_qfmt *fm[4] = {&Ly->qqkv, &Ly->qo, &Ly->qgu, &Ly->qdown};
+        for (int k = 0; k < 4; k++)
+            if (fm[k]->family) {
+                w->quant = 1;
+                if (dims[k][0] * dims[k][1] > w->dq_max)
+                    w->dq_max = dims[k][0] * dims[k][1];
+            }
         w->layer_bytes_total += w->lay[i].bytes;
         if (w->lay[i].bytes > w->layer_bytes_max)
             w->layer_bytes_max = w->lay[i].bytes;
@@ -281,9 +307,24 @@ static void put_f32(void *blob, int64_t off, const float *src, int64_t n)
         memcpy((char *)blob + off, src, (size_t)n * sizeof(float));
 }
 
+/* Rows [row0, row0 + n) of the matrix [N, K] at blob + off: packed from rows trow0.. of t when q is quantized, else
+ * from rows trow0.. of the fp32 src. */
+static void put_mat(char *blob, int64_t off, const eng_qfmt *q, int64_t N, int64_t K, int64_t elt, int64_t row0,
+                    const float *src, const rc_qtensor *t, int64_t trow0, int64_t n)
+{
+    if (q->family)
+        eng_qpack_rows(blob + off, N, K, q, row0, t, trow0, n);
+    else
+        put_rows(blob + off + row0 * K * elt, elt, src + trow0 * K, n * K);
+}
+
+/* The quantized tensors of a layer's q, k, v, o, gate, up, down (NULL: full precision). */
+enum { QT_Q, QT_K, QT_V, QT_O, QT_GATE, QT_UP, QT_DOWN, QT_N };
+
 typedef struct conv_ctx {
     eng_weights *w;
     const rc_model *m;
+    const rc_qtensor *(*qt)[QT_N]; /* [L] */
 } conv_ctx;
 
 /* The linear-attention tensors of a GDN layer: in_proj_qkv | z | b | a as one matrix (one pass over the input),
@@ -316,7 +357,8 @@ static void conv_layers(void *ctx, int64_t b, int64_t end, int worker)
         const eng_layer_layout *L = &w->lay[i];
         const rc_layer_desc *d = &w->cfg.layers[i];
         char *blob = w->layer[i];
-        const int64_t qd = L->qd, kd = L->kd, I = L->inter, D = d->head_dim;
+        const int64_t qd = L->qd, kd = L->kd, I = L->inter, D = d->head_dim, nqkv = L->nqkv;
+        const rc_qtensor *const *qt = c->qt[i];
         if (d->mixer == RC_MIXER_GDN)
             conv_gdn(s, d, L, Hd, elt, blob);
         else if (d->out_gate) /* q_proj rows per head: [query (D) | gate (D)]; queries to wqkv, gates to wgate */
@@ -329,14 +371,14 @@ static void conv_layers(void *ctx, int64_t b, int64_t end, int worker)
                 }
             }
         else {
-            put_rows(blob + L->wqkv, elt, s->q, qd * Hd);
+            put_mat(blob, L->wqkv, &L->qqkv, nqkv, Hd, elt, 0, s->q, qt[QT_Q], 0, qd);
             if (L->bqkv >= 0)
                 put_f32(blob, L->bqkv, s->q_b, qd);
         }
         if (d->mixer == RC_MIXER_ATTN) {
-            put_rows(blob + L->wqkv + qd * Hd * elt, elt, s->k, kd * Hd);
-            put_rows(blob + L->wqkv + (qd + kd) * Hd * elt, elt, s->v, kd * Hd);
-            put_rows(blob + L->wo, elt, s->o, Hd * qd);
+            put_mat(blob, L->wqkv, &L->qqkv, nqkv, Hd, elt, qd, s->k, qt[QT_K], 0, kd);
+            put_mat(blob, L->wqkv, &L->qqkv, nqkv, Hd, elt, qd + kd, s->v, qt[QT_V], 0, kd);
+            put_mat(blob, L->wo, &L->qo, Hd, qd, elt, 0, s->o, qt[QT_O], 0, Hd);
             if (L->bqkv >= 0) {
                 put_f32(blob, L->bqkv + qd * 4, s->k_b, kd);
                 put_f32(blob, L->bqkv + (qd + kd) * 4, s->v_b, kd);
@@ -345,9 +387,9 @@ static void conv_layers(void *ctx, int64_t b, int64_t end, int worker)
             put_f32(blob, L->q_norm, s->q_norm, d->head_dim);
             put_f32(blob, L->k_norm, s->k_norm, d->head_dim);
         }
-        put_rows(blob + L->wgu, elt, s->gate, I * Hd);
-        put_rows(blob + L->wgu + I * Hd * elt, elt, s->up, I * Hd);
-        put_rows(blob + L->wdown, elt, s->down, Hd * I);
+        put_mat(blob, L->wgu, &L->qgu, 2 * I, Hd, elt, 0, s->gate, qt[QT_GATE], 0, I);
+        put_mat(blob, L->wgu, &L->qgu, 2 * I, Hd, elt, I, s->up, qt[QT_UP], 0, I);
+        put_mat(blob, L->wdown, &L->qdown, Hd, I, elt, 0, s->down, qt[QT_DOWN], 0, Hd);
         put_f32(blob, L->attn_norm, s->attn_norm, Hd);
         put_f32(blob, L->mlp_norm, s->mlp_norm, Hd);
         if (L->bgu >= 0) {
@@ -380,6 +422,73 @@ static void conv_rows(void *ctx, int64_t b, int64_t end, int worker)
     put_rows((char *)c->dst + b * c->width * c->elt, c->elt, c->src + b * c->width, (end - b) * c->width);
 }
 
+/* The quantized tensor whose HF name ends in ".layers.<i>.<what>" (or is "layers.<i>.<what>"), or NULL. */
+static const rc_qtensor *find_layer_q(const rc_quant *q, int i, const char *what)
+{
+    char suf[160];
+    const int ns = snprintf(suf, sizeof suf, "layers.%d.%s", i, what);
+    for (int k = 0; k < q->n; k++) {
+        const char *n = q->t[k].name;
+        const size_t nl = strlen(n);
+        if (nl >= (size_t)ns && !strcmp(n + nl - ns, suf) && (nl == (size_t)ns || n[nl - ns - 1] == '.'))
+            return &q->t[k];
+    }
+    return NULL;
+}
+
+/* One packed matrix from parts qt[0..np): all quantized in one format the kernels run, else full precision (format
+ * none: the store's bf16 / f32 of the weights model/ dequantized at load); *plain counts the quantized parts so kept. */
+static void part_format(const rc_qtensor *const *qt, int np, eng_qfmt *f, int *plain)
+{
+    int packed = 1;
+    for (int k = 0; k < np && packed; k++) {
+        rc_err e = {0};
+        eng_qfmt g;
+        packed = qt[k] && !eng_qfmt_of(qt[k], &g, &e) &&
+                 (!k || (g.family == f->family && g.bits == f->bits && g.group == f->group));
+        if (!k && packed)
+            *f = g;
+    }
+    if (!packed) {
+        *f = (eng_qfmt){0, 0, 0};
+        for (int k = 0; k < np; k++)
+            *plain += qt[k] != NULL;
+    }
+}
+
+/* qt[L][QT_N] and qf[L][4] of a quantized model: which matrices the store packs, in which format. Gated delta net
+ * and gated-attention layers keep full precision (their kernels read plain matrices); so do parts in a format the
+ * kernels do not run, or concatenated with parts of another format (a GGUF mixing types). */
+static void quant_formats(const rc_model *m, const rc_qtensor *(*qt)[QT_N], eng_qfmt *qf, int *plain)
+{
+    static const char *const names[QT_N] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                            "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                                            "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"};
+    *plain = 0;
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        const rc_layer_desc *d = &m->cfg.layers[i];
+        if (d->mixer != RC_MIXER_ATTN || d->out_gate) {
+            char pre[32];
+            snprintf(pre, sizeof pre, "layers.%d.", i);
+            for (int k = 0; k < m->quant.n; k++)
+                *plain += strstr(m->quant.t[k].name, pre) != NULL;
+            continue; /* qt[i] stays NULL, qf[4 i ..] none */
+        }
+        for (int k = 0; k < QT_N; k++)
+            qt[i][k] = find_layer_q(&m->quant, i, names[k]);
+        part_format(qt[i], 3, &qf[4 * i], plain);
+        part_format(qt[i] + QT_O, 1, &qf[4 * i + 1], plain);
+        part_format(qt[i] + QT_GATE, 2, &qf[4 * i + 2], plain);
+        part_format(qt[i] + QT_DOWN, 1, &qf[4 * i + 3], plain);
+        /* a part kept in full precision is read from the fp32 copy */
+        const int first[4] = {QT_Q, QT_O, QT_GATE, QT_DOWN}, cnt[4] = {3, 1, 2, 1};
+        for (int j = 0; j < 4; j++)
+            if (!qf[4 * i + j].family)
+                for (int k = 0; k < cnt[j]; k++)
+                    qt[i][first[j] + k] = NULL;
+    }
+}
+
 int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int threads, rc_err *e)
 {
     int bqkv = 0, bo = 0, bgu = 0, bdown = 0;
@@ -390,16 +499,29 @@ int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int th
         bgu |= s->gate_b || s->up_b;
         bdown |= s->down_b != NULL;
     }
-    eng_weights *w;
-    int rc = store_alloc(&w, &m->cfg, f32, bqkv, bo, bgu, bdown, e);
-    if (rc)
+    const int L = m->cfg.n_layers;
+    const rc_qtensor *(*qt)[QT_N] = rc_calloc(L, sizeof *qt, e, "quantized tensor table");
+    eng_qfmt *qf = rc_calloc(4 * (int64_t)L, sizeof *qf, e, "quantized formats");
+    int rc = !qt || !qf ? e->code : RC_OK, plain = 0;
+    if (!rc && m->quant.on)
+        quant_formats(m, qt, qf, &plain);
+    eng_weights *w = NULL;
+    if (!rc)
+        rc = store_alloc(&w, &m->cfg, f32, bqkv, bo, bgu, bdown, m->quant.on ? qf : NULL, e);
+    if (!rc)
+        w->quant_plain = plain;
+    free(qf);
+    if (rc) {
+        free(qt);
         return rc;
+    }
     eng_pool *pool;
     if ((rc = eng_pool_create(&pool, threads, e))) {
+        free(qt);
         eng_weights_free(w);
         return rc;
     }
-    conv_ctx cc = {.w = w, .m = m};
+    conv_ctx cc = {.w = w, .m = m, .qt = qt};
     eng_pool_run(pool, m->cfg.n_layers, conv_layers, &cc);
     rows_ctx rcx = {.dst = w->embed, .src = m->w.embed, .elt = w->elt, .width = m->cfg.hidden};
     eng_pool_run(pool, m->cfg.vocab, conv_rows, &rcx);
@@ -417,6 +539,7 @@ int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int th
         memcpy(w->ple_pnorm, m->w.ple_proj_norm, (size_t)m->cfg.ple_dim * sizeof(float));
     }
     eng_pool_free(pool);
+    free(qt);
     *out = w;
     return RC_OK;
 }
@@ -495,19 +618,89 @@ static void add_job(syn_job *jobs, int *nj, void *dst, int64_t n)
     (*nj)++;
 }
 
+/* One random packed matrix a pool item. */
+typedef struct qsyn_job {
+    void *mat;
+    int64_t N, K;
+    eng_qfmt q;
+} qsyn_job;
+
+typedef struct qsyn_ctx {
+    qsyn_job *jobs;
+    uint64_t seed;
+} qsyn_ctx;
+
+static void qsyn_mats(void *ctx, int64_t b, int64_t end, int worker)
+{
+    (void)worker;
+    qsyn_ctx *c = ctx;
+    for (int64_t i = b; i < end; i++) {
+        const qsyn_job *j = &c->jobs[i];
+        eng_qsynth_rows(j->mat, j->N, j->K, &j->q, c->seed ^ ((uint64_t)i * 0x9E3779B97F4A7C15ull), 0, j->N);
+    }
+}
+
+/* Plain attention layers' matrices in format q (the layers from_model would pack); others none. */
+static int synth_formats(const rc_config *cfg, const eng_qfmt *q, eng_qfmt **out, rc_err *e)
+{
+    *out = NULL;
+    if (!q)
+        return RC_OK;
+    eng_qfmt *qf = rc_calloc(4 * (int64_t)cfg->n_layers, sizeof *qf, e, "quantized formats");
+    if (!qf)
+        return e->code;
+    for (int i = 0; i < cfg->n_layers; i++) {
+        const rc_layer_desc *d = &cfg->layers[i];
+        if (d->mixer != RC_MIXER_ATTN || d->out_gate)
+            continue;
+        const int64_t Ks[4] = {cfg->hidden, (int64_t)d->n_heads * d->head_dim, cfg->hidden, d->intermediate};
+        for (int k = 0; k < 4; k++) {
+            eng_qfmt g = *q;
+            if (g.group <= 0)
+                g.group = (int)Ks[k]; /* per row */
+            if (!eng_qfmt_ok(&g, Ks[k])) {
+                free(qf);
+                return rc_fail(e, RC_E_UNSUPPORTED, "engine: int%d groups of %d do not fit a layer %d matrix of "
+                               "width %lld", g.bits, g.group, i, (long long)Ks[k]);
+            }
+            qf[4 * i + k] = g;
+        }
+    }
+    *out = qf;
+    return RC_OK;
+}
+
 int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t seed, int threads, rc_err *e)
 {
+    return eng_weights_synth_quant(out, cfg, f32, NULL, seed, threads, e);
+}
+
+int eng_weights_synth_quant(eng_weights **out, const rc_config *cfg, int f32, const eng_qfmt *q, uint64_t seed,
+                            int threads, rc_err *e)
+{
     eng_weights *w;
-    int rc = store_alloc(&w, cfg, f32, cfg->attn_bias, cfg->attn_bias, cfg->mlp_bias, cfg->mlp_bias, e);
+    eng_qfmt *qf;
+    int rc = synth_formats(cfg, q, &qf, e);
+    if (rc)
+        return rc;
+    rc = store_alloc(&w, cfg, f32, cfg->attn_bias, cfg->attn_bias, cfg->mlp_bias, cfg->mlp_bias, qf, e);
+    free(qf);
     if (rc)
         return rc;
     const int L = cfg->n_layers;
+    qsyn_job *qj = rc_calloc(4 * (int64_t)L + 1, sizeof *qj, e, "synth jobs");
+    if (!qj) {
+        eng_weights_free(w);
+        return e->code;
+    }
+    int nq = 0;
     const int njobs = 7 * L + 4;
     syn_job *jobs = rc_calloc(njobs, sizeof *jobs, e, "synth jobs");
     int64_t *first = rc_calloc(njobs + 1, sizeof *first, e, "synth jobs");
     eng_pool *pool = NULL;
     if (!jobs || !first || (rc = eng_pool_create(&pool, threads, e))) {
         rc = e->code;
+        free(qj);
         free(jobs);
         free(first);
         eng_weights_free(w);
@@ -525,14 +718,22 @@ int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t
             add_job(jobs, &nj, blob + Ly->gin, (int64_t)Ly->gnin * Hd);
             add_job(jobs, &nj, blob + Ly->gout, Hd * Ly->gvd);
             synth_gdn_small(d, Ly, blob, seed ^ (uint64_t)i);
+        } else if (Ly->qqkv.family) {
+            qj[nq++] = (qsyn_job){blob + Ly->wqkv, Ly->nqkv, Hd, Ly->qqkv};
+            qj[nq++] = (qsyn_job){blob + Ly->wo, Hd, Ly->qd, Ly->qo};
         } else {
             add_job(jobs, &nj, blob + Ly->wqkv, (int64_t)Ly->nqkv * Hd);
             add_job(jobs, &nj, blob + Ly->wo, Hd * Ly->qd);
             if (Ly->wgate >= 0)
                 add_job(jobs, &nj, blob + Ly->wgate, Hd * Ly->qd);
         }
-        add_job(jobs, &nj, blob + Ly->wgu, 2 * (int64_t)Ly->inter * Hd);
-        add_job(jobs, &nj, blob + Ly->wdown, Hd * Ly->inter);
+        if (Ly->qgu.family) {
+            qj[nq++] = (qsyn_job){blob + Ly->wgu, 2 * (int64_t)Ly->inter, Hd, Ly->qgu};
+            qj[nq++] = (qsyn_job){blob + Ly->wdown, Hd, Ly->inter, Ly->qdown};
+        } else {
+            add_job(jobs, &nj, blob + Ly->wgu, 2 * (int64_t)Ly->inter * Hd);
+            add_job(jobs, &nj, blob + Ly->wdown, Hd * Ly->inter);
+        }
         float *an = (float *)(blob + Ly->attn_norm), *mn = (float *)(blob + Ly->mlp_norm);
         for (int64_t k = 0; k < Hd; k++)
             an[k] = mn[k] = one;
@@ -569,9 +770,43 @@ int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t
         w->final_norm[k] = one;
     syn_ctx sc = {.jobs = jobs, .first_block = first, .njobs = nj, .elt = w->elt, .seed = seed};
     eng_pool_run(pool, first[nj], syn_blocks, &sc);
+    qsyn_ctx qc = {.jobs = qj, .seed = seed};
+    eng_pool_run(pool, nq, qsyn_mats, &qc);
     eng_pool_free(pool);
+    free(qj);
     free(jobs);
     free(first);
     *out = w;
     return RC_OK;
+}
+
+void eng_weights_print_quant(const eng_weights *w, FILE *f)
+{
+    if (w->quant_plain)
+        fprintf(f, "engine: %d quantized matri%s kept in %s (dequantized at load: a gated delta net / gated-attention "
+                "layer, a format the kernels do not run, or parts of one matrix in different formats)\n",
+                w->quant_plain, w->quant_plain == 1 ? "x" : "ces", w->f32 ? "f32" : "bf16");
+    if (!w->quant)
+        return;
+    const rc_config *c = &w->cfg;
+    char fm[4][48];
+    int first = -1, uniform = 1;
+    for (int i = 0; i < c->n_layers; i++) {
+        const eng_layer_layout *Ly = &w->lay[i];
+        if (!Ly->qqkv.family && !Ly->qo.family && !Ly->qgu.family && !Ly->qdown.family)
+            continue;
+        if (first < 0)
+            first = i;
+        else if (memcmp(&Ly->qqkv, &w->lay[first].qqkv, 4 * sizeof Ly->qqkv))
+            uniform = 0;
+    }
+    const eng_layer_layout *F = &w->lay[first];
+    const int64_t Hd = c->hidden;
+    fprintf(f, "engine: quantized (packed on the device, dequantized in the kernels): q|k|v %s, o %s, gate|up %s, "
+            "down %s%s\n", eng_qfmt_str(&F->qqkv, Hd, fm[0], 48), eng_qfmt_str(&F->qo, F->qd, fm[1], 48),
+            eng_qfmt_str(&F->qgu, Hd, fm[2], 48), eng_qfmt_str(&F->qdown, F->inter, fm[3], 48),
+            uniform ? "" : " (layer formats differ; first quantized layer shown)");
+    fprintf(f, "engine: full precision: embedding and lm_head (%s), norms, biases and every other tensor (f32); "
+            "layers %.2f MiB packed against %.2f MiB in %s\n", w->f32 ? "f32" : "bf16",
+            (double)w->layer_bytes_total / 1048576.0, (double)w->plain_layer_bytes / 1048576.0, w->f32 ? "f32" : "bf16");
 }

@@ -5,7 +5,9 @@
 #define ENG_WEIGHTS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
+#include "eng_qfmt.h"
 #include "model.h"
 
 #define ENG_ALIGN 256
@@ -28,6 +30,8 @@ typedef struct eng_layer_layout {
     int64_t gnorm;                 /* f32 [dv] gated RMSNorm weight */
     /* gemma4: sandwich norms f32 [Hd], layer scalar f32 [1], per-layer-embedding branch [P, Hd] | [Hd, P] | f32 [Hd] */
     int64_t post_attn_norm, post_mlp_norm, lscalar, ple_gate, ple_proj, ple_norm;
+    /* quantized matrices (family != 0) in the packed layout of eng_qfmt.h, the rest in the store's bf16 / f32 */
+    eng_qfmt qqkv, qo, qgu, qdown;
     int64_t bytes;
     int qd, kd, nqkv, inter;
     int gnin, gch, gkd, gvd;       /* Hk dk = gkd; C = 2 gkd + gvd = gch; gnin = gch + gvd + 2 Hv */
@@ -50,6 +54,10 @@ typedef struct eng_weights {
     int64_t ple_mproj_bytes;
     int64_t layer_bytes_total, layer_bytes_max;
     int64_t vocab_bytes;    /* one [V, Hd] matrix */
+    int quant;              /* some layer matrix is quantized (packed) */
+    int quant_plain;        /* quantized checkpoint matrices the store keeps in bf16 / f32 (eng_weights_print_quant) */
+    int64_t plain_layer_bytes; /* the layer blobs with every matrix in bf16 / f32 (the banner's comparison) */
+    int64_t dq_max;         /* elements of the largest quantized matrix: the prefill dequant scratch */
 } eng_weights;
 
 /* What the engine runs: attention layers (GQA, biases, q/k/v norms of every kind, default / scaled / partial /
@@ -66,6 +74,12 @@ int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int th
 /* Random weights for benchmarks: matrices uniform with std 0.02, norms 1, biases 0; same seed, same bits
  * whatever the thread count. */
 int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t seed, int threads, rc_err *e);
+/* The same with every layer matrix quantized to q (random packed codes, eng_qsynth_rows); q NULL: eng_weights_synth. */
+int eng_weights_synth_quant(eng_weights **out, const rc_config *cfg, int f32, const eng_qfmt *q, uint64_t seed,
+                            int threads, rc_err *e);
+/* The memory banner's quantization lines (which matrices are packed in which format, what stays full precision,
+ * bytes against bf16 / f32 storage); nothing when no matrix is quantized. */
+void eng_weights_print_quant(const eng_weights *w, FILE *f);
 void eng_weights_free(eng_weights *w);
 
 uint16_t eng_f32_to_bf16(float f);

@@ -18,6 +18,7 @@
 #include "eng_gemma.h"
 #include "eng_kernels.h"
 #include "eng_pool.h"
+#include "eng_qgemv.h"
 #include "eng_sample.h"
 #include "rope.h"
 #include "softcap.h"
@@ -31,6 +32,7 @@ struct eng {
     int decoding; /* the chunk in flight is a decode step: one row, run by the decode kernels */
     int use_gemm; /* bf16 weights on a device with bf16 tensor cores: prefill chunks run eng_gemm */
     eng_gemm *gemm;
+    void *d_wdq; /* quantized weights: a prefill matmul's matrix dequantized (eng_qgemv.h), [dq_max] elements */
     int64_t elt, pos;
     int half_max, kvrow_max; /* max rot/2 over ropes; max Hkv*D over layers */
     cudaStream_t s_comp, s_wcopy, s_kvcopy;
@@ -255,6 +257,7 @@ static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, int gemm
         gemm_dims(w, &max_k, &scratch_n);
         s->workspace += eng_gemm_device_bytes(C, max_k, scratch_n);
     }
+    s->workspace += w->dq_max * w->elt; /* the prefill dequant scratch (E->d_wdq) */
     gdn_sizes g;
     gdn_sizes_of(w, &g);
     s->workspace += 4 * (int64_t)C * (g.nin + g.ch + 2 * g.kd + 2 * g.hv + g.vd + g.gate);
@@ -334,6 +337,7 @@ void eng_close(eng *E)
     }
     if (E->ev_kvhost) cudaEventDestroy(E->ev_kvhost);
     cudaFree(E->d_part);
+    cudaFree(E->d_wdq);
     if (E->gexec) cudaGraphExecDestroy(E->gexec);
     void *dev[] = {E->d_dec, E->d_knew, E->d_vnew, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_x, E->d_a, E->d_qkv, E->d_q,
                    E->d_ctx, E->d_gu, E->d_act, E->d_fin, E->d_logits, E->d_rope, E->d_ids, E->d_gin, E->d_gconv,
@@ -666,6 +670,8 @@ static int open_workspace(eng *E, rc_err *e)
     if (g.hv)
         ATTEMPT(DALLOC(E->d_gws, 4 * engk_gdn_chunk_ws_floats(C, (int)g.hv), acct, "the DeltaNet chunk workspace"));
     ATTEMPT(DALLOC(E->d_final_norm, Hd * 4, acct, "the final norm"));
+    if (E->w->dq_max)
+        ATTEMPT(DALLOC(E->d_wdq, E->w->dq_max * E->elt, acct, "the dequant scratch"));
     E->max_tiles = engk_attn_max_tiles(E->max_ctx, E->P);
     ATTEMPT(DALLOC(E->d_part, 4 * part_floats(c, E->max_tiles), acct, "decode attention partials"));
     ATTEMPT(DALLOC(E->d_dec, ENG_DEC_BYTES, acct, "decode scalars"));
@@ -794,6 +800,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
                 eng_bytes_str(E->mem.weights, b1, sizeof b1), eng_bytes_str(E->mem.kv, b2, sizeof b2),
                 eng_bytes_str(E->mem.workspace, b3, sizeof b3), eng_bytes_str(E->mem.host_pinned, b4, sizeof b4),
                 E->hg ? "; host lm_head copy " : "", E->hg ? eng_bytes_str(E->mem.host_vocab, b5, sizeof b5) : "");
+        eng_weights_print_quant(w, o.log);
         if (E->hg)
             fprintf(o.log, "engine: vocab on CPU: %d threads, %s GEMV\n", eng_pool_size(E->pool),
                     eng_hgemv_isa(E->hg));
@@ -1215,10 +1222,20 @@ static int layer_end(eng *E, int l, const char *W, int T, probes *P, rc_err *e)
 
 /* ---- one chunk of T rows at E->pos through every layer ---- */
 /* y = x W^T (+ b) (+ res): a prefill chunk (any T, even 1) with bf16 weights runs the pinned tensor-core GEMM,
- * a decode step, --f32 and sm < 80 the CUDA-core k_matmul. */
-static int matmul(eng *E, float *y, const float *x, const void *W, const float *b, const float *res, int T, int N,
-                  int K, rc_err *e)
+ * a decode step, --f32 and sm < 80 the CUDA-core k_matmul. A packed matrix (q quantized): a decode row runs the
+ * quantized GEMV; a prefill chunk first dequantizes the whole matrix into d_wdq (the same bits whatever the chunk),
+ * then the same GEMM. */
+static int matmul(eng *E, float *y, const float *x, const void *W, const eng_qfmt *q, const float *b,
+                  const float *res, int T, int N, int K, rc_err *e)
 {
+    if (q->family && E->decoding && T == 1) {
+        CK(engk_qgemv(y, x, W, q, b, res, N, K, E->s_comp));
+        return RC_OK;
+    }
+    if (q->family) {
+        CK(engk_qdequant(E->d_wdq, E->f32, W, q, N, K, E->s_comp));
+        W = E->d_wdq;
+    }
     if (E->gemm && !E->decoding)
         return eng_gemm_run(E->gemm, y, x, W, b, res, T, N, K, E->s_comp, e);
     CK(engk_matmul(y, x, W, E->f32, b, res, T, N, K, E->s_comp));
@@ -1243,12 +1260,16 @@ static int norm_rows(eng *E, uint16_t *xb, int keep32, const float *w, int T, rc
     return RC_OK;
 }
 
-static int matmul_in(eng *E, float *y, const uint16_t *xb, const float *x, const void *W, const float *b,
-                     const float *res, int T, int N, int K, rc_err *e)
+static int matmul_in(eng *E, float *y, const uint16_t *xb, const float *x, const void *W, const eng_qfmt *q,
+                     const float *b, const float *res, int T, int N, int K, rc_err *e)
 {
-    if (xb)
-        return eng_gemm_run_bf16(E->gemm, y, xb, W, b, res, T, N, K, E->s_comp, e);
-    return matmul(E, y, x, W, b, res, T, N, K, e);
+    if (!xb)
+        return matmul(E, y, x, W, q, b, res, T, N, K, e);
+    if (q->family) { /* the packed matrix dequantized to bf16, as matmul() does for the fp32-input GEMM */
+        CK(engk_qdequant(E->d_wdq, E->f32, W, q, N, K, E->s_comp));
+        W = E->d_wdq;
+    }
+    return eng_gemm_run_bf16(E->gemm, y, xb, W, b, res, T, N, K, E->s_comp, e);
 }
 
 static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
@@ -1269,7 +1290,7 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
         ATTEMPT(linear_mixer(E, l, W, T, P, e));
         goto mlp;
     }
-    ATTEMPT(matmul_in(E, E->d_qkv, xb, E->d_a, W + Ly->wqkv, VEC(Ly->bqkv), NULL, T, nqkv, Hd, e));
+    ATTEMPT(matmul_in(E, E->d_qkv, xb, E->d_a, W + Ly->wqkv, &Ly->qqkv, VEC(Ly->bqkv), NULL, T, nqkv, Hd, e));
     PROBE(l, "attn.q", 3, H, D, E->d_qkv, nqkv, 0, T);
     PROBE(l, "attn.k", 3, Hkv, D, E->d_qkv + qd, nqkv, 0, T);
     PROBE(l, "attn.v", 3, Hkv, D, E->d_qkv + qd + kd, nqkv, 0, T);
@@ -1308,17 +1329,17 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
         PROBE(l, "attn.ctx_gated", 2, qd, 0, E->d_ctx, qd, 0, T);
     }
     if (Ly->post_attn_norm >= 0) { /* sandwich: x += norm(o) */
-        ATTEMPT(matmul(E, E->d_a, E->d_ctx, W + Ly->wo, VEC(Ly->bo), NULL, T, Hd, qd, e));
+        ATTEMPT(matmul(E, E->d_a, E->d_ctx, W + Ly->wo, &Ly->qo, VEC(Ly->bo), NULL, T, Hd, qd, e));
         PROBE(l, "attn.out", 2, Hd, 0, E->d_a, Hd, 0, T);
         CK(engk_norm_add(E->d_x, E->d_a, VEC(Ly->post_attn_norm), T, Hd, c->eps, c->norm, E->s_comp));
     } else
-    ATTEMPT(matmul(E, E->d_x, E->d_ctx, W + Ly->wo, VEC(Ly->bo), E->d_x, T, Hd, qd, e));
+        ATTEMPT(matmul(E, E->d_x, E->d_ctx, W + Ly->wo, &Ly->qo, VEC(Ly->bo), E->d_x, T, Hd, qd, e));
 mlp:
     PROBE(l, "mid", 2, Hd, 0, E->d_x, Hd, 0, T);
     xb = gemm_input(E, 2 * I, Hd);
     ATTEMPT(norm_rows(E, xb, P != NULL, VEC(Ly->mlp_norm), T, e));
     PROBE(l, "mlp_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
-    ATTEMPT(matmul_in(E, E->d_gu, xb, E->d_a, W + Ly->wgu, VEC(Ly->bgu), NULL, T, 2 * I, Hd, e));
+    ATTEMPT(matmul_in(E, E->d_gu, xb, E->d_a, W + Ly->wgu, &Ly->qgu, VEC(Ly->bgu), NULL, T, 2 * I, Hd, e));
     PROBE(l, "mlp.gate", 2, I, 0, E->d_gu, 2 * I, 0, T);
     PROBE(l, "mlp.up", 2, I, 0, E->d_gu + I, 2 * I, 0, T);
     if ((xb = gemm_input(E, Hd, I)))
@@ -1327,11 +1348,11 @@ mlp:
         CK(engk_glu(E->d_act, E->d_gu, T, I, c->act, E->s_comp));
     PROBE(l, "mlp.act", 2, I, 0, E->d_act, I, 0, T);
     if (Ly->post_mlp_norm >= 0) { /* sandwich: x += norm(o) */
-        ATTEMPT(matmul_in(E, E->d_a, xb, E->d_act, W + Ly->wdown, VEC(Ly->bdown), NULL, T, Hd, I, e));
+        ATTEMPT(matmul_in(E, E->d_a, xb, E->d_act, W + Ly->wdown, &Ly->qdown, VEC(Ly->bdown), NULL, T, Hd, I, e));
         PROBE(l, "mlp.out", 2, Hd, 0, E->d_a, Hd, 0, T);
         CK(engk_norm_add(E->d_x, E->d_a, VEC(Ly->post_mlp_norm), T, Hd, c->eps, c->norm, E->s_comp));
     } else
-        ATTEMPT(matmul_in(E, E->d_x, xb, E->d_act, W + Ly->wdown, VEC(Ly->bdown), E->d_x, T, Hd, I, e));
+        ATTEMPT(matmul_in(E, E->d_x, xb, E->d_act, W + Ly->wdown, &Ly->qdown, VEC(Ly->bdown), E->d_x, T, Hd, I, e));
     ATTEMPT(layer_end(E, l, W, T, P, e));
     PROBE(l, "out", 2, Hd, 0, E->d_x, Hd, 0, T);
 #undef VEC
@@ -1456,6 +1477,14 @@ static int any_generic(const eng *E)
     return 0;
 }
 
+/* A decode GEMV on a plain or a packed matrix (q quantized). */
+static cudaError_t dec_gemv(eng *E, float *y, const float *x, const char *W, const eng_qfmt *q, const float *b,
+                            const float *res, int N, int K)
+{
+    return q->family ? engk_qgemv(y, x, W, q, b, res, N, K, E->s_comp)
+                     : engk_gemv(y, x, W, E->f32, b, res, N, K, E->s_comp);
+}
+
 static int layer_decode(eng *E, int l, rc_err *e)
 {
     const rc_config *c = E->c;
@@ -1468,12 +1497,12 @@ static int layer_decode(eng *E, int l, rc_err *e)
     const char *W = NULL;
     ATTEMPT(acquire_layer(E, l, &W, e));
 #define VEC(off) ((off) >= 0 ? (const float *)(W + (off)) : NULL)
-    if (fuse)
+    if (fuse && !Ly->qqkv.family)
         CK(engk_gemv_norm(E->d_qkv, NULL, E->d_x, VEC(Ly->attn_norm), c->eps, c->norm, W + Ly->wqkv, E->f32,
                           VEC(Ly->bqkv), Ly->nqkv, Hd, E->s_comp));
     else {
         CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->attn_norm), 1, Hd, c->eps, c->norm, E->s_comp));
-        CK(engk_gemv(E->d_qkv, E->d_a, W + Ly->wqkv, E->f32, VEC(Ly->bqkv), NULL, Ly->nqkv, Hd, E->s_comp));
+        CK(dec_gemv(E, E->d_qkv, E->d_a, W + Ly->wqkv, &Ly->qqkv, VEC(Ly->bqkv), NULL, Ly->nqkv, Hd));
     }
     const float *cs = E->d_rope + (int64_t)d->rope * 2 * E->C * E->half_max;
     const int rot = c->ropes[d->rope].rot_dim;
@@ -1488,8 +1517,11 @@ static int layer_decode(eng *E, int l, rc_err *e)
                              VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
         ATTEMPT(attention(E, l, 1, NULL, NULL, e)); /* split-KV over the resident cache, position from d_pos */
     }
-    CK(engk_gemv(E->d_x, E->d_ctx, W + Ly->wo, E->f32, VEC(Ly->bo), E->d_x, Hd, Ly->qd, E->s_comp));
-    if (fuse)
+    CK(dec_gemv(E, E->d_x, E->d_ctx, W + Ly->wo, &Ly->qo, VEC(Ly->bo), E->d_x, Hd, Ly->qd));
+    if (Ly->qgu.family) {
+        CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), 1, Hd, c->eps, c->norm, E->s_comp));
+        CK(engk_qgemv_glu(E->d_act, E->d_a, W + Ly->wgu, &Ly->qgu, VEC(Ly->bgu), Ly->inter, Hd, c->act, E->s_comp));
+    } else if (fuse)
         CK(engk_gemv_glu(E->d_act, NULL, E->d_x, VEC(Ly->mlp_norm), c->eps, c->norm, W + Ly->wgu, E->f32,
                          VEC(Ly->bgu), Ly->inter, Hd, c->act, E->s_comp));
     else {
@@ -1497,7 +1529,7 @@ static int layer_decode(eng *E, int l, rc_err *e)
         CK(engk_gemv_glu(E->d_act, NULL, E->d_a, NULL, 0.0f, -1, W + Ly->wgu, E->f32, VEC(Ly->bgu), Ly->inter, Hd,
                          c->act, E->s_comp));
     }
-    CK(engk_gemv(E->d_x, E->d_act, W + Ly->wdown, E->f32, VEC(Ly->bdown), E->d_x, Hd, Ly->inter, E->s_comp));
+    CK(dec_gemv(E, E->d_x, E->d_act, W + Ly->wdown, &Ly->qdown, VEC(Ly->bdown), E->d_x, Hd, Ly->inter));
 #undef VEC
     return release_layer(E, l, e);
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "eng_cli.h"
+#include "eng_qpack.h"
 #include "eng_sample.h"
 #include "eng_text.h"
 #include "golden.h"
@@ -16,8 +17,10 @@ static const char usage_text[] =
     "usage: engine --model PATH (--prompt \"TEXT\" [--chat [--system \"TEXT\"]] | --ids \"ID ID ...\" |\n"
     "                            --prompt-golden) [--steps N] [options]\n"
     "       engine --synth llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid|gemma4-12b|tiny-gemma --ids \"ID ...\" [options]   (random weights; tests)\n"
+    "                    [--weights bf16|int8|int4-g32|int4-g64|int4-g128[-sym]]   (random packed quantized matrices)\n"
     "       engine bench --shape llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid|gemma4-12b|tiny-gemma [--steps N] [--prompt-len N[,N...]] [--rounds R]\n"
     "                    [--json FILE] [--commit ID] [--peak-tflops X [--peak-source TEXT]] [--no-stream] [options]\n"
+    "                    [--weights bf16|int8|int4-g128|...]   (layer matrices packed: floors from the bytes read)\n"
     "       engine bench --print-shape llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid|gemma4-12b|tiny-gemma   (the shape's HF config.json)\n"
     "       engine devices      (exit 0 iff GPU 0 can run the engine)\n"
     "       engine --help\n"
@@ -123,6 +126,8 @@ static int cmd_run(int argc, char **argv)
     long steps = 16, top_k = 0;
     double temperature = 0.0, top_p = 1.0;
     unsigned long long seed = 0;
+    eng_qfmt wq = {0, 0, 0};
+    int wq_on = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const int has = i + 1 < argc;
@@ -141,6 +146,11 @@ static int cmd_run(int argc, char **argv)
             model = argv[++i];
         else if (!strcmp(a, "--synth") && has)
             synth = argv[++i];
+        else if (!strcmp(a, "--weights") && has) { /* --synth's matrices quantized (eng_qpack.h) */
+            rc_err qe = {0};
+            if (eng_qfmt_parse(argv[++i], &wq, &wq_on, &qe))
+                return fail(qe.msg);
+        }
         else if (!strcmp(a, "--prompt") && has)
             pr.prompt = argv[++i];
         else if (!strcmp(a, "--ids") && has)
@@ -183,6 +193,8 @@ static int cmd_run(int argc, char **argv)
         o.log = NULL;
     if (!model == !synth)
         return fail("give exactly one of --model PATH and --synth SHAPE (see engine --help)");
+    if (wq_on && !synth)
+        return fail("--weights is for --synth (a model's checkpoint says its own quantization)");
     if (synth && prompt_golden)
         return fail("--prompt-golden needs --model GOLDEN.h5");
     if (prompt_golden && (pr.prompt || pr.ids || pr.chat || pr.system))
@@ -243,7 +255,7 @@ static int cmd_run(int argc, char **argv)
                          (long long)i, (long long)m.cfg.vocab);
     eng_weights *w = NULL;
     if (!rc)
-        rc = synth ? eng_weights_synth(&w, &m.cfg, f32, 1, o.threads, &e)
+        rc = synth ? eng_weights_synth_quant(&w, &m.cfg, f32, wq_on ? &wq : NULL, 1, o.threads, &e)
                    : eng_weights_from_model(&w, &m, f32, o.threads, &e);
     if (synth)
         rc_config_free(&m.cfg);

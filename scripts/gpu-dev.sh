@@ -19,7 +19,7 @@ tests)
     grep -E "^ *[0-9]+/[0-9]+ " "$W/lane/testlog.txt" >/dev/null 2>&1
     grep -vE ' OK | SKIP ' "$W/lane.txt" | grep -E '^ *[0-9]+/[0-9]+ ' | head -40
     tail -n 3 "$W/lane.txt"
-    for t in engk_attn engk_gemm engk_gemv engk; do
+    for t in engk_attn engk_gemm engk_gemv engk engk_qgemv; do
         x=$B/tests/engine/test_$t
         [ -x "$x" ] || continue
         timeout 90 "$x" --bench >"$W/kbench_$t.txt" 2>&1

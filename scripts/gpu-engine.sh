@@ -82,7 +82,7 @@ else
 fi
 
 echo "== 4. engine bench --shape llama3-8b"
-for flags in "" "--kv-offload --vocab-on-cpu"; do
+for flags in "" "--kv-offload --vocab-on-cpu" "--weights int8" "--weights int4-g128"; do
     # shellcheck disable=SC2086
     if "$E" bench --shape llama3-8b --steps 16 $flags >"$OUT/bench.txt" 2>"$OUT/bench.err"; then
         cat "$OUT/bench.txt"

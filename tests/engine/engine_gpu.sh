@@ -2,9 +2,10 @@
 # GPU-side engine tests (meson suites 'gpu', 'engine'). Needs $ENGINE, $HARNESS, $GOLDEN_DIR.
 #   engine_gpu.sh compare GOLDEN f32|bf16 [engine flags]   harness compare --stage engine in one mode
 #   engine_gpu.sh identity GOLDEN f32|bf16                 logits files byte-identical across every mode
-#   engine_gpu.sh identity-synth f32|bf16 [SHAPE]          the same on a random model: tiny (4 layers) or
-#                                                          tiny-hybrid (8 layers, 3:1 DeltaNet/attention); slots wrap
+#   engine_gpu.sh identity-synth f32|bf16 [SHAPE [WEIGHTS]] the same on a random model: tiny (4 layers) or
+#                                                          tiny-hybrid (8 layers, 3:1 DeltaNet/attention); slots wrap;
 #                                                          or tiny-gemma (7 layers S S F S S S F, window 12: rings wrap)
+#                                                          WEIGHTS (tiny): --weights int8|int4-g32|... packed matrices
 #   engine_gpu.sh bad-input                                bad inputs: exit 2, one error line (no GPU needed)
 #   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs; its --json has every row
 #   engine_gpu.sh text                                     a text prompt: same logits as its ids, streamed text =
@@ -54,6 +55,7 @@ identity | identity-synth)
     elif [ "${2:-tiny}" = tiny ]; then # 4 layers (slots 1, 2, 3 wrap), 4 query heads per KV head, 31 positions = 8 tiles of 4
         g=synth-tiny prec=$1
         src=(--synth tiny --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
+        [ -n "${3:-}" ] && g=synth-tiny-$3 && src+=(--weights "$3") # quantized random matrices
     elif [ "$2" = tiny-gemma ]; then # 7 sliding/full layers: 1, 2, 3 slots wrap over mixed layers; 70 tokens wrap
         # every 12-row ring ~6 times; chunks 1, 5, 7 cross ring and tile (4) boundaries, 13 exceeds the window
         g=synth-gemma prec=$1

@@ -1,0 +1,37 @@
+/* Quantized decode GEMV and the prefill dequant, on the packed matrices of eng_qfmt.h: int8 / int4 codes with a scale
+ * per group (RC_QF_SCALE, w = s*q) or a scale and an offset (RC_QF_AFFINE, w = (s*q) + m), one device function per
+ * family, each operation rounded on its own (docs/quantization.md). GEMV order, per row: lane l walks the row's
+ * 16-byte blocks l, l+32, ... in order, dequantizes each weight and accumulates fmaf(w, x, acc) from 0 in k order,
+ * then the xor butterfly; then + b, then res +. eng_qdot_model (eng_qpack.h) is its host model, bit for bit. */
+#ifndef ENG_QGEMV_H
+#define ENG_QGEMV_H
+
+#include <cuda_runtime_api.h>
+
+#include "eng_qfmt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every launcher refuses a format eng_qfmt_ok rejects (cudaErrorInvalidValue).
+ * y[N] = W[N, K] x[K] (+ b[N]) (+ res[N], which may alias y); W the packed matrix (eng_qfmt.h). */
+cudaError_t engk_qgemv(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
+                       int N, int K, cudaStream_t s);
+/* out[I] = act(W[0:I] x + b[0:I]) * (W[I:2I] x + b[I:2I]), each row as engk_qgemv, then engk_glu's arithmetic. */
+cudaError_t engk_qgemv_glu(float *out, const float *x, const void *W, const eng_qfmt *q, const float *bgu, int I, int K,
+                           int act, cudaStream_t s);
+/* dst[N, K] = the dequantized matrix, exactly (f32) or rounded to nearest even to bf16 (f32 == 0). */
+cudaError_t engk_qdequant(void *dst, int f32, const void *W, const eng_qfmt *q, int N, int K, cudaStream_t s);
+
+/* Micro-benchmark variants (rows per warp x 16-byte blocks in flight per lane): same per-row order, same bits. */
+int engk_qgemv_variants(void);
+const char *engk_qgemv_variant_name(int v);
+cudaError_t engk_qgemv_variant(int v, float *y, const float *x, const void *W, const eng_qfmt *q, int N, int K,
+                               cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
