@@ -3,7 +3,9 @@
 # the machine's build (the second must start within the warm window):
 #   OUT=/tmp/out bash scripts/gpu-dev.sh tests   build-gpu (-Dfaults=true) + the engine and faults suites (every
 #                                                kernel checker included), then each engine kernel checker's --bench
-#   OUT=/tmp/out bash scripts/gpu-dev.sh bench   scripts/gpu-bench.sh on build-gpu (engine bench + same-run peers)
+#   OUT=/tmp/out bash scripts/gpu-dev.sh bench   scripts/gpu-bench.sh on build-gpu (engine bench + same-run peers), then
+#                                                engine rows for BENCH_EXTRA (qwen3.5-9b, gemma4-12b, int8, int4-g128)
+#                                                and the gemma4-12b memory banner at 32k
 # Everything lands in $OUT/dev.tgz (one file: a GPU call returns at most 8); the summary lines go to stdout.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -19,7 +21,7 @@ tests)
     grep -E "^ *[0-9]+/[0-9]+ " "$W/lane/testlog.txt" >/dev/null 2>&1
     grep -vE ' OK | SKIP ' "$W/lane.txt" | grep -E '^ *[0-9]+/[0-9]+ ' | head -40
     tail -n 3 "$W/lane.txt"
-    for t in engk_attn engk_gemm engk_gemv engk engk_qgemv; do
+    for t in engk_attn engk_gemm engk_gemv engk engk_qgemv engk_gdn; do
         x=$B/tests/engine/test_$t
         [ -x "$x" ] || continue
         timeout 90 "$x" --bench >"$W/kbench_$t.txt" 2>&1
@@ -31,6 +33,18 @@ bench)
         BENCH_ENGINE_TIMEOUT=${BENCH_ENGINE_TIMEOUT:-240} bash scripts/gpu-bench.sh "$B" >"$W/bench.txt" 2>&1
     echo "gpu-bench rc=$?"
     cat "$W/bench/bench.md" 2>/dev/null || tail -n 30 "$W/bench.txt"
+    # the other families and the quantized weights: engine rows only (no HF peer for these shapes here)
+    for spec in ${BENCH_EXTRA-"qwen3.5-9b|" "gemma4-12b|" "llama3-8b|--weights int8" "llama3-8b|--weights int4-g128"}; do
+        shape=${spec%%|*} flags=${spec#*|}
+        f=$W/extra_${shape}${flags:+_${flags##* }}
+        # shellcheck disable=SC2086
+        timeout "${BENCH_EXTRA_TIMEOUT:-120}" "$B/engine/engine" bench --shape "$shape" --prompt-len "${BENCH_EXTRA_PROMPTS:-16,2048}" \
+            --steps 16 --rounds 2 $flags >"$f.txt" 2>"$f.err"
+        echo "== engine bench --shape $shape $flags: exit $?"
+        cat "$f.txt"
+        grep -E '^engine: (plan|device memory|ring|quantized|error)' "$f.err" | head -6
+    done
+    "$B/engine/engine" --synth gemma4-12b --ids "1 2 3" --max-ctx 32768 --steps 2 2>&1 >/dev/null | grep -iE 'ring|plan|memory' | head -8
     ;;
 esac
 tar czf "$OUT/dev.tgz" -C "$W" .
