@@ -24,7 +24,7 @@ tests)
     for t in engk_attn engk_gemm engk_gemv engk engk_qgemv engk_gdn; do
         x=$B/tests/engine/test_$t
         [ -x "$x" ] || continue
-        timeout 90 "$x" --bench >"$W/kbench_$t.txt" 2>&1
+        timeout "${KBENCH_TIMEOUT:-50}" "$x" --bench >"$W/kbench_$t.txt" 2>&1
         echo "kbench $t: rc=$? $(tail -n 1 "$W/kbench_$t.txt")"
     done
     ;;
