@@ -38,9 +38,14 @@ compare)
         # bounds: harness/tolerances.json's qwen3_5 bf16 entries (HF with bf16-rounded matrices: 7.9e-2 scaled); a
         # teacher-forced step whose golden top-2 margin is 1.0e-2 flips under bf16 rounding alone (measured, both
         # goldens): a near-tie at bf16 precision, not a broken link
-        # gemma4: its own bf16 bounds in tolerances.json (HF with bf16 matrices: 1.8e-1 scaled, and its teacher-forced
+        # gemma4: its own bf16 bounds in tolerances.json (HF's bf16 forward: 4.1e-1 scaled, and its teacher-forced
         # argmax differs from the fp32 golden's at a step whose top-2 margin is >= 1.6e-2: a near-tie at bf16)
         extra=(--allow-near-ties)
+    elif [ "${g#llama_int}" != "$g" ]; then
+        # the quantized goldens at bf16: every probe sits within the bf16 bounds (H200, this tree),
+        # but teacher-forced step 5 of llama_int4_g128 has a golden top-2 margin of 2.8e-2, below the bf16 near-tie
+        # margin: bf16 rounding of the (already dequantized-exact) weights flips it; the f32 runs hold every token
+        extra=("${BF16_TOL[@]}" --allow-near-ties)
     else
         extra=("${BF16_TOL[@]}")
     fi
