@@ -18,6 +18,8 @@ typedef struct qq_row {
     int sym, gptq;
     rc_quality q;
     int64_t greedy_equal, greedy_n; /* greedy tokens equal to the unquantized model's, of greedy_n */
+    double flip_margin;             /* at the first differing step: the unquantized model's logit of its own token
+                                     * minus its logit of the quantized model's token (a near-tie when small) */
     double quantize_s, eval_s;
 } qq_row;
 
@@ -28,8 +30,9 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* out[n]: n greedy tokens after prompt[P] (ref, full forward per step). */
-static int greedy(const rc_model *m, const int32_t *prompt, int64_t P, int64_t n, int32_t *out, rc_err *e)
+/* out[n]: n greedy tokens after prompt[P] (ref, full forward per step); last[n, V] (optional): each step's logits. */
+static int greedy(const rc_model *m, const int32_t *prompt, int64_t P, int64_t n, int32_t *out, float *last,
+                  rc_err *e)
 {
     const int64_t V = m->cfg.vocab;
     int32_t *ids = malloc((size_t)(P + n) * sizeof *ids);
@@ -41,6 +44,8 @@ static int greedy(const rc_model *m, const int32_t *prompt, int64_t P, int64_t n
         if ((rc = ref_forward(m, ids, P + s, lg, NULL, e)))
             break;
         out[s] = ids[P + s] = rc_argmax(lg + (P + s - 1) * V, V);
+        if (last)
+            memcpy(last + s * V, lg + (P + s - 1) * V, (size_t)V * sizeof *last);
     }
     free(ids);
     free(lg);
@@ -61,6 +66,8 @@ static cJSON *row_json(const qq_row *r)
     cJSON_AddNumberToObject(j, "top1_agreement", (double)r->q.top1_agree / (double)r->q.n);
     cJSON_AddNumberToObject(j, "greedy_equal", (double)r->greedy_equal);
     cJSON_AddNumberToObject(j, "greedy_tokens", (double)r->greedy_n);
+    if (r->greedy_equal < r->greedy_n)
+        cJSON_AddNumberToObject(j, "greedy_flip_margin", r->flip_margin);
     cJSON_AddNumberToObject(j, "quantize_seconds", r->quantize_s);
     cJSON_AddNumberToObject(j, "eval_seconds", r->eval_s);
     return j;
@@ -68,7 +75,8 @@ static cJSON *row_json(const qq_row *r)
 
 /* One scheme: the model reloaded, quantized in place, scored against the unquantized logits lr and greedy g0. */
 static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int32_t *calib, int64_t C,
-                   const int32_t *ev, int64_t T, const float *lr, const int32_t *g0, int64_t P, int64_t G, rc_err *e)
+                   const int32_t *ev, int64_t T, const float *lr, const int32_t *g0, const float *g0l, int64_t P,
+                   int64_t G, rc_err *e)
 {
     rcq_source src;
     int rc = rcq_source_load(&src, model, e);
@@ -93,11 +101,15 @@ static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int
         rc = rc_fail(e, RC_E_RANGE, "%s (%s): the quantized model's logits hold NaN/Inf at position %lld", r->scheme,
                      r->gptq ? "gptq" : "rtn", (long long)r->q.bad_pos);
     if (!rc && G)
-        rc = greedy(&src.m, ev, P, G, g1, e);
+        rc = greedy(&src.m, ev, P, G, g1, NULL, e);
     r->greedy_n = G;
     r->greedy_equal = 0;
     for (int64_t s = 0; !rc && s < G && g1[s] == g0[s]; s++)
         r->greedy_equal++;
+    if (!rc && r->greedy_equal < G) {
+        const float *l0 = g0l + r->greedy_equal * V;
+        r->flip_margin = (double)l0[g0[r->greedy_equal]] - (double)l0[g1[r->greedy_equal]];
+    }
     r->eval_s = now_s() - t0;
     free(ls);
     free(g1);
@@ -206,22 +218,23 @@ int rc_cmd_quant_quality(int argc, char **argv)
     const int64_t V = src.m.cfg.vocab, P = T / 2 < 8 ? T / 2 : 8, G = n_greedy;
     float *lr = rc ? NULL : rc_calloc(T * V, sizeof *lr, &e, "reference logits");
     int32_t *g0 = rc ? NULL : rc_calloc(G ? G : 1, sizeof *g0, &e, "greedy tokens");
-    if (!rc && (!lr || !g0))
+    float *g0l = rc ? NULL : rc_calloc((G ? G : 1) * V, sizeof *g0l, &e, "greedy logits");
+    if (!rc && (!lr || !g0 || !g0l))
         rc = e.code;
     double t0 = now_s();
     if (!rc)
         rc = ref_forward(&src.m, ev, T, lr, NULL, &e);
     if (!rc && G)
-        rc = greedy(&src.m, ev, P, G, g0, &e);
+        rc = greedy(&src.m, ev, P, G, g0, g0l, &e);
     const double ref_s = now_s() - t0;
     char g4[16];
     snprintf(g4, sizeof g4, "int4-g%ld", group);
     qq_row rows[] = {
-        {"int8", 1, 0, {0}, 0, 0, 0, 0},
-        {g4, 0, 0, {0}, 0, 0, 0, 0},
-        {g4, 1, 0, {0}, 0, 0, 0, 0},
-        {g4, 1, 1, {0}, 0, 0, 0, 0},
-        {g4, 0, 1, {0}, 0, 0, 0, 0},
+        {.scheme = "int8", .sym = 1},
+        {.scheme = g4},
+        {.scheme = g4, .sym = 1},
+        {.scheme = g4, .sym = 1, .gptq = 1},
+        {.scheme = g4, .gptq = 1},
     };
     const int nr = (int)(sizeof rows / sizeof rows[0]);
     if (!rc) {
@@ -233,13 +246,17 @@ int rc_cmd_quant_quality(int argc, char **argv)
     }
     for (int i = 0; i < nr && !rc; i++) {
         qq_row *r = &rows[i];
-        if ((rc = run_row(model, r, &gq, cal, C, ev, T, lr, g0, P, G, &e)))
+        if ((rc = run_row(model, r, &gq, cal, C, ev, T, lr, g0, g0l, P, G, &e)))
             break;
         char gr[32];
         snprintf(gr, sizeof gr, "%lld/%lld", (long long)r->greedy_equal, (long long)r->greedy_n);
         printf("%-10s %-5s %-6s %+12.5e %12.5e %12.5e %7.2f%% %8s %9.1f\n", r->scheme, r->sym ? "sym" : "asym",
                r->gptq ? "gptq" : "rtn", r->q.nll_stage - r->q.nll_ref, r->q.kl_mean, r->q.kl_max,
                100.0 * (double)r->q.top1_agree / (double)r->q.n, gr, r->quantize_s + r->eval_s);
+        if (r->greedy_equal < r->greedy_n)
+            printf("  %s %s %s: greedy step %lld differs; the unquantized model's margin there (its token's logit - "
+                   "the quantized model's token's logit) %.3e\n", r->scheme, r->sym ? "sym" : "asym",
+                   r->gptq ? "gptq" : "rtn", (long long)r->greedy_equal, r->flip_margin);
         fflush(stdout);
     }
     int exit_code = rc ? RC_EXIT_ERROR : RC_EXIT_PASS;
@@ -280,6 +297,7 @@ int rc_cmd_quant_quality(int argc, char **argv)
     }
     free(lr);
     free(g0);
+    free(g0l);
     free(cal);
     free(ev);
     free(all);
