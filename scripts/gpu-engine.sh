@@ -8,7 +8,7 @@
 # 3. compute-sanitizer memcheck / racecheck on small runs, when the tool is installed
 # 4. engine bench --shape llama3-8b: full resident vs 2 streamed slots, then KV offload + vocab on CPU
 # 5. engine bench --shape qwen3.5-9b: its rows and the DeltaNet decode step per linear layer
-# and last a compact table of results (RC_SKIP_TESTS=1 skips 1-2, when the GPU lane already ran the suites). Exit 0 iff everything passed. Budget: about 4 minutes on an H200.
+# and last a compact table of results (RC_SKIP_BENCH=1 skips 4-5; RC_SKIP_TESTS=1 skips 1-2, when the GPU lane already ran the suites). Exit 0 iff everything passed. Budget: about 4 minutes on an H200.
 set -u
 B=${1:?usage: scripts/gpu-engine.sh BUILD_DIR}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,6 +81,7 @@ else
     row "compute-sanitizer" INFO "not installed: skipped"
 fi
 
+if [ "${RC_SKIP_BENCH:-0}" != 1 ]; then # RC_SKIP_BENCH=1: sanitizers only (scripts/gpu-dev.sh bench times these)
 echo "== 4. engine bench --shape llama3-8b"
 for flags in "" "--kv-offload --vocab-on-cpu" "--weights int8" "--weights int4-g128"; do
     # shellcheck disable=SC2086
@@ -105,6 +106,7 @@ else
     cat "$OUT/bench_q35.txt" "$OUT/bench_q35.err"
     row "bench qwen3.5-9b" FAIL "$(tail -n 1 "$OUT/bench_q35.err")"
 fi
+fi # RC_SKIP_BENCH
 
 echo
 echo "================ gpu-engine summary ($(($(date +%s) - t0)) s) ================"
