@@ -66,11 +66,98 @@ __device__ __forceinline__ void store_rows(float *y, const float *acc, int64_t o
     }
 }
 
-/* One warp per R rows (GLU: R/2 gate rows n and the up rows I + n), 8 warps a block; each lane keeps U blocks of
- * every row in flight before it consumes them in order. */
+/* Byte j of 4-byte word w (codes already biased to unsigned) as the exact float 2^23 + code: one byte_perm puts the
+ * byte under the exponent of 2^23. */
+__device__ __forceinline__ float byte_f(unsigned w, int j)
+{
+    return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u | (unsigned)j));
+}
+
+/* One row's dequant-and-dot over the 4 weights of word w that sit in bytes 0..3 of wb (code k of the word is
+ * byte k), x4 their activations, in k order. The scale family: s * (f - 2^23 - BIAS), exactly code()'s q. The affine
+ * family: fma(s, f, -s * 2^23) is s * f - s * 2^23 = s * q rounded once, i.e. __fmul_rn(s, q), because -s * 2^23 is
+ * exact (sb; dot_block takes the out-of-line path where |s| >= 2^100, so it cannot overflow). */
+template <int FAM, int BITS>
+__device__ __forceinline__ float dot4(float sum, unsigned wb, const float *x4, float s, float sb, float off)
+{
+    constexpr float BIAS = FAM == 2 ? 0.0f : (float)(1u << (BITS - 1));
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float f = byte_f(wb, j);
+        const float w = FAM == 2 ? __fadd_rn(__fmaf_rn(s, f, sb), off) : dq_scale(s, __fsub_rn(f, 8388608.0f + BIAS));
+        sum = __fmaf_rn(w, x4[j], sum);
+    }
+    return sum;
+}
+
+/* code() and dq() as they stand, for the blocks whose scale is too large for dot4's affine form (never in practice);
+ * out of line so that it takes no registers from the common path. */
+template <int FAM, int BITS>
+__device__ __noinline__ float dot_block_slow(float sum, uint4 u, const float *xb, float s, float off)
+{
+#pragma unroll
+    for (int i = 0; i < 128 / BITS; i++)
+        sum = __fmaf_rn(dq<FAM>(s, code<FAM, BITS>(u, i), off), __ldg(xb + i), sum);
+    return sum;
+}
+
+/* The same sums as code()/dq() in k order for one 16-byte block of each of R rows (acc[r] += row r's block . xb): a
+ * word's codes, biased to unsigned (signed codes: the sign bit of each flipped), split into bytes; int4 words into
+ * their low nibbles (even k) and high nibbles (odd k), re-interleaved so each row's fma order stays k = 0, 1, 2, ...
+ * The activations are read once for all R rows. */
+template <int FAM, int BITS, int R>
+__device__ __forceinline__ void dot_block(float *acc, const uint4 *u, const bool *ok, const float *xb, const float *s,
+                                          const float *off)
+{
+    constexpr unsigned FLIP = FAM == 2 ? 0u : BITS == 8 ? 0x80808080u : 0x88888888u;
+    float sb[R];
+    bool fast = true;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        sb[r] = -s[r] * 8388608.0f;
+        fast = fast && (FAM != 2 || fabsf(s[r]) < 0x1p100f);
+    }
+    if (!fast) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (ok[r])
+                acc[r] = dot_block_slow<FAM, BITS>(acc[r], u[r], xb, s[r], off[r]);
+        return;
+    }
+#pragma unroll
+    for (int wi = 0; wi < 4; wi++) {
+        if (BITS == 8) {
+            const float4 v = __ldg(reinterpret_cast<const float4 *>(xb + 4 * wi));
+            const float x4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (ok[r]) {
+                    const unsigned w = (&u[r].x)[wi] ^ FLIP;
+                    acc[r] = dot4<FAM, BITS>(acc[r], w, x4, s[r], sb[r], off[r]);
+                }
+        } else {
+            const float4 v0 = __ldg(reinterpret_cast<const float4 *>(xb + 8 * wi));
+            const float4 v1 = __ldg(reinterpret_cast<const float4 *>(xb + 8 * wi + 4));
+            const float xa[4] = {v0.x, v0.y, v0.z, v0.w}, xc[4] = {v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (ok[r]) {
+                    const unsigned w = (&u[r].x)[wi] ^ FLIP;
+                    const unsigned lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
+                    /* k = 8wi + 2j is byte j of lo, k = 8wi + 2j + 1 byte j of hi */
+                    acc[r] = dot4<FAM, BITS>(acc[r], __byte_perm(lo, hi, 0x5140u), xa, s[r], sb[r], off[r]);
+                    acc[r] = dot4<FAM, BITS>(acc[r], __byte_perm(lo, hi, 0x7362u), xc, s[r], sb[r], off[r]);
+                }
+        }
+    }
+}
+
+/* One warp per R rows (GLU: R/2 gate rows n and the up rows I + n), 8 warps a block, 64 registers (4 blocks an SM)
+ * where R * U <= 4, else 128 (R * U blocks of 16 bytes in flight a lane); each lane keeps U blocks of every row in flight before it consumes them in order. Lane l owns the blocks
+ * c = l, l + 32, ... and sums each in k order, whatever R and U: the result does not depend on the variant. */
 template <int FAM, int BITS, int R, int U, bool GLU>
-__global__ void __launch_bounds__(256) k_qgemv(float *y, const float *x, QMat m, const float *b, const float *res,
-                                               int N, int K, int act)
+__global__ void __launch_bounds__(256, R * U > 4 ? 2 : 4)
+    k_qgemv(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act)
 {
     constexpr int P = 128 / BITS; /* weights per block */
     constexpr int RP = GLU ? R / 2 : R;
@@ -79,13 +166,17 @@ __global__ void __launch_bounds__(256) k_qgemv(float *y, const float *x, QMat m,
     if (o0 >= N)
         return;
     const int nb = K / P;
-    int64_t row[R];
+    const unsigned char *rowp[R];
+    const float *sp[R], *op[R];
     bool ok[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int64_t o = o0 + (GLU ? r % RP : r);
         ok[r] = o < N;
-        row[r] = ok[r] ? (GLU && r >= RP ? N + o : o) : 0;
+        const int64_t row = ok[r] ? (GLU && r >= RP ? N + o : o) : 0;
+        rowp[r] = m.codes + row * m.row_bytes;
+        sp[r] = m.scale + row * m.ng;
+        op[r] = FAM == 2 ? m.offset + row * m.ng : nullptr;
     }
     float acc[R];
 #pragma unroll
@@ -99,7 +190,7 @@ __global__ void __launch_bounds__(256) k_qgemv(float *y, const float *x, QMat m,
 #pragma unroll
             for (int r = 0; r < R; r++)
                 if (c < nb && ok[r])
-                    ch[u][r] = ld_stream16(m.codes + row[r] * m.row_bytes + (int64_t)c * 16);
+                    ch[u][r] = ld_stream16(rowp[r] + (int64_t)c * 16);
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -107,23 +198,14 @@ __global__ void __launch_bounds__(256) k_qgemv(float *y, const float *x, QMat m,
             if (c >= nb)
                 break;
             const int j = c * P / m.group;
-            float xa[P];
+            const float *xb = x + (int64_t)c * P;
+            float s[R], off[R];
 #pragma unroll
-            for (int i = 0; i < P; i += 4) {
-                const float4 v = __ldg(reinterpret_cast<const float4 *>(x + (int64_t)c * P + i));
-                xa[i] = v.x; xa[i + 1] = v.y; xa[i + 2] = v.z; xa[i + 3] = v.w;
+            for (int r = 0; r < R; r++) {
+                s[r] = ok[r] ? __ldg(sp[r] + j) : 0.0f;
+                off[r] = FAM == 2 && ok[r] ? __ldg(op[r] + j) : 0.0f;
             }
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                if (ok[r]) {
-                    const int64_t g = row[r] * m.ng + j;
-                    const float s = __ldg(m.scale + g), off = FAM == 2 ? __ldg(m.offset + g) : 0.0f;
-                    float sum = acc[r];
-#pragma unroll
-                    for (int i = 0; i < P; i++)
-                        sum = fmaf(dq<FAM>(s, code<FAM, BITS>(ch[u][r], i), off), xa[i], sum);
-                    acc[r] = sum;
-                }
+            dot_block<FAM, BITS, R>(acc, ch[u], ok, xb, s, off);
         }
     }
 #pragma unroll
@@ -197,7 +279,7 @@ const Variant variants[] = {
     {"r1u4", launch_q<1, 4, false>}, {"r2u2", launch_q<2, 2, false>}, {"r2u4", launch_q<2, 4, false>},
     {"r4u2", launch_q<4, 2, false>}, {"r1u8", launch_q<1, 8, false>},
 };
-constexpr int DEFAULT_VARIANT = 2;
+constexpr int DEFAULT_VARIANT = 1;
 
 } // namespace
 
@@ -210,7 +292,7 @@ extern "C" cudaError_t engk_qgemv(float *y, const float *x, const void *W, const
 extern "C" cudaError_t engk_qgemv_glu(float *out, const float *x, const void *W, const eng_qfmt *q, const float *bgu,
                                       int I, int K, int act, cudaStream_t s)
 {
-    return launch_q<4, 2, true>(out, x, W, q, bgu, nullptr, I, K, act, s);
+    return launch_q<2, 2, true>(out, x, W, q, bgu, nullptr, I, K, act, s);
 }
 
 extern "C" cudaError_t engk_qdequant(void *dst, int f32, const void *W, const eng_qfmt *q, int N, int K,
