@@ -153,9 +153,10 @@ __device__ __forceinline__ void dot_block(float *acc, const uint4 *u, const bool
 }
 
 /* One warp per R rows (GLU: R/2 gate rows n and the up rows I + n), 8 warps a block, 64 registers (4 blocks an SM)
- * where R * U <= 4, else 128 (R * U blocks of 16 bytes in flight a lane); each lane keeps U blocks of every row in flight before it consumes them in order. Lane l owns the blocks
- * c = l, l + 32, ... and sums each in k order, whatever R and U: the result does not depend on the variant. */
-template <int FAM, int BITS, int R, int U, bool GLU>
+ * where R * U <= 4, else 128. Each lane loads U blocks of every row before it consumes them in order; RING: the slot
+ * just consumed is refilled with the block 32 U ahead at once, so U blocks a row stay in flight (eng_gemv.cu's ring).
+ * Lane l owns the blocks c = l, l + 32, ... and sums each in k order, whatever R, U and RING: the same bits. */
+template <int FAM, int BITS, int R, int U, bool GLU, bool RING>
 __global__ void __launch_bounds__(256, R * U > 4 ? 2 : 4)
     k_qgemv(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act)
 {
@@ -183,15 +184,23 @@ __global__ void __launch_bounds__(256, R * U > 4 ? 2 : 4)
     for (int r = 0; r < R; r++)
         acc[r] = 0.0f;
     uint4 ch[U][R];
-    for (int c0 = lane; c0 < nb; c0 += 32 * U) {
+    if (RING) /* the first U blocks; each slot is refilled 32 U blocks ahead as soon as it is consumed */
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int c = c0 + 32 * u;
+        for (int u = 0; u < U; u++)
 #pragma unroll
             for (int r = 0; r < R; r++)
-                if (c < nb && ok[r])
-                    ch[u][r] = ld_stream16(rowp[r] + (int64_t)c * 16);
-        }
+                if (lane + 32 * u < nb && ok[r])
+                    ch[u][r] = ld_stream16(rowp[r] + (int64_t)(lane + 32 * u) * 16);
+    for (int c0 = lane; c0 < nb; c0 += 32 * U) {
+        if (!RING)
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int c = c0 + 32 * u;
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (c < nb && ok[r])
+                        ch[u][r] = ld_stream16(rowp[r] + (int64_t)c * 16);
+            }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
@@ -206,6 +215,11 @@ __global__ void __launch_bounds__(256, R * U > 4 ? 2 : 4)
                 off[r] = FAM == 2 && ok[r] ? __ldg(op[r] + j) : 0.0f;
             }
             dot_block<FAM, BITS, R>(acc, ch[u], ok, xb, s, off);
+            if (RING)
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (c + 32 * U < nb && ok[r])
+                        ch[u][r] = ld_stream16(rowp[r] + (int64_t)(c + 32 * U) * 16);
         }
     }
 #pragma unroll
@@ -215,17 +229,17 @@ __global__ void __launch_bounds__(256, R * U > 4 ? 2 : 4)
         store_rows<RP, GLU>(y, acc, o0, b, res, N, act);
 }
 
-template <int FAM, int BITS, int R, int U, bool GLU>
+template <int FAM, int BITS, int R, int U, bool GLU, bool RING>
 cudaError_t launch(float *y, const float *x, const QMat &m, const float *b, const float *res, int N, int K, int act,
                    cudaStream_t s)
 {
     constexpr int RP = GLU ? R / 2 : R;
     const unsigned grid = (unsigned)(((int64_t)N + 8 * RP - 1) / (8 * RP));
-    k_qgemv<FAM, BITS, R, U, GLU><<<grid, 256, 0, s>>>(y, x, m, b, res, N, K, act);
+    k_qgemv<FAM, BITS, R, U, GLU, RING><<<grid, 256, 0, s>>>(y, x, m, b, res, N, K, act);
     return cudaGetLastError();
 }
 
-template <int R, int U, bool GLU>
+template <int R, int U, bool GLU, bool RING = false>
 cudaError_t launch_q(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
                      int N, int K, int act, cudaStream_t s)
 {
@@ -233,10 +247,10 @@ cudaError_t launch_q(float *y, const float *x, const void *W, const eng_qfmt *q,
         return cudaErrorInvalidValue;
     const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
     if (q->family == 2)
-        return launch<2, 4, R, U, GLU>(y, x, m, b, res, N, K, act, s);
+        return launch<2, 4, R, U, GLU, RING>(y, x, m, b, res, N, K, act, s);
     if (q->bits == 4)
-        return launch<1, 4, R, U, GLU>(y, x, m, b, res, N, K, act, s);
-    return launch<1, 8, R, U, GLU>(y, x, m, b, res, N, K, act, s);
+        return launch<1, 4, R, U, GLU, RING>(y, x, m, b, res, N, K, act, s);
+    return launch<1, 8, R, U, GLU, RING>(y, x, m, b, res, N, K, act, s);
 }
 
 /* One thread per 16-byte block: the family's rule into f32 or bf16 (k_qgemv's dq, so the same weight values). */
@@ -278,8 +292,11 @@ struct Variant {
 const Variant variants[] = {
     {"r1u4", launch_q<1, 4, false>}, {"r2u2", launch_q<2, 2, false>}, {"r2u4", launch_q<2, 4, false>},
     {"r4u2", launch_q<4, 2, false>}, {"r1u8", launch_q<1, 8, false>},
+    /* a ring: a lane's next block of a slot is requested as soon as the slot is consumed */
+    {"r2u2r", launch_q<2, 2, false, true>}, {"r1u4r", launch_q<1, 4, false, true>},
+    {"r2u4r", launch_q<2, 4, false, true>},
 };
-constexpr int DEFAULT_VARIANT = 1;
+constexpr int DEFAULT_VARIANT = 5; /* r2u2r */
 
 } // namespace
 
@@ -292,7 +309,7 @@ extern "C" cudaError_t engk_qgemv(float *y, const float *x, const void *W, const
 extern "C" cudaError_t engk_qgemv_glu(float *out, const float *x, const void *W, const eng_qfmt *q, const float *bgu,
                                       int I, int K, int act, cudaStream_t s)
 {
-    return launch_q<2, 2, true>(out, x, W, q, bgu, nullptr, I, K, act, s);
+    return launch_q<2, 2, true, true>(out, x, W, q, bgu, nullptr, I, K, act, s);
 }
 
 extern "C" cudaError_t engk_qdequant(void *dst, int f32, const void *W, const eng_qfmt *q, int N, int K,
