@@ -21,17 +21,20 @@ typedef struct qcase {
     const char *name;
     int family, bits, group; /* group 0: one per row */
     int zero;                /* affine: offsets from integer zeros (GPTQ); 0: float offsets (GGUF Q4_1) */
+    int huge;                /* odd groups' scales times 2^110 (the kernel's out-of-line path for |s| >= 2^100) */
 } qcase;
 
 static const qcase cases[] = {
-    {"int8 per-row scale (W8A16)", RC_QF_SCALE, 8, 0, 0},
-    {"int8 g32 scale (GGUF Q8_0)", RC_QF_SCALE, 8, 32, 0},
-    {"int4 g32 affine, zeros (GPTQ)", RC_QF_AFFINE, 4, 32, 1},
-    {"int4 g64 affine, zeros (GPTQ)", RC_QF_AFFINE, 4, 64, 1},
-    {"int4 g128 affine, zeros (W4A16)", RC_QF_AFFINE, 4, 128, 1},
-    {"int4 g32 affine, offsets (GGUF Q4_1)", RC_QF_AFFINE, 4, 32, 0},
-    {"int4 g32 scale (GGUF Q4_0)", RC_QF_SCALE, 4, 32, 0},
-    {"int4 g128 scale (GPTQ sym)", RC_QF_SCALE, 4, 128, 0},
+    {"int8 per-row scale (W8A16)", RC_QF_SCALE, 8, 0, 0, 0},
+    {"int8 g32 scale (GGUF Q8_0)", RC_QF_SCALE, 8, 32, 0, 0},
+    {"int4 g32 affine, zeros (GPTQ)", RC_QF_AFFINE, 4, 32, 1, 0},
+    {"int4 g64 affine, zeros (GPTQ)", RC_QF_AFFINE, 4, 64, 1, 0},
+    {"int4 g128 affine, zeros (W4A16)", RC_QF_AFFINE, 4, 128, 1, 0},
+    {"int4 g32 affine, offsets (GGUF Q4_1)", RC_QF_AFFINE, 4, 32, 0, 0},
+    {"int4 g32 scale (GGUF Q4_0)", RC_QF_SCALE, 4, 32, 0, 0},
+    {"int4 g128 scale (GPTQ sym)", RC_QF_SCALE, 4, 128, 0, 0},
+    {"int4 g32 affine, zeros, huge scales", RC_QF_AFFINE, 4, 32, 1, 1},
+    {"int8 g32 scale, huge scales", RC_QF_SCALE, 8, 32, 0, 1},
 };
 
 /* N x K pairs: one row, odd N, one group, K at the lane stride (32 blocks) and past it, a 4096-wide row. */
@@ -62,6 +65,8 @@ static void make_qt(rc_qtensor *t, const qcase *c, int n, int k)
     const int64_t ng = (int64_t)n * (k / g);
     for (int64_t j = 0; j < ng; j++) {
         t->scale[j] = rc_f16_to_f32(rc_f32_to_f16((float)((0.5 + unif()) / 64.0)));
+        if (c->huge && (j & 1))
+            t->scale[j] = ldexpf(t->scale[j], 110);
         if (c->family == RC_QF_AFFINE && c->zero)
             t->zero[j] = (int16_t)(unif() * span);
         else if (c->family == RC_QF_AFFINE)
@@ -265,8 +270,9 @@ static void bench(void)
             ekc_dev_free(dm);
         }
         printf("bench qgemv %-12s per layer (q|k|v, o, fused gate|up, down): %.1f us for %.1f MB = %.0f GB/s, %.1f%% of "
-               "ceiling; x32 layers %.3f ms\n", fm[f].name, layer_us, layer_bytes / 1e6, layer_bytes / layer_us / 1e3,
-               100.0 * layer_bytes / layer_us / 1e3 / ceil, 32.0 * layer_us / 1e3);
+               "ceiling; x32 layers %.3f ms, %.0f tok/s from the layer matrices alone\n", fm[f].name, layer_us,
+               layer_bytes / 1e6, layer_bytes / layer_us / 1e3, 100.0 * layer_bytes / layer_us / 1e3 / ceil,
+               32.0 * layer_us / 1e3, 1e6 / (32.0 * layer_us));
     }
     ekc_dev_free(x);
     ekc_dev_free(y);
