@@ -203,17 +203,34 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
                         }
                     }
                 }
+                /* The xor butterfly as a reduce-scatter: while a lane holds cnt > 1 keys, it keeps half and sends the
+                 * other half to its partner, so each key's sum pairs the same lanes in the same order (bits as a
+                 * full butterfly per key) with fewer shuffles; the lane then holds keys idx .. idx + cnt - 1. */
+                int cnt = U, idx = 0, same = 0; /* same: the offsets after which lanes hold equal sums */
 #pragma unroll
-                for (int off = LK >> 1; off; off >>= 1)
+                for (int off = LK >> 1; off; off >>= 1) {
+                    if (cnt > 1) {
+                        const int half = cnt >> 1;
+                        const bool up = (sl & off) != 0;
 #pragma unroll
-                    for (int i = 0; i < U; i++)
-                        sc[i] += __shfl_xor_sync(FULL, sc[i], off);
-#pragma unroll
-                for (int i = 0; i < U; i++) {
-                    const int jj = (r * U + i) * KS + j0;
-                    if (sl == 0 && jj < n)
-                        sp[h * P + jj] = sc[i] * scale;
+                        for (int i = 0; i < half; i++) {
+                            const float keep = up ? sc[i + half] : sc[i], send = up ? sc[i] : sc[i + half];
+                            sc[i] = keep + __shfl_xor_sync(FULL, send, off);
+                        }
+                        idx += up ? half : 0;
+                        cnt = half;
+                    } else {
+                        sc[0] += __shfl_xor_sync(FULL, sc[0], off);
+                        same |= off;
+                    }
                 }
+                if ((sl & same) == 0)
+#pragma unroll
+                    for (int i = 0; i < cnt; i++) {
+                        const int jj = (r * U + idx + i) * KS + j0;
+                        if (jj < n)
+                            sp[h * P + jj] = sc[i] * scale;
+                    }
             }
         }
         __syncthreads();
