@@ -113,12 +113,11 @@ template <typename KV> constexpr int dec_resident() { return sizeof(KV) == 2 ? 3
 
 /* This thread's chunks of round r of a tile's n keys (key jj at base + jj * kvs; j0: the thread's key in a step),
  * zero past n. */
-template <typename KV, int CPL>
+template <typename KV, int CPL, int LK>
 __device__ __forceinline__ void dec_round(Chunk<KV> (&c)[DEC_LOADS / CPL][CPL], const KV *base, int64_t kvs, int r,
-                                          int n, int j0, int sl, int nc, int LK)
+                                          int n, int j0, int sl, int nc)
 {
-    constexpr int U = DEC_LOADS / CPL;
-    const int KS = DEC_WARPS * (32 / LK);
+    constexpr int U = DEC_LOADS / CPL, KS = DEC_WARPS * (32 / LK);
 #pragma unroll
     for (int i = 0; i < U; i++) {
         const int jj = (r * U + i) * KS + j0;
@@ -140,7 +139,7 @@ __device__ __forceinline__ void dec_round(Chunk<KV> (&c)[DEC_LOADS / CPL][CPL], 
  * in a fixed tree: per thread its keys in round and step order (fmaf), xor butterfly over its warp's KPW key
  * lanes, then warps 0..7 in order through shared memory. Partials: acc [max_tiles][H][D], m and l
  * [max_tiles][H]. */
-template <typename KV, int CPL>
+template <typename KV, int CPL, int LK>
 __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
     k_dec_part(const float *q, float *part, const KV *Kc, const KV *Vc, const int64_t *pos_dev, int64_t kv_pos0,
                int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale, int window)
@@ -151,8 +150,8 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
     const int64_t pos = *pos_dev, lo = window_lo(pos, window);
     const int tlo = (int)(lo / P) > kmin ? (int)(lo / P) : kmin, thi = (int)(pos / P) < kmax ? (int)(pos / P) : kmax;
     const int64_t items = thi >= tlo ? (int64_t)(thi - tlo + 1) * Hkv : 0;
-    const int nc = D >> 3, LK = dec_lanes(D), KPW = 32 / LK, grp = lane / LK, sl = lane % LK;
-    const int KS = DEC_WARPS * KPW, KB = U * KS, j0 = warp * KPW + grp;
+    constexpr int KPW = 32 / LK, KS = DEC_WARPS * KPW, KB = U * KS; /* LK: dec_lanes(D), a template for unrolling */
+    const int nc = D >> 3, grp = lane / LK, sl = lane % LK, j0 = warp * KPW + grp;
     const int64_t kvs = (int64_t)Hkv * D;
     float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
     const int region = G * D > DEC_WARPS * HG * D ? G * D : DEC_WARPS * HG * D;
@@ -163,15 +162,23 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
         const int n = (int)(b - a + 1);
         const KV *kb = Kc + (a - kv_pos0) * kvs + (int64_t)g * D, *vb = Vc + (a - kv_pos0) * kvs + (int64_t)g * D;
         Chunk<KV> kc[U][CPL], vc[U][CPL];
-        dec_round<KV, CPL>(kc, kb, kvs, 0, n, j0, sl, nc, LK); /* K and V of round 0 in flight together */
-        dec_round<KV, CPL>(vc, vb, kvs, 0, n, j0, sl, nc, LK);
+        dec_round<KV, CPL, LK>(kc, kb, kvs, 0, n, j0, sl, nc); /* K and V of round 0 in flight together */
+        dec_round<KV, CPL, LK>(vc, vb, kvs, 0, n, j0, sl, nc);
         __syncthreads(); /* the previous item is done with qs / red / sp */
         for (int i = tid; i < G * D; i += DEC_THREADS)
             qs[i] = q[(int64_t)g * G * D + i];
         __syncthreads();
         for (int r = 0; r * KB < n; r++) {
             if (r)
-                dec_round<KV, CPL>(kc, kb, kvs, r, n, j0, sl, nc, LK);
+                dec_round<KV, CPL, LK>(kc, kb, kvs, r, n, j0, sl, nc);
+            float kf[U][CPL][8]; /* the round's keys converted once for all G heads */
+#pragma unroll
+            for (int i = 0; i < U; i++)
+#pragma unroll
+                for (int cc = 0; cc < CPL; cc++)
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        kf[i][cc][e] = kc[i][cc].at(e);
             for (int h = 0; h < G; h++) { /* the U keys' dots interleaved: U independent fmaf chains */
                 float sc[U];
 #pragma unroll
@@ -185,27 +192,45 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
                         const float4 qa = q4[0], qb = q4[1];
 #pragma unroll
                         for (int i = 0; i < U; i++) {
-                            sc[i] = fmaf(qa.x, kc[i][cc].at(0), sc[i]);
-                            sc[i] = fmaf(qa.y, kc[i][cc].at(1), sc[i]);
-                            sc[i] = fmaf(qa.z, kc[i][cc].at(2), sc[i]);
-                            sc[i] = fmaf(qa.w, kc[i][cc].at(3), sc[i]);
-                            sc[i] = fmaf(qb.x, kc[i][cc].at(4), sc[i]);
-                            sc[i] = fmaf(qb.y, kc[i][cc].at(5), sc[i]);
-                            sc[i] = fmaf(qb.z, kc[i][cc].at(6), sc[i]);
-                            sc[i] = fmaf(qb.w, kc[i][cc].at(7), sc[i]);
+                            sc[i] = fmaf(qa.x, kf[i][cc][0], sc[i]);
+                            sc[i] = fmaf(qa.y, kf[i][cc][1], sc[i]);
+                            sc[i] = fmaf(qa.z, kf[i][cc][2], sc[i]);
+                            sc[i] = fmaf(qa.w, kf[i][cc][3], sc[i]);
+                            sc[i] = fmaf(qb.x, kf[i][cc][4], sc[i]);
+                            sc[i] = fmaf(qb.y, kf[i][cc][5], sc[i]);
+                            sc[i] = fmaf(qb.z, kf[i][cc][6], sc[i]);
+                            sc[i] = fmaf(qb.w, kf[i][cc][7], sc[i]);
                         }
                     }
                 }
-                for (int off = LK >> 1; off; off >>= 1)
+                /* The xor butterfly as a reduce-scatter: while a lane holds cnt > 1 keys, it keeps half and sends the
+                 * other half to its partner, so each key's sum pairs the same lanes in the same order (bits as a
+                 * full butterfly per key) with fewer shuffles; the lane then holds keys idx .. idx + cnt - 1. */
+                int cnt = U, idx = 0, same = 0; /* same: the offsets after which lanes hold equal sums */
 #pragma unroll
-                    for (int i = 0; i < U; i++)
-                        sc[i] += __shfl_xor_sync(FULL, sc[i], off);
+                for (int off = LK >> 1; off; off >>= 1) {
+                    if (cnt > 1) {
+                        const int half = cnt >> 1;
+                        const bool up = (sl & off) != 0;
 #pragma unroll
-                for (int i = 0; i < U; i++) {
-                    const int jj = (r * U + i) * KS + j0;
-                    if (sl == 0 && jj < n)
-                        sp[h * P + jj] = sc[i] * scale;
+                        for (int i = 0; i < half; i++) {
+                            const float keep = up ? sc[i + half] : sc[i], send = up ? sc[i] : sc[i + half];
+                            sc[i] = keep + __shfl_xor_sync(FULL, send, off);
+                        }
+                        idx += up ? half : 0;
+                        cnt = half;
+                    } else {
+                        sc[0] += __shfl_xor_sync(FULL, sc[0], off);
+                        same |= off;
+                    }
                 }
+                if ((sl & same) == 0)
+#pragma unroll
+                    for (int i = 0; i < cnt; i++) {
+                        const int jj = (r * U + idx + i) * KS + j0;
+                        if (jj < n)
+                            sp[h * P + jj] = sc[i] * scale;
+                    }
             }
         }
         __syncthreads();
@@ -226,7 +251,7 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
                 acc[x] = 0.0f;
             for (int r = 0; r * KB < n; r++) {
                 if (hg || r)
-                    dec_round<KV, CPL>(vc, vb, kvs, r, n, j0, sl, nc, LK);
+                    dec_round<KV, CPL, LK>(vc, vb, kvs, r, n, j0, sl, nc);
 #pragma unroll
                 for (int i = 0; i < U; i++) {
                     const int jj = (r * U + i) * KS + j0;
@@ -245,6 +270,7 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
                     }
                 }
             }
+#pragma unroll
             for (int off = LK; off < 32; off <<= 1)
 #pragma unroll
                 for (int x = 0; x < HG * CPL * 8; x++)
@@ -338,7 +364,7 @@ size_t dec_smem(int G, int D, int P);
 
 /* The partials of the live tiles in [kmin, kmax] on a fixed grid: as many blocks as the device holds at once (at
  * most one per item, at most dec_blocks_cap). */
-template <typename KV, int CPL>
+template <typename KV, int CPL, int LK>
 cudaError_t launch_dec(const float *q, float *part, const KV *K, const KV *V, const int64_t *pos_dev, int64_t kv_pos0,
                        int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale, int window,
                        cudaStream_t s)
@@ -357,7 +383,7 @@ cudaError_t launch_dec(const float *q, float *part, const KV *K, const KV *V, co
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    k_dec_part<KV, CPL><<<(unsigned)blocks, DEC_THREADS, dec_smem(H / Hkv, D, P), s>>>(
+    k_dec_part<KV, CPL, LK><<<(unsigned)blocks, DEC_THREADS, dec_smem(H / Hkv, D, P), s>>>(
         q, part, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window);
     return cudaGetLastError();
 }
@@ -368,10 +394,19 @@ cudaError_t dec_part(const float *q, float *part, const void *K, const void *V, 
                      int window, cudaStream_t s)
 {
     const KV *k = static_cast<const KV *>(K), *v = static_cast<const KV *>(V);
-    switch (dec_cpl(D)) {
-    case 1: return launch_dec<KV, 1>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
-    case 2: return launch_dec<KV, 2>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
-    case 4: return launch_dec<KV, 4>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+    const int cpl = dec_cpl(D), lanes = dec_lanes(D);
+    if (cpl == 1)
+        switch (lanes) {
+        case 1: return launch_dec<KV, 1, 1>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        case 2: return launch_dec<KV, 1, 2>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        case 4: return launch_dec<KV, 1, 4>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        case 8: return launch_dec<KV, 1, 8>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        case 16: return launch_dec<KV, 1, 16>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        default: return launch_dec<KV, 1, 32>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        }
+    switch (cpl) {
+    case 2: return launch_dec<KV, 2, 32>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+    case 4: return launch_dec<KV, 4, 32>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
     default: return cudaErrorInvalidValue; /* head_dim > 1024 */
     }
 }
