@@ -192,6 +192,7 @@ constexpr Shape shapes[] = {
     {2, 8, 8, "2 out/warp, ring 8, 8 warps"},   {1, 8, 16, "1 out/warp, ring 8, 16 warps"},
     {1, 4, 16, "1 out/warp, ring 4, 16 warps"}, {1, 16, 8, "1 out/warp, ring 16, 8 warps"},
     {2, 8, 16, "2 out/warp, ring 8, 16 warps"}, {2, 4, 16, "2 out/warp, ring 4, 16 warps"},
+    {4, 2, 8, "4 out/warp, ring 2, 8 warps"},   {4, 4, 8, "4 out/warp, ring 4, 8 warps"},
 };
 constexpr int NSHAPES = (int)(sizeof shapes / sizeof shapes[0]);
 
@@ -256,6 +257,8 @@ cudaError_t launch_any(int v, int f32, float *y, float *xn, const float *x, cons
     case 5: return launch_v<5, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
     case 6: return launch_v<6, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
     case 7: return launch_v<7, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    case 8: return launch_v<8, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    case 9: return launch_v<9, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -372,16 +375,18 @@ cudaError_t engk_read_ceiling(const void *p, int64_t bytes, float *sink, cudaStr
 
 int engk_gemv_norm_fits(int K) { return K > 0 && (size_t)K * sizeof(float) + 16 * sizeof(float) <= 48 * 1024; }
 
-/* The shape each entry point launches: measured with `test_engk_gemv --bench` (every shape, every llama3-8b
- * GEMV); the fused norm's 16-warp blocks halve the per-block norm prologues. */
+/* The shape each entry point launches: measured with `test_engk_gemv --bench` on the H200 (every shape, every
+ * llama3-8b GEMV). Below ~16k rows a warp's life is a couple of ring fills, so two rows per warp (twice the
+ * loads in flight per lane from the first instruction) beat longer rings: q|k|v fused 18.7 us against 25.7 us
+ * for 1 out/warp ring 8 x 16 warps; o and down 13.4 / 31.9 us with ring 4 x 16 warps. */
 int engk_gemv_pick(int fuse, int N, int K)
 {
     (void)K;
     if (fuse == ENGK_FUSE_GLU)
         return 4;
     if (fuse == ENGK_FUSE_NORM)
-        return N >= 16384 ? 7 : 3;
-    return N >= 32768 ? 1 : 0;
+        return N >= 16384 ? 7 : 1;
+    return N >= 32768 ? 1 : 4;
 }
 
 int engk_gemv_variants(void) { return NSHAPES; }
