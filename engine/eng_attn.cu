@@ -534,6 +534,10 @@ __device__ __forceinline__ float ex2(float x)
 }
 #endif
 
+/* Blocks per SM the register budget is cut for: three 64-row blocks (12 warps) at D = 128, where one warp's
+ * chain of MMA, ex2 and shuffles leaves the issue slots idle unless other warps fill them. */
+constexpr int mma_resident(int D, int ROWS) { return D == 128 && ROWS == MMA_ROWS ? 3 : 1; }
+
 /* Block (kv head g) of ROWS packed rows r = t * G + h (the G heads of one position share the K/V rows), the
  * last rows of the chunk (the most keys) first; warp w owns rows 16w .. 16w + 15, its Q fragments in registers.
  * K/V sub-blocks of KB keys (aligned to absolute positions within the P tiles) go through shared memory with
@@ -545,11 +549,10 @@ __device__ __forceinline__ float ex2(float x)
  * A sub-block a row shares no key with is an exact no-op for it (corr = 1, p = 0), so a row's bits depend on its
  * position, the KV and P only: not on the chunk, nor on which rows share its block or warp. */
 template <int D, int ROWS>
-__global__ void __launch_bounds__(ROWS * 2) k_attn_mma(const float *q, float *ctx, float *st_m, float *st_l,
-                                                      float *st_acc, const uint16_t *Kc, const uint16_t *Vc,
-                                                      int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi,
-                                                      int P, int T, int64_t pos0, int H, int Hkv, float scale_log2,
-                                                      int window, int flags)
+__global__ void __launch_bounds__(ROWS * 2, mma_resident(D, ROWS))
+    k_attn_mma(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *Kc,
+               const uint16_t *Vc, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
+               int64_t pos0, int H, int Hkv, float scale_log2, int window, int flags)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int NTH = ROWS * 2;
@@ -564,15 +567,18 @@ __global__ void __launch_bounds__(ROWS * 2) k_attn_mma(const float *q, float *ct
 
     /* this thread's two rows (qr and qr + 8 of the warp's 16) */
     bool rv[2];
-    int64_t rp[2], rlo[2], ri[2];
+    int64_t rp[2], rlo[2];
+    auto row_index = [&](int i) { /* recomputed where needed: one register pair less through the key loop */
+        const int R = rb + warp * 16 + qr + 8 * i;
+        const int t = R < rows ? R / G : 0, h = R < rows ? R % G : 0;
+        return (int64_t)t * H + (int64_t)g * G + h;
+    };
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int R = rb + warp * 16 + qr + 8 * i;
         rv[i] = R < rows;
-        const int t = rv[i] ? R / G : 0, h = rv[i] ? R % G : 0;
-        rp[i] = pos0 + t;
+        rp[i] = pos0 + (rv[i] ? R / G : 0);
         rlo[i] = window_lo(rp[i], window);
-        ri[i] = (int64_t)t * H + (int64_t)g * G + h;
     }
     /* key ranges (rows are sorted by position): the block's, the keys some row of the warp sees [wlo, whi], and
      * the keys every row of the warp sees [alo, ahi] */
@@ -587,6 +593,7 @@ __global__ void __launch_bounds__(ROWS * 2) k_attn_mma(const float *q, float *ct
 
     /* Q fragments (A of S = Q K^T), rounded to bf16 */
     unsigned qf[KS][4];
+    const int64_t ri[2] = {row_index(0), row_index(1)};
 #pragma unroll
     for (int ks = 0; ks < KS; ks++)
 #pragma unroll
@@ -730,6 +737,7 @@ __global__ void __launch_bounds__(ROWS * 2) k_attn_mma(const float *q, float *ct
         }
         __syncthreads();
     }
+    const int64_t ro[2] = {row_index(0), row_index(1)};
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         if (!rv[i])
@@ -737,16 +745,16 @@ __global__ void __launch_bounds__(ROWS * 2) k_attn_mma(const float *q, float *ct
         if (flags & ENGK_FINAL) {
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
-                *reinterpret_cast<float2 *>(ctx + ri[i] * D + nt * 8 + 2 * qc) =
+                *reinterpret_cast<float2 *>(ctx + ro[i] * D + nt * 8 + 2 * qc) =
                     make_float2(o[nt][2 * i] / l[i], o[nt][2 * i + 1] / l[i]);
         } else {
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
-                *reinterpret_cast<float2 *>(st_acc + ri[i] * D + nt * 8 + 2 * qc) =
+                *reinterpret_cast<float2 *>(st_acc + ro[i] * D + nt * 8 + 2 * qc) =
                     make_float2(o[nt][2 * i], o[nt][2 * i + 1]);
             if (qc == 0) {
-                st_m[ri[i]] = m[i];
-                st_l[ri[i]] = l[i];
+                st_m[ro[i]] = m[i];
+                st_l[ro[i]] = l[i];
             }
         }
     }
@@ -779,6 +787,9 @@ cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, fl
     if (!attr_done) {
         cudaError_t err =
             cudaFuncSetAttribute(k_attn_mma<D, ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err == cudaSuccess) /* room for mma_resident blocks of shared memory */
+            err = cudaFuncSetAttribute(k_attn_mma<D, ROWS>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       (int)cudaSharedmemCarveoutMaxShared);
         if (err != cudaSuccess)
             return err;
         attr_done = 1;
