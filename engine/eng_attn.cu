@@ -802,9 +802,10 @@ cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, fl
     return cudaGetLastError();
 }
 
-/* Rows per block: 128 (8 warps, one block per SM at D = 128), or 64 (4 warps, two per SM) when 128-row blocks
- * would not fill two per SM (short chunks), and at D = 256, where a thread's Q and acc fragments fill the
- * registers; ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128 force one (D <= 128). The same bits either way. */
+/* Rows per block: 128 (8 warps) when D < 128 and 128-row blocks fill two per SM, else 64 (4 warps): at D = 128
+ * three 64-row blocks fit per SM (mma_resident) against one 128-row block, and at D = 256 a thread's Q and acc
+ * fragments fill the registers; ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128 force one (D <= 128). The same bits either
+ * way. */
 template <int D>
 cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
                        const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
@@ -820,7 +821,8 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
             return err;
     }
     const int64_t blocks128 = ((int64_t)T * (H / Hkv) + 2 * MMA_ROWS - 1) / (2 * MMA_ROWS) * Hkv;
-    if (D <= 128 && !(flags & ENGK_MMA_ROWS64) && (blocks128 >= 2 * (int64_t)sms || (flags & ENGK_MMA_ROWS128)))
+    if (D <= 128 && !(flags & ENGK_MMA_ROWS64) &&
+        ((D < 128 && blocks128 >= 2 * (int64_t)sms) || (flags & ENGK_MMA_ROWS128)))
         return launch_rows<D, D <= 128 ? 2 * MMA_ROWS : MMA_ROWS>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last,
                                                                   tile_lo, tile_hi, P, T, pos0, H, Hkv, scale,
                                                                   window, flags, s);
