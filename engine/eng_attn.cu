@@ -569,6 +569,10 @@ __device__ __forceinline__ float ex2(float x)
 }
 #endif
 
+/* Blocks per SM the register budget is cut for: three 64-row blocks (12 warps) at D = 128, where one warp's
+ * chain of MMA, ex2 and shuffles leaves the issue slots idle unless other warps fill them. */
+constexpr int mma_resident(int D, int ROWS) { return D == 128 && ROWS == MMA_ROWS ? 3 : 1; }
+
 /* Block (kv head g) of ROWS packed rows r = t * G + h (the G heads of one position share the K/V rows), the
  * last rows of the chunk (the most keys) first; warp w owns rows 16w .. 16w + 15, its Q fragments in registers.
  * K/V sub-blocks of KB keys (aligned to absolute positions within the P tiles) go through shared memory with
@@ -580,11 +584,10 @@ __device__ __forceinline__ float ex2(float x)
  * A sub-block a row shares no key with is an exact no-op for it (corr = 1, p = 0), so a row's bits depend on its
  * position, the KV and P only: not on the chunk, nor on which rows share its block or warp. */
 template <int D, int ROWS>
-__global__ void __launch_bounds__(ROWS * 2) k_attn_mma(const float *q, float *ctx, float *st_m, float *st_l,
-                                                      float *st_acc, const uint16_t *Kc, const uint16_t *Vc,
-                                                      int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi,
-                                                      int P, int T, int64_t pos0, int H, int Hkv, float scale_log2,
-                                                      int window, int flags)
+__global__ void __launch_bounds__(ROWS * 2, mma_resident(D, ROWS))
+    k_attn_mma(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *Kc,
+               const uint16_t *Vc, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
+               int64_t pos0, int H, int Hkv, float scale_log2, int window, int flags)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int NTH = ROWS * 2;
@@ -599,15 +602,18 @@ __global__ void __launch_bounds__(ROWS * 2) k_attn_mma(const float *q, float *ct
 
     /* this thread's two rows (qr and qr + 8 of the warp's 16) */
     bool rv[2];
-    int64_t rp[2], rlo[2], ri[2];
+    int64_t rp[2], rlo[2];
+    auto row_index = [&](int i) { /* recomputed where needed: one register pair less through the key loop */
+        const int R = rb + warp * 16 + qr + 8 * i;
+        const int t = R < rows ? R / G : 0, h = R < rows ? R % G : 0;
+        return (int64_t)t * H + (int64_t)g * G + h;
+    };
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int R = rb + warp * 16 + qr + 8 * i;
         rv[i] = R < rows;
-        const int t = rv[i] ? R / G : 0, h = rv[i] ? R % G : 0;
-        rp[i] = pos0 + t;
+        rp[i] = pos0 + (rv[i] ? R / G : 0);
         rlo[i] = window_lo(rp[i], window);
-        ri[i] = (int64_t)t * H + (int64_t)g * G + h;
     }
     /* key ranges (rows are sorted by position): the block's, the keys some row of the warp sees [wlo, whi], and
      * the keys every row of the warp sees [alo, ahi] */
@@ -622,6 +628,7 @@ __global__ void __launch_bounds__(ROWS * 2) k_attn_mma(const float *q, float *ct
 
     /* Q fragments (A of S = Q K^T), rounded to bf16 */
     unsigned qf[KS][4];
+    const int64_t ri[2] = {row_index(0), row_index(1)};
 #pragma unroll
     for (int ks = 0; ks < KS; ks++)
 #pragma unroll
@@ -765,6 +772,7 @@ __global__ void __launch_bounds__(ROWS * 2) k_attn_mma(const float *q, float *ct
         }
         __syncthreads();
     }
+    const int64_t ro[2] = {row_index(0), row_index(1)};
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         if (!rv[i])
@@ -772,16 +780,16 @@ __global__ void __launch_bounds__(ROWS * 2) k_attn_mma(const float *q, float *ct
         if (flags & ENGK_FINAL) {
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
-                *reinterpret_cast<float2 *>(ctx + ri[i] * D + nt * 8 + 2 * qc) =
+                *reinterpret_cast<float2 *>(ctx + ro[i] * D + nt * 8 + 2 * qc) =
                     make_float2(o[nt][2 * i] / l[i], o[nt][2 * i + 1] / l[i]);
         } else {
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
-                *reinterpret_cast<float2 *>(st_acc + ri[i] * D + nt * 8 + 2 * qc) =
+                *reinterpret_cast<float2 *>(st_acc + ro[i] * D + nt * 8 + 2 * qc) =
                     make_float2(o[nt][2 * i], o[nt][2 * i + 1]);
             if (qc == 0) {
-                st_m[ri[i]] = m[i];
-                st_l[ri[i]] = l[i];
+                st_m[ro[i]] = m[i];
+                st_l[ro[i]] = l[i];
             }
         }
     }
@@ -814,6 +822,9 @@ cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, fl
     if (!attr_done) {
         cudaError_t err =
             cudaFuncSetAttribute(k_attn_mma<D, ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err == cudaSuccess) /* room for mma_resident blocks of shared memory */
+            err = cudaFuncSetAttribute(k_attn_mma<D, ROWS>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       (int)cudaSharedmemCarveoutMaxShared);
         if (err != cudaSuccess)
             return err;
         attr_done = 1;
@@ -826,9 +837,10 @@ cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, fl
     return cudaGetLastError();
 }
 
-/* Rows per block: 128 (8 warps, one block per SM at D = 128), or 64 (4 warps, two per SM) when 128-row blocks
- * would not fill two per SM (short chunks), and at D = 256, where a thread's Q and acc fragments fill the
- * registers; ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128 force one (D <= 128). The same bits either way. */
+/* Rows per block: 128 (8 warps) when D < 128 and 128-row blocks fill two per SM, else 64 (4 warps): at D = 128
+ * three 64-row blocks fit per SM (mma_resident) against one 128-row block, and at D = 256 a thread's Q and acc
+ * fragments fill the registers; ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128 force one (D <= 128). The same bits either
+ * way. */
 template <int D>
 cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
                        const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
@@ -844,7 +856,8 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
             return err;
     }
     const int64_t blocks128 = ((int64_t)T * (H / Hkv) + 2 * MMA_ROWS - 1) / (2 * MMA_ROWS) * Hkv;
-    if (D <= 128 && !(flags & ENGK_MMA_ROWS64) && (blocks128 >= 2 * (int64_t)sms || (flags & ENGK_MMA_ROWS128)))
+    if (D <= 128 && !(flags & ENGK_MMA_ROWS64) &&
+        ((D < 128 && blocks128 >= 2 * (int64_t)sms) || (flags & ENGK_MMA_ROWS128)))
         return launch_rows<D, D <= 128 ? 2 * MMA_ROWS : MMA_ROWS>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last,
                                                                   tile_lo, tile_hi, P, T, pos0, H, Hkv, scale,
                                                                   window, flags, s);
