@@ -346,17 +346,19 @@ static void gdn_step_line(const rc_config *c, double read)
         const rc_layer_desc *d = &c->layers[l];
         if (d->mixer != RC_MIXER_GDN)
             continue;
-        double step = 0.0, delta = 0.0;
+        double step = 0.0, unfused = 0.0;
+        int fused = 0;
         const cudaError_t err = engk_gdn_step_bench(d->gdn_k_heads, d->gdn_v_heads, d->gdn_k_dim, d->gdn_v_dim,
-                                                    d->gdn_conv_kernel, &step, &delta);
+                                                    d->gdn_conv_kernel, &step, &unfused, &fused);
         if (err != cudaSuccess) {
             printf("deltanet decode step: FAILED (%s)\n", cudaGetErrorString(err));
             return;
         }
         const double st = 8.0 * d->gdn_v_heads * d->gdn_v_dim * d->gdn_k_dim;
-        printf("deltanet decode step per linear layer: %.2f us (delta rule %.2f us; state %.1f MiB read + written: "
-               "%.2f us at %.0f GB/s, %.0f%%); anchor llama.cpp ~24.5 us/layer, target <= 4 us/layer\n",
-               step, delta, st / 2 / (1 << 20), 1e6 * st / read, read / 1e9, 100.0 * (1e6 * st / read) / delta);
+        printf("deltanet decode step per linear layer: %.2f us (%s; the four unfused kernels %.2f us; state %.1f MiB "
+               "read + written: %.2f us at %.0f GB/s, %.0f%%); anchor llama.cpp ~24.5 us/layer, target <= 4 us/layer\n",
+               step, fused ? "fused, one launch" : "unfused", unfused, st / 2 / (1 << 20), 1e6 * st / read, read / 1e9,
+               100.0 * (1e6 * st / read) / step);
         return;
     }
 }

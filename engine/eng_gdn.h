@@ -46,10 +46,20 @@ int64_t engk_gdn_next_base(int64_t b, int64_t end);
 cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, const float *qn, const float *kn,
                              const float *u, const float *beta, const float *g, int T, int C, int Hk, int Hv, int dk,
                              int dv, int np, int first, int fresh, int settle, cudaStream_t s);
-/* engine bench: device time of one decode step's DeltaNet kernels of a linear layer of this shape (conv, prep,
- * delta, norm_gate at T = 1, no GEMVs; mean over 200 steps replayed as one CUDA graph) and of the delta kernel
- * alone, in us. */
-cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *step_us, double *delta_us);
+/* The fused decode step (T = 1) of one linear layer: conv (state shifted) + silu, q/k norms and gates, the delta
+ * rule on state and the gated norm into y [Hv, dv], in one launch (thread block clusters, sm_90) with the bits of
+ * engk_gdn_conv, _prep, _delta and _norm_gate run in a row. gin is the in-projection row (q | k | v, C channels;
+ * z [Hv, dv]; b, a [Hv]). engk_gdn_step_fits says whether the device and shape take it (else cudaErrorNotSupported:
+ * run the four kernels). */
+int engk_gdn_step_fits(int Hk, int Hv, int dk, int dv, int K);
+cudaError_t engk_gdn_step(float *y, float *state, float *conv_state, const float *gin, const float *conv_w,
+                          const float *A_log, const float *dt_bias, const float *norm_w, int Hk, int Hv, int dk, int dv,
+                          int K, float qmul, float eps, int fresh, cudaStream_t s);
+/* engine bench: device time of one decode step's DeltaNet kernels of a linear layer of this shape as the engine
+ * runs them (the fused step where engk_gdn_step_fits says so: *fused = 1) and of the four unfused kernels (conv,
+ * prep, delta, norm_gate at T = 1), no GEMVs; mean over 200 steps replayed as one CUDA graph, in us. */
+cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *step_us, double *unfused_us,
+                                int *fused);
 /* y[T, Hv, dv] = rmsnorm_w(x[T, Hv, dv]; w [dv], eps) * silu(z), z rows of stride zs (z[t, h, i] at
  * z[t * zs + h * dv + i]); y may alias x. */
 cudaError_t engk_gdn_norm_gate(float *y, const float *x, const float *z, int64_t zs, const float *w, int T, int Hv,

@@ -1107,6 +1107,12 @@ static int linear_mixer(eng *E, int l, const char *W, int T, probes *P, rc_err *
     PROBE(l, "gdn.z", 3, Hv, dv, E->d_gin + C, nin, 0, T);
     PROBE(l, "gdn.b", 2, Hv, 0, E->d_gin + C + Vd, nin, 0, T);
     PROBE(l, "gdn.a", 2, Hv, 0, E->d_gin + C + Vd + Hv, nin, 0, T);
+    if (E->decoding && !P && engk_gdn_step_fits(Hk, Hv, dk, dv, d->gdn_conv_kernel)) { /* one fused launch, same bits */
+        CK(engk_gdn_step(E->d_gcore, E->d_gS[l], E->d_gcs[l], E->d_gin, GVEC(Ly->gconv), GVEC(Ly->galog),
+                         GVEC(Ly->gdt), GVEC(Ly->gnorm), Hk, Hv, dk, dv, d->gdn_conv_kernel,
+                         (float)pow((double)dk, -0.5), c->eps, fresh, E->s_comp));
+        goto out_proj;
+    }
     CK(engk_gdn_conv(E->d_gconv, E->d_gcs[l], E->d_gin, nin, GVEC(Ly->gconv), T, C, d->gdn_conv_kernel, fresh,
                      E->s_comp));
     PROBE(l, "gdn.conv", 2, C, 0, E->d_gconv, C, 0, T);
@@ -1124,6 +1130,7 @@ static int linear_mixer(eng *E, int l, const char *W, int T, probes *P, rc_err *
     PROBE(l, "gdn.core", 3, Hv, dv, E->d_gcore, Vd, 0, T);
     CK(engk_gdn_norm_gate(E->d_gcore, E->d_gcore, E->d_gin + C, nin, GVEC(Ly->gnorm), T, Hv, dv, c->eps, E->s_comp));
     PROBE(l, "gdn.normed", 2, Vd, 0, E->d_gcore, Vd, 0, T);
+out_proj:
     CK(engk_matmul(E->d_x, E->d_gcore, W + Ly->gout, E->f32, NULL, E->d_x, T, Hd, Vd, E->s_comp));
 #undef GVEC
     return RC_OK;

@@ -348,6 +348,53 @@ static void test_chunked(int T, int Hk, int Hv, int dk, int dv, int64_t b0, int 
     gdn_in_free(&I);
 }
 
+/* ---- the fused decode step: `steps` steps of engk_gdn_step vs the four kernels run in a row at T = 1, bit for bit
+ * (outputs, delta-rule state, conv state), and the output vs ref's gated norm of the unfused core (tolerance) ---- */
+static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int steps)
+{
+    char name[112];
+    if (!engk_gdn_step_fits(Hk, Hv, dk, dv, K)) {
+        printf("step Hk=%d Hv=%d dk=%d dv=%d K=%d: the fused step does not apply here (no cluster launch or shape)\n",
+               Hk, Hv, dk, dv, K);
+        return;
+    }
+    const int64_t C = 2 * (int64_t)Hk * dk + (int64_t)Hv * dv, Vd = (int64_t)Hv * dv, nin = C + Vd + 2 * Hv;
+    const int64_t ns = Vd * dk, ncs = (int64_t)(K - 1) * C;
+    float *gin = hrand(steps * nin, -2, 2), *cw = hrand(C * K, -0.6f, 0.6f), *S0 = hrand(ns, -0.5f, 0.5f);
+    float *cs0 = hrand(ncs, -2, 2), *alog = hrand(Hv, -1.5f, 1.0f), *dt = hrand(Hv, -1, 1), *nw = hrand(dv, 0.5f, 1.5f);
+    const float qmul = (float)pow((double)dk, -0.5);
+    float *dgin = dev(gin, steps * nin), *dcw = dev(cw, C * K), *dal = dev(alog, Hv), *ddt = dev(dt, Hv),
+          *dnw = dev(nw, dv);
+    float *S1 = dev(S0, ns), *cs1 = dev(cs0, ncs), *S2 = dev(S0, ns), *cs2 = dev(cs0, ncs);
+    float *u = dev_nan(C), *qn = dev_nan((int64_t)Hk * dk), *kn = dev_nan((int64_t)Hk * dk), *b = dev_nan(Hv),
+          *g = dev_nan(Hv), *core = dev_nan(Vd), *y1 = dev_nan(steps * Vd), *y2 = dev_nan(steps * Vd);
+    for (int t = 0; t < steps; t++) {
+        const float *x = dgin + t * nin;
+        const int fr = fresh && t == 0;
+        CU(engk_gdn_conv(u, cs1, x, nin, dcw, 1, (int)C, K, fr, 0));
+        CU(engk_gdn_prep(qn, kn, b, g, u, x, nin, C + Vd, dal, ddt, 1, Hk, Hv, dk, dv, qmul, 0));
+        CU(engk_gdn_delta(core, S1, qn, kn, u, b, g, 1, (int)C, Hk, Hv, dk, dv, fr, 0));
+        CU(engk_gdn_norm_gate(y1 + t * Vd, core, x + C, nin, dnw, 1, Hv, dv, 1e-6f, 0));
+        CU(engk_gdn_step(y2 + t * Vd, S2, cs2, x, dcw, dal, ddt, dnw, Hk, Hv, dk, dv, K, qmul, 1e-6f, fr, 0));
+    }
+    float *hcore = back(core, Vd), *hy1 = back(y1, steps * Vd), *hy2 = back(y2, steps * Vd);
+    float *hS1 = back(S1, ns), *hS2 = back(S2, ns), *hc1 = back(cs1, ncs), *hc2 = back(cs2, ncs);
+    float *want = hbuf(Vd), *zc = hbuf(Vd);
+    memcpy(zc, gin + (steps - 1) * nin + C, (size_t)Vd * sizeof *zc);
+    ref_rmsnorm_gated(want, hcore, zc, nw, Hv, dv, 1e-6f);
+    snprintf(name, sizeof name, "step Hk=%d Hv=%d dk=%d dv=%d K=%d x%d%s", Hk, Hv, dk, dv, K, steps,
+             fresh ? " fresh" : "");
+    check(name, hy2 + (steps - 1) * Vd, want, Vd, 1e-6, 2e-6);
+    check_bits("  = the four kernels: outputs", hy2, hy1, steps * Vd);
+    check_bits("  delta-rule state", hS2, hS1, ns);
+    check_bits("  conv state", hc2, hc1, ncs);
+    cudaFree(dgin); cudaFree(dcw); cudaFree(dal); cudaFree(ddt); cudaFree(dnw); cudaFree(S1); cudaFree(cs1);
+    cudaFree(S2); cudaFree(cs2); cudaFree(u); cudaFree(qn); cudaFree(kn); cudaFree(b); cudaFree(g); cudaFree(core);
+    cudaFree(y1); cudaFree(y2);
+    free(gin); free(cw); free(S0); free(cs0); free(alog); free(dt); free(nw); free(hcore); free(hy1); free(hy2);
+    free(hS1); free(hS2); free(hc1); free(hc2); free(want); free(zc);
+}
+
 /* ---- gated norm and the attention output gate ---- */
 static void test_norm_gate(int T, int Hv, int dv)
 {
@@ -408,6 +455,9 @@ static cudaError_t bench_fn(void *p)
     case 3:
         return engk_gdn_prep(I->dq, I->dk_, I->db, I->dg, b->conv_u, b->gin, C + (int64_t)Hv * dv + 2 * Hv,
                              C + (int64_t)Hv * dv, b->alog, b->dt, 1, Hk, Hv, dk, dv, 0.088f, 0);
+    case 5:
+        return engk_gdn_step(b->core, b->S, b->conv_st, b->gin, b->conv_w, b->alog, b->dt, b->nw, Hk, Hv, dk, dv, 4,
+                             0.088f, 1e-6f, 0, 0);
     default:
         return engk_gdn_norm_gate(b->core, b->core, b->gin + C, C + (int64_t)Hv * dv + 2 * Hv, b->nw, 1, Hv, dv, 1e-6f,
                                   0);
@@ -441,6 +491,8 @@ static int bench(void)
     printf("decode step, GDN kernels of one linear layer: %.2f us/layer (conv %.2f, prep %.2f, delta %.2f, norm_gate "
            "%.2f); state read+write floor %.2f us; target <= 4 us/layer\n",
            sum, us[2], us[3], us[1], us[4], floor_us);
+    if (engk_gdn_step_fits(16, 32, 128, 128, 4))
+        printf("decode step, fused (engk_gdn_step, one launch): %.2f us/layer\n", (b.which = 5, ekc_time_us(bench_fn, &b)));
     cudaFree(b.core); cudaFree(b.S); cudaFree(b.ws); cudaFree(b.conv_u); cudaFree(b.conv_st); cudaFree(b.conv_w);
     cudaFree(b.gin); cudaFree(b.alog); cudaFree(b.dt); cudaFree(b.nw);
     free(h);
@@ -475,6 +527,12 @@ int main(int argc, char **argv)
     test_norm_gate(3, 5, 37);
     test_norm_gate(1, 4, 24);
     test_sigmoid_gate(3, 1007);
+    test_step(16, 32, 128, 128, 4, 0, 3); /* qwen3.5-9b: clusters of 4 slices x 2 value heads */
+    test_step(2, 4, 16, 24, 4, 1, 4);     /* the qwen3_5 golden's shape, from fresh states */
+    test_step(2, 4, 32, 32, 4, 0, 2);     /* tiny-hybrid */
+    test_step(3, 3, 19, 40, 3, 0, 3);     /* one value head per key head: 8 slices of 5 */
+    test_step(1, 3, 130, 24, 2, 0, 2);    /* three value heads per key head, dk > 128 */
+    test_step(2, 16, 256, 32, 4, 1, 2);   /* eight value heads per key head: one slice of 32 */
     if (failures) {
         printf("FAIL: %d check(s)\n", failures);
         return 1;
