@@ -161,8 +161,14 @@ def table(eng, peer):
         if not r or hf_ms(s, "prefill_ms") is None:
             w("| %s | not measured | - |" % what)
             continue
-        x = hf_ms(s, "prefill_ms") / r["prefill_ms"]
-        w("| %s | %.2fx | %s |" % (what, x, "PASS" if x >= 1.0 else "FAIL"))
+        # against HF's fastest round: a median over few rounds that a slow outlier drags (host hiccup, allocator
+        # warm-up) would flatter the engine; the engine's own figure is its median
+        best = s.get("prefill_min_ms") or hf_ms(s, "prefill_ms")
+        x = best / r["prefill_ms"]
+        noisy = s.get("prefill_spread_ms", 0.0) > 0.1 * hf_ms(s, "prefill_ms")
+        w("| %s | %.2fx (HF's best round %.1f ms%s) | %s |" % (
+            what, x, best, ", its rounds spread %.1f ms: noisy" % s["prefill_spread_ms"] if noisy else "",
+            "PASS" if x >= 1.0 else "FAIL"))
     return "\n".join(out) + "\n"
 
 
