@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real checkpoint in parts for the GPU machine, whose run takes at most 64 MiB of files (work tree
-# included, ~30 MiB of it): PART_MIB (default 24) MiB parts, .weights/partK-of-N, one carried per run.
+# included, ~40 MiB of it by now): PART_MIB (default 12) MiB parts, .weights/partK-of-N, one carried per run.
 #   here, once:   bash scripts/gpu-fetch-weights.sh             (fetches, splits: part1-of-4 .. part4-of-4)
 #   GPU runs, back to back while the machine stays up, K = 1..N:
 #       run(command="bash scripts/gpu-fetch-weights.sh --store", carry=[".weights/partK-of-N"])
@@ -19,7 +19,7 @@ case "${1:-}" in
     bash scripts/fetch-weights.sh
     rm -rf .weights
     mkdir -p .weights
-    split -b "${PART_MIB:-24}M" -d -a 2 "$cache/$file" .weights/p
+    split -b "${PART_MIB:-12}M" -d -a 2 "$cache/$file" .weights/p
     n=$(ls .weights | wc -l)
     k=0
     for p in .weights/p*; do
