@@ -4,11 +4,11 @@
 
 #include <math.h>
 
+#include "eng_kdev.cuh"
 #include "fault.h"
 
 namespace {
 
-constexpr unsigned FULL = 0xffffffffu;
 constexpr int FAULT_NO_RESCALE = 0x100; /* fault injection (kv_offload_no_rescale): corr = 1 */
 constexpr int DEC_THREADS = 256, ROW_THREADS = 256;
 constexpr int MMA_WARPS = 4, MMA_ROWS = MMA_WARPS * 16, KB = 64; /* KB: keys per MMA sub-block of a tile */
@@ -45,21 +45,6 @@ template <> struct Chunk<float> {
     }
 };
 
-__device__ __forceinline__ float wsum(float v)
-{
-#pragma unroll
-    for (int off = 16; off; off >>= 1)
-        v += __shfl_xor_sync(FULL, v, off);
-    return v;
-}
-
-__device__ __forceinline__ float wmax(float v)
-{
-#pragma unroll
-    for (int off = 16; off; off >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(FULL, v, off));
-    return v;
-}
 
 __device__ __forceinline__ int64_t window_lo(int64_t pos, int window)
 {
@@ -73,14 +58,14 @@ __device__ __forceinline__ float tile_probs(float *sp, int n, float mo, float *l
     float mt = -INFINITY;
     for (int jj = lane; jj < n; jj += 32)
         mt = fmaxf(mt, sp[jj]);
-    const float mn = fmaxf(mo, wmax(mt));
+    const float mn = fmaxf(mo, warp_max(mt));
     float sum = 0.0f;
     for (int jj = lane; jj < n; jj += 32) {
         const float p = expf(sp[jj] - mn);
         sp[jj] = p;
         sum += p;
     }
-    *ls = wsum(sum);
+    *ls = warp_sum(sum);
     return mn;
 }
 
@@ -318,7 +303,7 @@ __global__ void __launch_bounds__(MERGE_THREADS) k_dec_merge(const float *part, 
     float M = -INFINITY;
     for (int k = tlo + tid; k <= thi; k += MERGE_THREADS)
         M = fmaxf(M, pm[(int64_t)k * H + h]);
-    M = wmax(M);
+    M = warp_max(M);
     if (lane == 0)
         wm[tid >> 5] = M;
     __syncthreads();
@@ -452,7 +437,7 @@ __global__ void __launch_bounds__(ROW_THREADS) k_attn_rows(const float *q, float
             float part = 0.0f;
             for (int d = lane; d < D; d += 32)
                 part = fmaf(qh[d], kv1(kr + d), part);
-            part = wsum(part);
+            part = warp_sum(part);
             if (lane == 0)
                 sp[h * P + jj] = part * scale;
         }

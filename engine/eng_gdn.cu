@@ -4,20 +4,12 @@
 
 #include <math.h>
 
+#include "eng_kdev.cuh"
 #include "fault.h"
 
 namespace {
 
-constexpr unsigned FULL = 0xffffffffu;
 constexpr int CONV_THREADS = 128, PREP_WARPS = 4, DELTA_WARPS = 4, NG_WARPS = 4;
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int off = 16; off; off >>= 1)
-        v += __shfl_xor_sync(FULL, v, off);
-    return v;
-}
 
 __device__ __forceinline__ float silu(float x)
 {

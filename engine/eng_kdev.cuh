@@ -1,4 +1,4 @@
-/* Device helpers shared by the engine's .cu files (eng_kernels.cu, eng_gemv.cu): loads, stores and the
+/* Device helpers shared by the engine's .cu files: loads, stores and the
  * reductions whose order the README fixes. Internal linkage, so each translation unit inlines its own copy. */
 #ifndef ENG_KDEV_CUH
 #define ENG_KDEV_CUH
