@@ -381,9 +381,7 @@ int rc_cmd_chain(int argc, char **argv)
         for (int i = 0; i < o.nstages; i++)
             cJSON_AddItemToArray(st, cJSON_CreateString(o.stages[i]));
         cJSON_AddItemToObject(root, "results", arr);
-        char *text = cJSON_Print(root);
-        int wrc = text ? rc_write_file_atomic(json, text, 1) : RC_EXIT_ERROR;
-        free(text);
+        const int wrc = rc_write_json_file(json, root);
         cJSON_Delete(root);
         if (wrc)
             worst = RC_EXIT_ERROR;

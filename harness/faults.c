@@ -182,12 +182,8 @@ int rc_cmd_faults(int argc, char **argv)
     int code;
     cJSON *out = rc_faults_run(cat, only, &t, 1, &code);
     rc_tol_free(&t);
-    if (out && json) {
-        char *text = cJSON_Print(out);
-        if (!text || rc_write_file_atomic(json, text, 1))
-            code = RC_EXIT_ERROR;
-        free(text);
-    }
+    if (out && json && rc_write_json_file(json, out))
+        code = RC_EXIT_ERROR;
     cJSON_Delete(out);
     return code;
 }

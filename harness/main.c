@@ -111,9 +111,7 @@ static int write_results(const char *path, const char *tool, int rc, cJSON *resu
     cJSON_AddStringToObject(root, "tool", tool);
     cJSON_AddNumberToObject(root, "exit_code", rc);
     cJSON_AddItemToObject(root, "results", results);
-    char *text = cJSON_Print(root);
-    int wrc = text ? rc_write_file_atomic(path, text, 1) : RC_EXIT_ERROR;
-    free(text);
+    const int wrc = rc_write_json_file(path, root);
     cJSON_Delete(root);
     return wrc > rc ? wrc : rc;
 }

@@ -314,11 +314,9 @@ int rc_cmd_quality(int argc, char **argv)
             cJSON_AddNumberToObject(root, "exit_code", exit_code);
             cJSON_AddItemToObject(root, "results",
                                   quality_json(&q, model, text, stage, sprec, against, rprec, n_text, T));
-            char *out = cJSON_Print(root);
-            int wrc = out ? rc_write_file_atomic(json, out, 1) : RC_EXIT_ERROR;
+            const int wrc = rc_write_json_file(json, root);
             if (wrc > exit_code)
                 exit_code = wrc;
-            free(out);
             cJSON_Delete(root);
         }
     }

@@ -287,11 +287,9 @@ int rc_cmd_quant_quality(int argc, char **argv)
             cJSON *arr = cJSON_AddArrayToObject(root, "rows");
             for (int i = 0; i < nr; i++)
                 cJSON_AddItemToArray(arr, row_json(&rows[i]));
-            char *out = cJSON_Print(root);
-            const int wrc = out ? rc_write_file_atomic(json, out, 1) : RC_EXIT_ERROR;
+            const int wrc = rc_write_json_file(json, root);
             if (wrc > exit_code)
                 exit_code = wrc;
-            free(out);
             cJSON_Delete(root);
         }
     }

@@ -55,6 +55,14 @@ int rc_write_file_atomic(const char *path, const char *text, int force)
     return 0;
 }
 
+int rc_write_json_file(const char *path, const cJSON *root)
+{
+    char *text = cJSON_Print(root);
+    const int rc = text ? rc_write_file_atomic(path, text, 1) : RC_EXIT_ERROR;
+    free(text);
+    return rc;
+}
+
 cJSON *rc_json_file(const char *path, const char *what, const char *format, const char *array_key,
                     const char *not_what)
 {

@@ -6,9 +6,14 @@
 
 #include "tolerance.h"
 
+struct cJSON;
+
 /* Writes text to path through a temp file and a rename; refuses an existing path unless force
  * (link(2) makes the no-overwrite case atomic too). Prints one error line; returns 0 or 2. */
 int rc_write_file_atomic(const char *path, const char *text, int force);
+/* root printed as JSON and written to path as rc_write_file_atomic(.., force = 1) does; returns 0 or 2 (2 also when
+ * cJSON cannot print it). */
+int rc_write_json_file(const char *path, const struct cJSON *root);
 /* The JSON file at path whose "format" is `format` and whose `array_key` is an array (what names the file in the
  * error), or NULL after one error line naming the file and, if it is another file, `not_what`. */
 struct cJSON *rc_json_file(const char *path, const char *what, const char *format, const char *array_key,
