@@ -4,6 +4,10 @@
 # length with every kernel's duration, DRAM bytes read and grid:
 #   OUT=/tmp/out [PROF_PROMPTS="16 2048"] [PROF_SHAPE=llama3-8b] [PROF_FILTER=regex] bash scripts/gpu-prof.sh
 # $OUT/prof-<len>.csv (ncu --csv --page raw) and $OUT/prof.txt (a per-kernel-name summary: count, total µs, GB/s).
+# With --sections, Nsight Compute's detail (speed of light, occupancy, launch, warp stalls, memory, compute) for
+# chosen kernels instead, one report per spec:
+#   OUT=/tmp/out bash scripts/gpu-prof.sh --sections 'NAME|KERNEL_REGEX|SKIP|COUNT|COMMAND...' ...
+#   e.g. 'mma|k_attn_mma|108|1|build-gpu/tests/engine/test_engk_attn --bench'  -> $OUT/ncu-NAME.txt
 set -u
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-/tmp/out}
@@ -15,6 +19,18 @@ if [ ! -x "$B/engine/engine" ]; then
     tail -n 2 "$OUT/lane.txt"
 fi
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+if [ "${1:-}" = --sections ]; then
+    shift
+    for spec in "$@"; do
+        IFS='|' read -r name re skip count cmd <<<"$spec"
+        # shellcheck disable=SC2086 # cmd: the program and its arguments, word-split on purpose
+        timeout 240 "$NCU" --clock-control none -k "regex:$re" --launch-skip "$skip" --launch-count "$count" \
+            --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+            --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis $cmd >"$OUT/ncu-$name.txt" 2>&1
+        echo "ncu $name: exit $? ($(grep -c 'Duration' "$OUT/ncu-$name.txt") kernels)"
+    done
+    exit 0
+fi
 for len in ${PROF_PROMPTS:-16 2048}; do
     "$NCU" --clock-control none --csv --page raw --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__block_size \
         ${PROF_FILTER:+-k "$PROF_FILTER"} ${PROF_SKIP:+--launch-skip "$PROF_SKIP"} --launch-count "${PROF_COUNT:-4000}" \
