@@ -1232,6 +1232,16 @@ static int layer_end(eng *E, int l, const char *W, int T, probes *P, rc_err *e)
  * a decode step, --f32 and sm < 80 the CUDA-core k_matmul. A packed matrix (q quantized): a decode row runs the
  * quantized GEMV; a prefill chunk first dequantizes the whole matrix into d_wdq (the same bits whatever the chunk),
  * then the same GEMM. */
+/* *W for a matmul of many rows: a packed matrix dequantized into d_wdq (bf16, or f32 under --f32), else itself. */
+static int unpacked(eng *E, const void **W, const eng_qfmt *q, int N, int K, rc_err *e)
+{
+    if (q->family) {
+        CK(engk_qdequant(E->d_wdq, E->f32, *W, q, N, K, E->s_comp));
+        *W = E->d_wdq;
+    }
+    return RC_OK;
+}
+
 static int matmul(eng *E, float *y, const float *x, const void *W, const eng_qfmt *q, const float *b,
                   const float *res, int T, int N, int K, rc_err *e)
 {
@@ -1239,10 +1249,7 @@ static int matmul(eng *E, float *y, const float *x, const void *W, const eng_qfm
         CK(engk_qgemv(y, x, W, q, b, res, N, K, E->s_comp));
         return RC_OK;
     }
-    if (q->family) {
-        CK(engk_qdequant(E->d_wdq, E->f32, W, q, N, K, E->s_comp));
-        W = E->d_wdq;
-    }
+    ATTEMPT(unpacked(E, &W, q, N, K, e));
     if (E->gemm && !E->decoding)
         return eng_gemm_run(E->gemm, y, x, W, b, res, T, N, K, E->s_comp, e);
     CK(engk_matmul(y, x, W, E->f32, b, res, T, N, K, E->s_comp));
@@ -1272,10 +1279,7 @@ static int matmul_in(eng *E, float *y, const uint16_t *xb, const float *x, const
 {
     if (!xb)
         return matmul(E, y, x, W, q, b, res, T, N, K, e);
-    if (q->family) { /* the packed matrix dequantized to bf16, as matmul() does for the fp32-input GEMM */
-        CK(engk_qdequant(E->d_wdq, E->f32, W, q, N, K, E->s_comp));
-        W = E->d_wdq;
-    }
+    ATTEMPT(unpacked(E, &W, q, N, K, e));
     return eng_gemm_run_bf16(E->gemm, y, xb, W, b, res, T, N, K, E->s_comp, e);
 }
 
