@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops.h"
 #include "rope.h"
 
 const rc_caps ref64_caps = {
@@ -25,6 +26,9 @@ const rc_caps ref64_caps = {
 /* ---- ops ---- */
 static void matmul(double *y, const double *x, const float *W, const float *b, int64_t T, int64_t N, int64_t K)
 {
+#ifdef _OPENMP
+#pragma omp parallel for collapse(2) schedule(static) if (T * N * K > REF_OMP_MIN_MACS)
+#endif
     for (int64_t t = 0; t < T; t++)
         for (int64_t n = 0; n < N; n++) {
             const double *xr = x + t * K;

@@ -7,6 +7,10 @@
 
 void ref_matmul(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t N, int64_t K)
 {
+    /* threads split the output elements only: each is the same serial loop, so the bits do not change */
+#ifdef _OPENMP
+#pragma omp parallel for collapse(2) schedule(static) if (T * N * K > REF_OMP_MIN_MACS)
+#endif
     for (int64_t t = 0; t < T; t++)
         for (int64_t n = 0; n < N; n++) {
             const float *xr = x + t * K, *wr = W + n * K;

@@ -7,6 +7,9 @@
 
 #include "config.h"
 
+/* Matmuls of at least this many multiply-adds use OpenMP threads (when built with it) over the output elements. */
+#define REF_OMP_MIN_MACS ((int64_t)1 << 20)
+
 /* y[T,N] = x[T,K] W[N,K]^T (+ b[N]) */
 void ref_matmul(float *y, const float *x, const float *W, const float *b, int64_t T, int64_t N, int64_t K);
 /* Row-wise RMSNorm over n; w may be NULL only for RC_NORM_POW. */
