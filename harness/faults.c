@@ -32,6 +32,7 @@ void *rc_faults_run(const char *catalogue, const char *only, const rc_tolerances
     if (!gdir || !*gdir)
         gdir = RC_GOLDEN_DIR;
     cJSON *out = cJSON_CreateObject(), *rows = cJSON_CreateArray();
+    cJSON_AddStringToObject(out, "format", "refchain-fault-results"); /* report --faults reads it back */
     cJSON_AddStringToObject(out, "catalogue", catalogue ? catalogue : rc_fault_catalogue_path());
     cJSON_AddBoolToObject(out, "hooks_built", RC_FAULTS_BUILT);
     int total = 0, runnable = 0, detected = 0, link_ok = 0, probe_ok = 0, all_ok = 0, matched = 0;

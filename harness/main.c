@@ -27,7 +27,7 @@ static const char usage_text[] =
     "       harness compare --stage A --against B --model DIR|FILE [--prompt \"ids\"] [--steps N] [...]\n"
     "       harness chain [--golden FILE]... [--stages ref,cuda,engine] [compare's options]\n"
     "       harness report [--out DIR] [--force] [--golden FILE]... [--stages LIST] [--no-faults] [--commit ID]\n"
-    "                      [--bench FILE] [--quality FILE]\n"
+    "                      [--bench FILE] [--quality FILE] [--faults FILE]\n"
     "       harness report --diff A B [--out DIR]\n"
     "       harness bisect --good REV --bad REV [--stage S] [--golden FILE] [--probe PATTERN] [--keep]\n"
     "       harness faults [--only NAME] [--json OUT]\n"

@@ -102,7 +102,8 @@ static cJSON *attachment(const char *arg, const char *outdir, const char *commit
 int rc_cmd_report(int argc, char **argv)
 {
     const char *out = NULL, *repo_arg = NULL, *tolfile = NULL, *diff_a = NULL, *diff_b = NULL, *commit_arg = NULL,
-               *bench_arg = NULL, *quality_arg = NULL;
+               *bench_arg = NULL, *quality_arg = NULL,
+               *faults_arg = NULL;
     int force = 0, no_faults = 0, ng = 0, device = 0, no_floor = 0, x_opt;
     char **goldens = calloc((size_t)argc + 1, sizeof *goldens);
     rc_chain_opts o = {.base = {.greedy = 1, .quiet = 1}};
@@ -141,6 +142,8 @@ int rc_cmd_report(int argc, char **argv)
             bench_arg = argv[++i];
         else if (!strcmp(x, "--quality") && has)
             quality_arg = argv[++i];
+        else if (!strcmp(x, "--faults") && has)
+            faults_arg = argv[++i];
         else if (!strcmp(x, "--no-faults"))
             no_faults = 1;
         else if (!strcmp(x, "--no-floor"))
@@ -222,7 +225,14 @@ int rc_cmd_report(int argc, char **argv)
     cJSON *bench = attachment(bench_arg, outdir, commit, "bench", rc_bench_load, bench_path, sizeof bench_path, &bad);
     cJSON *quality = bad ? NULL : attachment(quality_arg, outdir, commit, "quality", rc_quality_load, quality_path,
                                              sizeof quality_path, &bad);
+    /* the fault results of a `harness faults --json` run on this build, instead of running the catalogue again */
+    cJSON *faults_given = NULL;
+    if (!bad && faults_arg && !no_faults && !(faults_given = rc_json_file(faults_arg, "fault results",
+                                                                        "refchain-fault-results", "faults",
+                                                                        "fault results (harness faults --json)")))
+        bad = 1;
     if (bad) {
+        cJSON_Delete(quality);
         cJSON_Delete(bench);
         free(goldens);
         rc_tol_free(&tols);
@@ -235,6 +245,7 @@ int rc_cmd_report(int argc, char **argv)
     if (!ng && (rc = rc_golden_list(&bundled, &nb))) {
         cJSON_Delete(bench);
         cJSON_Delete(quality);
+        cJSON_Delete(faults_given);
         free(goldens);
         rc_tol_free(&tols);
         return rc;
@@ -287,11 +298,11 @@ int rc_cmd_report(int argc, char **argv)
     }
     if (no_faults)
         cJSON_AddStringToObject(rep, "faults_why", "--no-faults");
-    else if (!RC_FAULTS_BUILT)
+    else if (!RC_FAULTS_BUILT && !faults_given)
         cJSON_AddStringToObject(rep, "faults_why", "this harness was built without fault hooks (-Dfaults=true)");
     else {
         int fcode;
-        cJSON *fj = rc_faults_run(NULL, NULL, &tols, 0, &fcode);
+        cJSON *fj = faults_given ? faults_given : rc_faults_run(NULL, NULL, &tols, 0, &fcode);
         if (fj) {
             cJSON_AddItemToObject(rep, "faults", fj);
             printf("faults: detection rate %d/%d, attribution accuracy %.0f%%\n", (int)rc_jnum(fj, "detected"),

@@ -4,7 +4,7 @@
 # on no change or an improvement and 1 on a regression (worst scaled error grown beyond the margin, or an engine
 # bench row slower than its measured noise allows; --bench or <out>/<commit>.bench.json; or a quantization scheme's
 # ΔNLL grown beyond its margin: --quality or <out>/<commit>.quality.json, a `harness quant-quality --json` table made
-# here from the ids files).
+# here from the ids files); --faults records a `harness faults --json` run's results.
 set -u
 harness=$1 golden=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/report_test.XXXXXX") || exit 2
@@ -75,6 +75,18 @@ check "--bench with a report instead of a bench table" 2 $?
 grep -q 'not an engine bench table' "$tmp/bad.out" || { echo "FAIL: bad --bench not named"; cat "$tmp/bad.out"; fail=1; }
 [ ! -e "$tmp/s/ccc.json" ] || { echo "FAIL: a report was written despite a bad --bench"; fail=1; }
 grep -q 'Quantization quality' "$base.md" && { echo "FAIL: a quality section without a quality table"; fail=1; }
+
+# fault results: --faults records a `harness faults --json` file instead of running the catalogue again
+printf '{"format": "refchain-fault-results", "faults": [{"fault": "rope_sin_sign", "stage": "ref", "expected_link": "architecture", "expected_probe": "L0.attn.q_rope", "detected": true, "link": "architecture", "first_probe": "L0.attn.q_rope", "link_ok": true, "probe_ok": true, "result": "ok"}], "catalogued": 1, "runnable": 1, "detected": 1, "link_correct": 1, "probe_correct": 1, "detection_rate": 1, "attribution_accuracy": 1}\n' >"$tmp/faults.json"
+mkdir -p "$tmp/f"
+"$harness" report --out "$tmp/f" --golden "$golden" --commit f1 --faults "$tmp/faults.json" >/dev/null
+check "report --faults exit code" 0 $?
+grep -q 'Detection rate \*\*1/1\*\*' "$tmp/f/f1.md" && grep -q '^| rope_sin_sign | ref |' "$tmp/f/f1.md" ||
+    { echo "FAIL: --faults results not in the markdown"; fail=1; }
+"$harness" report --out "$tmp/f" --golden "$golden" --commit f2 --faults "$json" >"$tmp/badf.out" 2>&1
+check "--faults with a report instead of fault results" 2 $?
+grep -q 'not fault results' "$tmp/badf.out" || { echo "FAIL: bad --faults not named"; cat "$tmp/badf.out"; fail=1; }
+[ ! -e "$tmp/f/f2.json" ] || { echo "FAIL: a report was written despite a bad --faults"; fail=1; }
 
 # quantization quality: quant-quality's table recorded (md and json); every ΔNLL set to 0.5 is a regression in --diff
 if [ $# -ge 4 ]; then
