@@ -348,8 +348,9 @@ static void test_chunked(int T, int Hk, int Hv, int dk, int dv, int64_t b0, int 
     gdn_in_free(&I);
 }
 
-/* ---- the fused decode step: `steps` steps of engk_gdn_step vs the four kernels run in a row at T = 1, bit for bit
- * (outputs, delta-rule state, conv state), and the output vs ref's gated norm of the unfused core (tolerance) ---- */
+/* ---- the fused decode step: `steps` steps of engk_gdn_step vs the four kernels run in a row at T = 1 and vs the
+ * first fused form (engk_gdn_step_v1), bit for bit (outputs, delta-rule state, conv state), and the output vs ref's
+ * gated norm of the unfused core (tolerance) ---- */
 static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int steps)
 {
     char name[112];
@@ -365,7 +366,8 @@ static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int step
     const float qmul = (float)pow((double)dk, -0.5);
     float *dgin = dev(gin, steps * nin), *dcw = dev(cw, C * K), *dal = dev(alog, Hv), *ddt = dev(dt, Hv),
           *dnw = dev(nw, dv);
-    float *S1 = dev(S0, ns), *cs1 = dev(cs0, ncs), *S2 = dev(S0, ns), *cs2 = dev(cs0, ncs);
+    float *S1 = dev(S0, ns), *cs1 = dev(cs0, ncs), *S2 = dev(S0, ns), *cs2 = dev(cs0, ncs), *S3 = dev(S0, ns),
+          *cs3 = dev(cs0, ncs), *y3 = dev_nan(steps * Vd);
     float *u = dev_nan(C), *qn = dev_nan((int64_t)Hk * dk), *kn = dev_nan((int64_t)Hk * dk), *b = dev_nan(Hv),
           *g = dev_nan(Hv), *core = dev_nan(Vd), *y1 = dev_nan(steps * Vd), *y2 = dev_nan(steps * Vd);
     for (int t = 0; t < steps; t++) {
@@ -376,9 +378,11 @@ static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int step
         CU(engk_gdn_delta(core, S1, qn, kn, u, b, g, 1, (int)C, Hk, Hv, dk, dv, fr, 0));
         CU(engk_gdn_norm_gate(y1 + t * Vd, core, x + C, nin, dnw, 1, Hv, dv, 1e-6f, 0));
         CU(engk_gdn_step(y2 + t * Vd, S2, cs2, x, dcw, dal, ddt, dnw, Hk, Hv, dk, dv, K, qmul, 1e-6f, fr, 0));
+        CU(engk_gdn_step_v1(y3 + t * Vd, S3, cs3, x, dcw, dal, ddt, dnw, Hk, Hv, dk, dv, K, qmul, 1e-6f, fr, 0));
     }
     float *hcore = back(core, Vd), *hy1 = back(y1, steps * Vd), *hy2 = back(y2, steps * Vd);
     float *hS1 = back(S1, ns), *hS2 = back(S2, ns), *hc1 = back(cs1, ncs), *hc2 = back(cs2, ncs);
+    float *hy3 = back(y3, steps * Vd), *hS3 = back(S3, ns), *hc3 = back(cs3, ncs);
     float *want = hbuf(Vd), *zc = hbuf(Vd);
     memcpy(zc, gin + (steps - 1) * nin + C, (size_t)Vd * sizeof *zc);
     ref_rmsnorm_gated(want, hcore, zc, nw, Hv, dv, 1e-6f);
@@ -388,9 +392,13 @@ static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int step
     check_bits("  = the four kernels: outputs", hy2, hy1, steps * Vd);
     check_bits("  delta-rule state", hS2, hS1, ns);
     check_bits("  conv state", hc2, hc1, ncs);
+    check_bits("  = engk_gdn_step_v1: outputs", hy2, hy3, steps * Vd);
+    check_bits("  delta-rule state", hS2, hS3, ns);
+    check_bits("  conv state", hc2, hc3, ncs);
     cudaFree(dgin); cudaFree(dcw); cudaFree(dal); cudaFree(ddt); cudaFree(dnw); cudaFree(S1); cudaFree(cs1);
     cudaFree(S2); cudaFree(cs2); cudaFree(u); cudaFree(qn); cudaFree(kn); cudaFree(b); cudaFree(g); cudaFree(core);
-    cudaFree(y1); cudaFree(y2);
+    cudaFree(y1); cudaFree(y2); cudaFree(S3); cudaFree(cs3); cudaFree(y3);
+    free(hy3); free(hS3); free(hc3);
     free(gin); free(cw); free(S0); free(cs0); free(alog); free(dt); free(nw); free(hcore); free(hy1); free(hy2);
     free(hS1); free(hS2); free(hc1); free(hc2); free(want); free(zc);
 }
@@ -432,7 +440,8 @@ static void test_sigmoid_gate(int T, int n)
 }
 
 /* ---- --bench: the qwen3.5-9b linear layer (Hk 16, Hv 32, dk = dv = 128, conv 4): prefill of 2048 rows chunked
- * vs recurrent, and the decode step's GDN kernels (conv, prep, delta, norm_gate) at T = 1, in us per layer ---- */
+ * vs recurrent, and the decode step's GDN kernels (conv, prep, delta, norm_gate) at T = 1 and its two fused forms,
+ * in us per layer, launched back to back and (last line) replayed as a graph ---- */
 typedef struct bench_ctx {
     gdn_in *I;
     float *core, *S, *ws, *conv_u, *conv_st, *conv_w, *gin, *alog, *dt, *nw;
@@ -456,8 +465,10 @@ static cudaError_t bench_fn(void *p)
         return engk_gdn_prep(I->dq, I->dk_, I->db, I->dg, b->conv_u, b->gin, C + (int64_t)Hv * dv + 2 * Hv,
                              C + (int64_t)Hv * dv, b->alog, b->dt, 1, Hk, Hv, dk, dv, 0.088f, 0);
     case 5:
-        return engk_gdn_step(b->core, b->S, b->conv_st, b->gin, b->conv_w, b->alog, b->dt, b->nw, Hk, Hv, dk, dv, 4,
-                             0.088f, 1e-6f, 0, 0);
+    case 6:
+        return (b->which == 5 ? engk_gdn_step : engk_gdn_step_v1)(b->core, b->S, b->conv_st, b->gin, b->conv_w,
+                                                                   b->alog, b->dt, b->nw, Hk, Hv, dk, dv, 4, 0.088f,
+                                                                   1e-6f, 0, 0);
     default:
         return engk_gdn_norm_gate(b->core, b->core, b->gin + C, C + (int64_t)Hv * dv + 2 * Hv, b->nw, 1, Hv, dv, 1e-6f,
                                   0);
@@ -491,8 +502,17 @@ static int bench(void)
     printf("decode step, GDN kernels of one linear layer: %.2f us/layer (conv %.2f, prep %.2f, delta %.2f, norm_gate "
            "%.2f); state read+write floor %.2f us; target <= 4 us/layer\n",
            sum, us[2], us[3], us[1], us[4], floor_us);
-    if (engk_gdn_step_fits(16, 32, 128, 128, 4))
-        printf("decode step, fused (engk_gdn_step, one launch): %.2f us/layer\n", (b.which = 5, ekc_time_us(bench_fn, &b)));
+    if (engk_gdn_step_fits(16, 32, 128, 128, 4)) {
+        const double v2 = (b.which = 5, ekc_time_us(bench_fn, &b)), v1 = (b.which = 6, ekc_time_us(bench_fn, &b));
+        printf("decode step, fused, one launch each: engk_gdn_step %.2f us/layer, engk_gdn_step_v1 %.2f us/layer\n",
+               v2, v1);
+    }
+    double g[3];
+    int fused = 0;
+    CU(engk_gdn_step_times(16, 32, 128, 128, 4, g, &fused));
+    printf("decode step as a graph of 200 steps (as decode runs): %s %.2f us/layer, engk_gdn_step_v1 %.2f, four "
+           "kernels %.2f; state floor %.2f us; target <= 4 us/layer\n",
+           fused ? "engk_gdn_step" : "unfused", g[0], g[1], g[2], floor_us);
     cudaFree(b.core); cudaFree(b.S); cudaFree(b.ws); cudaFree(b.conv_u); cudaFree(b.conv_st); cudaFree(b.conv_w);
     cudaFree(b.gin); cudaFree(b.alog); cudaFree(b.dt); cudaFree(b.nw);
     free(h);
@@ -533,6 +553,8 @@ int main(int argc, char **argv)
     test_step(3, 3, 19, 40, 3, 0, 3);     /* one value head per key head: 8 slices of 5 */
     test_step(1, 3, 130, 24, 2, 0, 2);    /* three value heads per key head, dk > 128 */
     test_step(2, 16, 256, 32, 4, 1, 2);   /* eight value heads per key head: one slice of 32 */
+    test_step(4, 8, 64, 64, 4, 0, 3);     /* dk 64: 4 slices of 16 */
+    test_step(2, 2, 100, 256, 4, 0, 2);   /* dk not a multiple of 32, 8 slices of 32 */
     if (failures) {
         printf("FAIL: %d check(s)\n", failures);
         return 1;
