@@ -66,6 +66,9 @@ void eng_gemm_close(eng_gemm *g);
 /* Kernels (eng_gemm.cu), each returning cudaGetLastError(): */
 /* dst[n] = bf16(src[n]), round to nearest even (NaN stays a quiet NaN), as eng_f32_to_bf16; n % 8 == 0. */
 cudaError_t engk_to_bf16(uint16_t *dst, const float *src, int64_t n, cudaStream_t s);
+/* dst[n] = bf16(src[n] - bf16(src[n])), round to nearest even: the low half of a two-term split, so that
+ * bf16(x) + lo equals x within 2^-17 of |x| (two GEMMs on the halves: fp32-like inputs on tensor cores). */
+cudaError_t engk_to_bf16_lo(uint16_t *dst, const float *src, int64_t n, cudaStream_t s);
 /* y[M, N] = (res ? res + v : v) with v = acc + b[n]; acc and res may alias y. */
 cudaError_t engk_bias_res(float *y, const float *acc, const float *b, const float *res, int M, int N,
                           cudaStream_t s);

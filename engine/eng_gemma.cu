@@ -69,11 +69,10 @@ __global__ void k_ple_gate(float *g, const float *in, int T, int L, int P, int l
     }
 }
 
-/* one block per position; rows copied as 16-byte words */
-__global__ void k_ring_move(uint4 *ring, uint4 *lin, int64_t words, int64_t p0, int64_t base, int W, int to_ring,
-                           int unwrapped)
+/* position p between ring row p % W and linear row p - base, by the block's threads as 16-byte words */
+__device__ void ring_row(uint4 *ring, uint4 *lin, int64_t words, int64_t p, int64_t base, int W, int to_ring,
+                         int unwrapped)
 {
-    const int64_t p = p0 + blockIdx.x;
     /* fault ring_kv_unwrapped: the ring is written as a linear cache of W rows, clamped at its last row */
     const int64_t rrow = to_ring && unwrapped ? (p < W ? p : W - 1) : p % W;
     uint4 *r = ring + rrow * words, *q = lin + (p - base) * words;
@@ -83,6 +82,28 @@ __global__ void k_ring_move(uint4 *ring, uint4 *lin, int64_t words, int64_t p0, 
         else
             q[i] = r[i];
     }
+}
+
+/* one block per position */
+__global__ void k_ring_move(uint4 *ring, uint4 *lin, int64_t words, int64_t p0, int64_t base, int W, int to_ring,
+                           int unwrapped)
+{
+    ring_row(ring, lin, words, p0 + blockIdx.x, base, W, to_ring, unwrapped);
+}
+
+/* The decode step's moves with pos and rel = pos - base read from device memory: gather positions [base, pos)
+ * (blocks striding over them), or write position pos back (to_ring). */
+__global__ void k_ring_move_dev(uint4 *ring, uint4 *lin, int64_t words, const int64_t *pos_dev, const int64_t *rel_dev,
+                               int W, int to_ring, int unwrapped)
+{
+    const int64_t pos = *pos_dev, base = pos - *rel_dev;
+    if (to_ring) {
+        if (blockIdx.x == 0)
+            ring_row(ring, lin, words, pos, base, W, 1, unwrapped);
+        return;
+    }
+    for (int64_t p = base + blockIdx.x; p < pos; p += gridDim.x)
+        ring_row(ring, lin, words, p, base, W, 0, unwrapped);
 }
 
 int blocks_for(int64_t n) { return (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096); }
@@ -133,5 +154,15 @@ cudaError_t engk_ring_move(void *ring, void *lin, int64_t rowbytes, int64_t p0, 
     if (n > 0)
         k_ring_move<<<(unsigned)n, 128, 0, s>>>((uint4 *)ring, (uint4 *)lin, rowbytes / 16, p0, base, W, to_ring,
                                                 rc_fault_active("ring_kv_unwrapped"));
+    return cudaGetLastError();
+}
+
+cudaError_t engk_ring_move_dev(void *ring, void *lin, int64_t rowbytes, const int64_t *pos_dev, const int64_t *rel_dev,
+                               int W, int max_rows, int to_ring, cudaStream_t s)
+{
+    const int blocks = to_ring ? 1 : max_rows < 1024 ? max_rows : 1024;
+    if (blocks > 0)
+        k_ring_move_dev<<<(unsigned)blocks, 128, 0, s>>>((uint4 *)ring, (uint4 *)lin, rowbytes / 16, pos_dev, rel_dev, W,
+                                                         to_ring, rc_fault_active("ring_kv_unwrapped"));
     return cudaGetLastError();
 }

@@ -130,8 +130,9 @@ identity | identity-synth)
             "sample rl1+kv-offload+vocab-on-cpu|${s[*]} --resident-layers 1 --kv-offload --vocab-on-cpu"
     elif [ "$g" = synth-gemma ]; then
         budget=$(smallest_budget 4) || exit 1
-        run_group 4 "full|" "rerun|" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
-            "resident-layers 2|--resident-layers 2" "resident-layers 3|--resident-layers 3" \
+        run_group 4 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" \
+            "resident-layers 1|--resident-layers 1" "resident-layers 2|--resident-layers 2" \
+            "resident-layers 3|--resident-layers 3" \
             "kv-offload|--kv-offload" "vocab-on-cpu|--vocab-on-cpu" "prefill-chunk 1|--prefill-chunk 1" \
             "prefill-chunk 5|--prefill-chunk 5" "prefill-chunk 7|--prefill-chunk 7" \
             "prefill-chunk 12|--prefill-chunk 12" "prefill-chunk 13|--prefill-chunk 13" \

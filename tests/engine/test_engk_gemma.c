@@ -153,6 +153,51 @@ static void test_ring(int W, int C, int npos, int row)
     free(h);
 }
 
+/* The decode step's moves (engk_ring_move_dev: position and pos - base from device memory) against the host-argument
+ * ones, one position at a time (tiles of P): the gathered window and the ring bit for bit after every step. */
+static void test_ring_dev(int W, int P, int npos, int row)
+{
+    const int64_t rb = (int64_t)row * 4, lin_rows = (int64_t)W + P;
+    float *ring[2], *lin[2];
+    int64_t *dscal = ekc_dev_alloc(2, 8);
+    float *h[2] = {ekc_hmalloc(lin_rows * row, 4), ekc_hmalloc(lin_rows * row, 4)};
+    int bad = 0;
+    for (int k = 0; k < 2; k++) {
+        ring[k] = ekc_dev_alloc((int64_t)W * row, 4);
+        lin[k] = ekc_dev_alloc(lin_rows * row, 4);
+        EKC_CU(cudaMemset(ring[k], 0, (size_t)(W * rb)));
+        EKC_CU(cudaMemset(lin[k], 0, (size_t)(lin_rows * rb)));
+    }
+    for (int64_t pos = 0; pos < npos && !bad; pos++) {
+        const int64_t lo = pos - W + 1 > 0 ? pos - W + 1 : 0, base = lo / P * P, scal[2] = {pos, pos - base};
+        EKC_CU(cudaMemcpy(dscal, scal, sizeof scal, cudaMemcpyHostToDevice));
+        EKC_CU(engk_ring_move(ring[0], lin[0], rb, base, pos - base, base, W, 0, 0));
+        EKC_CU(engk_ring_move_dev(ring[1], lin[1], rb, dscal, dscal + 1, W, W + P, 0, 0));
+        for (int i = 0; i < row; i++) /* the new row, then back into the ring */
+            h[0][i] = (float)(pos * 1000 + i);
+        for (int k = 0; k < 2; k++)
+            EKC_CU(cudaMemcpy(lin[k] + (pos - base) * row, h[0], (size_t)rb, cudaMemcpyHostToDevice));
+        EKC_CU(engk_ring_move(ring[0], lin[0], rb, pos, 1, base, W, 1, 0));
+        EKC_CU(engk_ring_move_dev(ring[1], lin[1], rb, dscal, dscal + 1, W, W + P, 1, 0));
+        for (int k = 0; k < 2; k++)
+            ekc_from_dev(h[k], lin[k], (pos - base + 1) * row, 4);
+        bad = memcmp(h[0], h[1], (size_t)((pos - base + 1) * rb)) != 0;
+        for (int k = 0; k < 2 && !bad; k++)
+            ekc_from_dev(h[k], ring[k], (int64_t)W * row, 4);
+        bad = bad || memcmp(h[0], h[1], (size_t)(W * rb)) != 0;
+        if (bad)
+            printf("  ring decode moves W=%d P=%d: differ at position %lld\n", W, P, (long long)pos);
+    }
+    printf("%-60s %s\n", "ring moves with device positions = host positions", bad ? "FAIL" : "ok (bit-identical)");
+    printf("  (W=%d, P=%d, %d positions one at a time, rows of %d floats)\n", W, P, npos, row);
+    failures += bad;
+    for (int k = 0; k < 2; k++) {
+        ekc_dev_free(ring[k]); ekc_dev_free(lin[k]);
+        free(h[k]);
+    }
+    ekc_dev_free(dscal);
+}
+
 int main(void)
 {
     ekc_skip_unless_gpu("engine.kernels.gemma");
@@ -168,6 +213,9 @@ int main(void)
     test_ring(8, 5, 41, 16);
     test_ring(12, 13, 70, 64);
     test_ring(1024, 256, 3000, 4);
+    test_ring_dev(12, 4, 70, 8);
+    test_ring_dev(8, 64, 150, 16);
+    test_ring_dev(1024, 64, 1300, 4);
     if (failures) {
         printf("FAIL: %d check(s)\n", failures);
         return 1;
