@@ -311,6 +311,8 @@ static int run_mode(bench_run *b, const eng_opts *o, const char *key, const long
         longest = prompts[i] > longest ? prompts[i] : longest;
     if (longest + b->steps > oo.max_ctx)
         oo.max_ctx = (int)(longest + b->steps);
+    if (oo.prefill_chunk == 0) /* one pass: a chunk as long as the longest prompt (the engine caps it at 65535) */
+        oo.prefill_chunk = (int)longest;
     int rc = eng_open(&E, b->w, &oo, &e);
     char d[256] = "";
     if (!rc) {
@@ -404,7 +406,7 @@ int eng_bench_main(int argc, char **argv)
     eng_opts_default(&o);
     o.log = stderr;
     o.max_ctx = 1024;
-    o.prefill_chunk = 2048; /* HF prefills a prompt in one pass; --prefill-chunk (a memory flag) overrides it */
+    o.prefill_chunk = 0; /* 0: each prompt in one pass, as HF prefills it; --prefill-chunk N overrides it */
     int f32 = 0, mem_flag = 0, np = 1, no_stream = 0, wq_on = 0;
     eng_qfmt wq = {0, 0, 0};
     long steps = 16, rounds = 3, prompts[MAX_PROMPTS] = {16};
@@ -516,10 +518,13 @@ int eng_bench_main(int argc, char **argv)
     printf("bench %s (%s) on %s: %d layers, hidden %lld, %d/%d heads x %d, intermediate %d, vocab %lld\n",
            shape_name, f32 ? "f32" : "bf16", b.device, c->n_layers, (long long)c->hidden, c->layers[0].n_heads,
            c->layers[0].n_kv_heads, c->layers[0].head_dim, c->layers[0].intermediate, (long long)c->vocab);
+    char chunk[48] = "each prompt in one pass, as HF";
+    if (o.prefill_chunk > 0)
+        snprintf(chunk, sizeof chunk, "chunks of %d rows", o.prefill_chunk);
     printf("weights: layers %s + vocab %s%s, synthesized in %.1f s; %ld rounds of (prefill, %ld decode steps) per "
-           "prompt length\n",
+           "prompt length; prefill %s\n",
            eng_bytes_str(w->layer_bytes_total, b1, sizeof b1), eng_bytes_str(w->vocab_bytes, b2, sizeof b2),
-           w->lm_head == w->embed ? " (tied)" : " x2", t_syn, rounds, steps);
+           w->lm_head == w->embed ? " (tied)" : " x2", t_syn, rounds, steps, chunk);
     if (b.weights)
         printf("layer matrices: %s, packed (%s of layers; %s in %s); floors count these bytes\n", b.weights,
                eng_bytes_str(w->layer_bytes_total, b1, sizeof b1), eng_bytes_str(w->plain_layer_bytes, b2, sizeof b2),

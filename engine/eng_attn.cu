@@ -554,300 +554,365 @@ __device__ __forceinline__ float ex2(float x)
 }
 #endif
 
-/* Blocks per SM the register budget is cut for: three 64-row blocks (12 warps) at D = 128, where one warp's
- * chain of MMA, ex2 and shuffles leaves the issue slots idle unless other warps fill them. */
-constexpr int mma_resident(int D, int ROWS) { return D == 128 && ROWS == MMA_ROWS ? 3 : 1; }
+/* Blocks per SM the register budget is cut for. 16 rows per warp (WM = 1): three 64-row blocks (12 warps) at
+ * D = 128, where one warp's chain of MMA, ex2 and shuffles leaves the issue slots idle unless other warps fill them.
+ * 32 rows per warp (WM = 2): two 128-row blocks (255 registers; at D = 128 also the shared memory of two). */
+constexpr int mma_resident(int D, int NW, int WM)
+{
+    return WM == 2 ? 2 : D == 128 && NW == MMA_WARPS ? 3 : 1;
+}
 
-/* Block (kv head g) of ROWS packed rows r = t * G + h (the G heads of one position share the K/V rows), the
- * last rows of the chunk (the most keys) first; warp w owns rows 16w .. 16w + 15, its Q fragments in registers.
- * K/V sub-blocks of KB keys (aligned to absolute positions within the P tiles) go through shared memory with
- * cp.async, double-buffered. Per sub-block: S = Q K^T by m16n8k16 MMAs over D in order (q rounded to bf16); only
- * a sub-block that is not inside every row's key range [lo(p), p] is masked (-inf), the others take the same
- * arithmetic unmasked; per row (raw score units) m_new = max(m, max S), corr = m_new == m ? 1 : 2^((m - m_new) c),
- * p = 2^(fmaf(S, c, -m_new c)) (c = scale log2 e), l = fmaf(l, corr, sum p) with the fp32 sum in a fixed
- * per-quad order, acc = acc * corr, then acc += P V with p rounded to bf16, by MMAs over the keys in order.
- * A sub-block a row shares no key with is an exact no-op for it (corr = 1, p = 0), so a row's bits depend on its
- * position, the KV and P only: not on the chunk, nor on which rows share its block or warp. */
-template <int D, int ROWS>
-__global__ void __launch_bounds__(ROWS * 2, mma_resident(D, ROWS))
+/* Block (kv head g) of NW warps of 16 WM packed rows r = t * G + h (the G heads of one position share the K/V
+ * rows), the last rows of the chunk (the most keys) first, the KV heads of a row range next to each other in the
+ * grid. WM = 1: the warp's Q fragments in registers; WM = 2: two m16 tiles per warp, so each K/V fragment feeds two
+ * MMAs, with Q (rounded to bf16) in shared memory, loaded per k-step. K/V sub-blocks of KB keys (aligned to
+ * absolute positions within the P tiles) go through shared memory with cp.async, double-buffered (one barrier per
+ * sub-block; a short sub-block's missing keys are zero rows, masked). Per sub-block: S = Q K^T by m16n8k16 MMAs
+ * over D in order (q rounded to bf16); only a sub-block that is not inside every row's key range [lo(p), p] of the
+ * warp is masked (-inf), the others take the same arithmetic unmasked; per row (raw score units) m_new = max(m, max
+ * S), corr = m_new == m ? 1 : 2^((m - m_new) c), p = 2^(fmaf(S, c, -m_new c)) (c = scale log2 e), l = fmaf(l, corr,
+ * sum p) with the fp32 sum in a fixed per-quad order, acc = acc * corr (skipped when every corr of the warp is 1),
+ * then acc += P V with p rounded to bf16, by MMAs over the keys in order. An MMA's row of output depends on that
+ * row of A alone, and a sub-block a row shares no key with is an exact no-op for it (corr = 1, p = 0), so a row's
+ * bits depend on its position, the KV and P only: not on the chunk, nor on which rows share its block, warp or m16
+ * tile, nor on WM or NW. */
+template <int D, int NW, int WM>
+__global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
     k_attn_mma(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *Kc,
                const uint16_t *Vc, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
                int64_t pos0, int H, int Hkv, float scale_log2, int window, int flags)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int NTH = ROWS * 2;
+    constexpr int NTH = NW * 32, WR = 16 * WM, ROWS = NW * WR;
     constexpr int KS = D / 16, NT = D / 8, LD = D + 8, NJ = KB / 8, NK = KB / 16;
-    extern __shared__ __align__(16) uint16_t skv[]; /* [2 buffers][K, V][KB][LD]: rows padded 16 bytes, so the
-                                                      8 row addresses of an ldmatrix hit 32 distinct banks */
-    const int G = H / Hkv, g = blockIdx.y, rows = T * G;
+    constexpr int CPR = D / 8, RSTEP = NTH / CPR, PASSES = (KB + RSTEP - 1) / RSTEP; /* 16-byte copies of a K/V row */
+    constexpr bool QSH = WM > 1;
+    extern __shared__ __align__(16) uint16_t skv[]; /* [2 buffers][K, V][KB][LD], then (QSH) Q [ROWS][LD]: rows
+                                                      padded 16 bytes, so the 8 row addresses of an ldmatrix hit 32
+                                                      distinct banks */
+    uint16_t *Qs = skv + 4 * KB * LD;
+    const int G = H / Hkv, rows = T * G, g = (int)(blockIdx.x % Hkv);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, qr = lane >> 2, qc = lane & 3;
     const int64_t kvs = (int64_t)Hkv * D;
-    const int rb = (int)(gridDim.x - 1 - blockIdx.x) * ROWS;
+    const int rb = (int)(gridDim.x / Hkv - 1 - blockIdx.x / Hkv) * ROWS;
     const int rlast = rb + ROWS - 1 < rows - 1 ? rb + ROWS - 1 : rows - 1;
 
-    /* this thread's two rows (qr and qr + 8 of the warp's 16) */
-    bool rv[2];
-    int64_t rp[2], rlo[2];
-    auto row_index = [&](int i) { /* recomputed where needed: one register pair less through the key loop */
-        const int R = rb + warp * 16 + qr + 8 * i;
+    /* this thread's rows: qr and qr + 8 of each of the warp's m16 tiles (recomputed where needed: registers) */
+    auto row_of = [&](int mt, int i) { return rb + warp * WR + mt * 16 + qr + 8 * i; };
+    auto row_index = [&](int R) {
         const int t = R < rows ? R / G : 0, h = R < rows ? R % G : 0;
         return (int64_t)t * H + (int64_t)g * G + h;
     };
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int R = rb + warp * 16 + qr + 8 * i;
-        rv[i] = R < rows;
-        rp[i] = pos0 + (rv[i] ? R / G : 0);
-        rlo[i] = window_lo(rp[i], window);
-    }
     /* key ranges (rows are sorted by position): the block's, the keys some row of the warp sees [wlo, whi], and
      * the keys every row of the warp sees [alo, ahi] */
     const int64_t cut_lo = (int64_t)tile_lo * P, cut_hi = (int64_t)tile_hi * P - 1 < kv_last ? (int64_t)tile_hi * P - 1 : kv_last;
     int64_t blo = window_lo(pos0 + rb / G, window), bhi = pos0 + rlast / G;
     blo = blo > cut_lo ? blo : cut_lo;
     bhi = bhi < cut_hi ? bhi : cut_hi;
-    const int wr0 = rb + warp * 16, wr1 = wr0 + 15 < rlast ? wr0 + 15 : rlast;
-    const bool wlive = wr0 <= rlast, wfull = wr0 + 15 <= rlast;
+    const int wr0 = rb + warp * WR, wr1 = wr0 + WR - 1 < rlast ? wr0 + WR - 1 : rlast;
+    const bool wlive = wr0 <= rlast, wfull = wr0 + WR - 1 <= rlast;
     const int64_t wlo = window_lo(pos0 + wr0 / G, window), whi = pos0 + wr1 / G;
     const int64_t alo = window_lo(pos0 + wr1 / G, window), ahi = pos0 + wr0 / G;
-
-    /* Q fragments (A of S = Q K^T), rounded to bf16 */
-    unsigned qf[KS][4];
-    const int64_t ri[2] = {row_index(0), row_index(1)};
-#pragma unroll
-    for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-        for (int j = 0; j < 2; j++)
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                float2 v = make_float2(0.0f, 0.0f);
-                if (rv[i])
-                    v = *reinterpret_cast<const float2 *>(q + ri[i] * D + ks * 16 + j * 8 + 2 * qc);
-                qf[ks][i + 2 * j] = pack2(bf16_bits(v.x), bf16_bits(v.y));
-            }
-    float o[NT][4], m[2], l[2]; /* m in raw score units (st_m too) */
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const bool ld = !(flags & ENGK_INIT) && rv[i];
-        m[i] = ld ? st_m[ri[i]] : -INFINITY;
-        l[i] = ld ? st_l[ri[i]] : 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            float2 v = make_float2(0.0f, 0.0f);
-            if (ld)
-                v = *reinterpret_cast<const float2 *>(st_acc + ri[i] * D + nt * 8 + 2 * qc);
-            o[nt][2 * i] = v.x;
-            o[nt][2 * i + 1] = v.y;
-        }
-    }
-    const bool no_rescale = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE);
 
     const int nsub = (P + KB - 1) / KB;
     const int first = blo <= bhi ? sub_of(blo, tile_lo, nsub, P) : 0;
     const int last = blo <= bhi ? sub_of(bhi, tile_lo, nsub, P) : -1;
-    auto load = [&](int idx, int buf) {
+    const int lr = threadIdx.x / CPR; /* this thread's first row and (below) 16-byte column of a K/V sub-block */
+    const uint16_t *Kg = Kc + (int64_t)g * D + threadIdx.x % CPR * 8, *Vg = Vc + (Kg - Kc);
+    auto load = [&](int idx, int buf) { /* rows past kv_last (or the sub-block) zero-filled, never read */
         int64_t kb0;
         int nb;
         sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
-        uint16_t *Ks = skv + buf * 2 * KB * LD, *Vs = Ks + KB * LD;
+        const int64_t room = kv_last - kb0 + 1;
+        const int n = room < nb ? (int)room : nb;
+        uint16_t *Ks = skv + buf * 2 * KB * LD + lr * LD + threadIdx.x % CPR * 8, *Vs = Ks + KB * LD;
+        int64_t off = (kb0 + lr - kv_pos0) * kvs;
 #pragma unroll
-        for (int i = threadIdx.x; i < KB * (D / 8); i += NTH) {
-            const int r = i / (D / 8), c = i % (D / 8);
-            const int64_t p = kb0 + r;
-            const bool ok = r < nb && p <= kv_last;
-            const int64_t off = ok ? (p - kv_pos0) * kvs + (int64_t)g * D + c * 8 : 0;
-            cp16(Ks + r * LD + c * 8, Kc + off, ok);
-            cp16(Vs + r * LD + c * 8, Vc + off, ok);
+        for (int it = 0; it < PASSES; it++, off += RSTEP * kvs) {
+            const int r = lr + it * RSTEP;
+            if (RSTEP * PASSES == KB || r < KB) {
+                const bool ok = r < n;
+                cp16(Ks + it * RSTEP * LD, Kg + (ok ? off : 0), ok);
+                cp16(Vs + it * RSTEP * LD, Vg + (ok ? off : 0), ok);
+            }
         }
         cp_commit();
     };
     if (first <= last)
         load(first, 0);
+
+    /* Q (A of S = Q K^T), rounded to bf16: in registers (WM = 1) or in shared memory (WM = 2) */
+    unsigned qf[QSH ? 1 : KS][4];
+    if constexpr (QSH) {
+        constexpr int C4 = D / 4;
+#pragma unroll 4
+        for (int i = threadIdx.x; i < ROWS * C4; i += NTH) {
+            const int r = i / C4, c = i % C4, R = rb + r;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (R < rows)
+                v = *reinterpret_cast<const float4 *>(q + row_index(R) * D + c * 4);
+            *reinterpret_cast<uint2 *>(Qs + r * LD + c * 4) =
+                make_uint2(pack2(bf16_bits(v.x), bf16_bits(v.y)), pack2(bf16_bits(v.z), bf16_bits(v.w)));
+        }
+    } else {
+        const int64_t ri[2] = {row_index(row_of(0, 0)), row_index(row_of(0, 1))};
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    float2 v = make_float2(0.0f, 0.0f);
+                    if (row_of(0, i) < rows)
+                        v = *reinterpret_cast<const float2 *>(q + ri[i] * D + ks * 16 + j * 8 + 2 * qc);
+                    qf[ks][i + 2 * j] = pack2(bf16_bits(v.x), bf16_bits(v.y));
+                }
+    }
+    float o[WM][NT][4], m[WM][2], l[WM][2]; /* m in raw score units (st_m too) */
+#pragma unroll
+    for (int mt = 0; mt < WM; mt++)
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int R = row_of(mt, i);
+            const bool ld = !(flags & ENGK_INIT) && R < rows;
+            const int64_t ri = row_index(R);
+            m[mt][i] = ld ? st_m[ri] : -INFINITY;
+            l[mt][i] = ld ? st_l[ri] : 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                float2 v = make_float2(0.0f, 0.0f);
+                if (ld)
+                    v = *reinterpret_cast<const float2 *>(st_acc + ri * D + nt * 8 + 2 * qc);
+                o[mt][nt][2 * i] = v.x;
+                o[mt][nt][2 * i + 1] = v.y;
+            }
+        }
+    const bool no_rescale = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE);
+
     for (int idx = first; idx <= last; idx++) {
         const int buf = (idx - first) & 1;
-        if (idx < last) {
+        cp_wait<0>();
+        __syncthreads(); /* sub-block idx (and Q) landed for every thread; every warp is done with buffer buf ^ 1 */
+        if (idx < last)
             load(idx + 1, buf ^ 1);
-            cp_wait<1>();
-        } else
-            cp_wait<0>();
-        __syncthreads();
         int64_t kb0;
         int nb;
         sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
-        if (wlive && kb0 <= whi && kb0 + nb - 1 >= wlo) {
-            const uint16_t *Ks = skv + buf * 2 * KB * LD, *Vs = Ks + KB * LD;
-            float s[NJ][4];
+        if (!wlive || kb0 > whi || kb0 + nb - 1 < wlo)
+            continue;
+        const uint16_t *Ks = skv + buf * 2 * KB * LD, *Vs = Ks + KB * LD;
+        float s[WM][NJ][4];
+#pragma unroll
+        for (int mt = 0; mt < WM; mt++)
 #pragma unroll
             for (int j = 0; j < NJ; j++)
-                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+                s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
 #pragma unroll
-            for (int ks = 0; ks < KS; ks++)
+        for (int ks = 0; ks < KS; ks++) {
+            unsigned a[WM][4];
 #pragma unroll
-                for (int jp = 0; jp < NJ / 2; jp++)
-                    if (jp * 16 < nb) { /* B fragments of key groups 2jp, 2jp + 1: K rows as stored */
-                        unsigned r[4];
-                        ldsm_x4<false>(r, Ks + ((2 * jp + (lane >> 4)) * 8 + (lane & 7)) * LD + ks * 16 +
-                                              ((lane >> 3) & 1) * 8);
-                        mma16816(s[2 * jp], qf[ks], r[0], r[1]);
-                        if (jp * 16 + 8 < nb)
-                            mma16816(s[2 * jp + 1], qf[ks], r[2], r[3]);
-                    }
-            if (!(wfull && nb == KB && kb0 >= alo && kb0 + KB - 1 <= ahi)) { /* diagonal, window edge, short */
+            for (int mt = 0; mt < WM; mt++) {
+                if constexpr (QSH)
+                    ldsm_x4<false>(a[mt], Qs + (warp * WR + mt * 16 + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8);
+                else
 #pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    const int64_t dh = rp[i] - kb0, dl = rlo[i] - kb0;
-                    const int hi = !rv[i] || dh < 0 ? -1 : dh < nb - 1 ? (int)dh : nb - 1;
-                    const int lo = dl < 0 ? 0 : dl < KB ? (int)dl : KB;
+                    for (int e = 0; e < 4; e++)
+                        a[mt][e] = qf[ks][e];
+            }
+#pragma unroll
+            for (int jp = 0; jp < NJ / 2; jp++) { /* B fragments of key groups 2jp, 2jp + 1: K rows as stored */
+                unsigned r[4];
+                ldsm_x4<false>(r, Ks + ((2 * jp + (lane >> 4)) * 8 + (lane & 7)) * LD + ks * 16 +
+                                      ((lane >> 3) & 1) * 8);
+#pragma unroll
+                for (int mt = 0; mt < WM; mt++) {
+                    mma16816(s[mt][2 * jp], a[mt], r[0], r[1]);
+                    mma16816(s[mt][2 * jp + 1], a[mt], r[2], r[3]);
+                }
+            }
+        }
+        if (!(wfull && nb == KB && kb0 >= alo && kb0 + KB - 1 <= ahi)) { /* diagonal, window edge, short */
+            const int64_t kd = kb0 - pos0;
+#pragma unroll
+            for (int mt = 0; mt < WM; mt++)
+#pragma unroll
+                for (int i = 0; i < 2; i++) { /* keys [lo, hi] of the sub-block: dh = p - kb0, dl = lo(p) - kb0 */
+                    const int R = row_of(mt, i);
+                    const int64_t dh = (R < rows ? R / G : 0) - kd, dl = dh - window + 1;
+                    const int hi = R >= rows || dh < 0 ? -1 : dh < nb - 1 ? (int)dh : nb - 1;
+                    const int lo = window <= 0 || dl < 0 ? 0 : dl < KB ? (int)dl : KB;
 #pragma unroll
                     for (int j = 0; j < NJ; j++)
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
                             const int jj = j * 8 + 2 * qc + e;
                             if (jj < lo || jj > hi)
-                                s[j][2 * i + e] = -INFINITY;
+                                s[mt][j][2 * i + e] = -INFINITY;
                         }
                 }
-            }
+        }
+        unsigned pb[WM][NJ][2];
+#pragma unroll
+        for (int mt = 0; mt < WM; mt++) {
             float corr[2];
-            unsigned pb[NJ][2];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
-                float mx = m[i];
+                float mx = m[mt][i];
 #pragma unroll
                 for (int j = 0; j < NJ; j++)
-                    mx = fmaxf(mx, fmaxf(s[j][2 * i], s[j][2 * i + 1]));
+                    mx = fmaxf(mx, fmaxf(s[mt][j][2 * i], s[mt][j][2 * i + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
-                corr[i] = mx == m[i] || no_rescale ? 1.0f : ex2((m[i] - mx) * scale_log2);
+                corr[i] = mx == m[mt][i] || no_rescale ? 1.0f : ex2((m[mt][i] - mx) * scale_log2);
                 const float ms = mx == -INFINITY ? 0.0f : mx * scale_log2;
                 float sum = 0.0f;
 #pragma unroll
                 for (int j = 0; j < NJ; j++) {
-                    const float p0 = ex2(fmaf(s[j][2 * i], scale_log2, -ms));
-                    const float p1 = ex2(fmaf(s[j][2 * i + 1], scale_log2, -ms));
+                    const float p0 = ex2(fmaf(s[mt][j][2 * i], scale_log2, -ms));
+                    const float p1 = ex2(fmaf(s[mt][j][2 * i + 1], scale_log2, -ms));
                     sum += p0;
                     sum += p1;
-                    pb[j][i] = cvt_bf16x2(p0, p1);
+                    pb[mt][j][i] = cvt_bf16x2(p0, p1);
                 }
                 sum += __shfl_xor_sync(FULL, sum, 1);
                 sum += __shfl_xor_sync(FULL, sum, 2);
-                l[i] = fmaf(l[i], corr[i], sum);
-                m[i] = mx;
+                l[mt][i] = fmaf(l[mt][i], corr[i], sum);
+                m[mt][i] = mx;
             }
+            if (!__all_sync(FULL, corr[0] == 1.0f && corr[1] == 1.0f)) /* acc * 1 = acc: skipping changes no bit */
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                o[nt][0] = o[nt][0] * corr[0];
-                o[nt][1] = o[nt][1] * corr[0];
-                o[nt][2] = o[nt][2] * corr[1];
-                o[nt][3] = o[nt][3] * corr[1];
-            }
-#pragma unroll
-            for (int kk = 0; kk < NK; kk++)
-                if (kk * 16 < nb) {
-                    const unsigned a[4] = {pb[2 * kk][0], pb[2 * kk][1], pb[2 * kk + 1][0], pb[2 * kk + 1][1]};
-#pragma unroll
-                    for (int np = 0; np < NT / 2; np++) {
-                        unsigned r[4];
-                        ldsm_x4<true>(r, Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + np * 16 +
-                                             (lane >> 4) * 8);
-                        mma16816(o[2 * np], a, r[0], r[1]);
-                        mma16816(o[2 * np + 1], a, r[2], r[3]);
-                    }
+                for (int nt = 0; nt < NT; nt++) {
+                    o[mt][nt][0] = o[mt][nt][0] * corr[0];
+                    o[mt][nt][1] = o[mt][nt][1] * corr[0];
+                    o[mt][nt][2] = o[mt][nt][2] * corr[1];
+                    o[mt][nt][3] = o[mt][nt][3] * corr[1];
                 }
         }
-        __syncthreads();
-    }
-    const int64_t ro[2] = {row_index(0), row_index(1)};
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        if (!rv[i])
-            continue;
-        if (flags & ENGK_FINAL) {
+        for (int kk = 0; kk < NK; kk++) {
+            unsigned a[WM][4];
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-                *reinterpret_cast<float2 *>(ctx + ro[i] * D + nt * 8 + 2 * qc) =
-                    make_float2(o[nt][2 * i] / l[i], o[nt][2 * i + 1] / l[i]);
-        } else {
+            for (int mt = 0; mt < WM; mt++) {
+                a[mt][0] = pb[mt][2 * kk][0];
+                a[mt][1] = pb[mt][2 * kk][1];
+                a[mt][2] = pb[mt][2 * kk + 1][0];
+                a[mt][3] = pb[mt][2 * kk + 1][1];
+            }
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-                *reinterpret_cast<float2 *>(st_acc + ro[i] * D + nt * 8 + 2 * qc) =
-                    make_float2(o[nt][2 * i], o[nt][2 * i + 1]);
-            if (qc == 0) {
-                st_m[ro[i]] = m[i];
-                st_l[ro[i]] = l[i];
+            for (int np = 0; np < NT / 2; np++) {
+                unsigned r[4];
+                ldsm_x4<true>(r, Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + np * 16 +
+                                     (lane >> 4) * 8);
+#pragma unroll
+                for (int mt = 0; mt < WM; mt++) {
+                    mma16816(o[mt][2 * np], a[mt], r[0], r[1]);
+                    mma16816(o[mt][2 * np + 1], a[mt], r[2], r[3]);
+                }
             }
         }
     }
+#pragma unroll
+    for (int mt = 0; mt < WM; mt++)
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int R = row_of(mt, i);
+            if (R >= rows)
+                continue;
+            const int64_t ro = row_index(R);
+            if (flags & ENGK_FINAL) {
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    *reinterpret_cast<float2 *>(ctx + ro * D + nt * 8 + 2 * qc) =
+                        make_float2(o[mt][nt][2 * i] / l[mt][i], o[mt][nt][2 * i + 1] / l[mt][i]);
+            } else {
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    *reinterpret_cast<float2 *>(st_acc + ro * D + nt * 8 + 2 * qc) =
+                        make_float2(o[mt][nt][2 * i], o[mt][nt][2 * i + 1]);
+                if (qc == 0) {
+                    st_m[ro] = m[mt][i];
+                    st_l[ro] = l[mt][i];
+                }
+            }
+        }
 #else
     __trap(); /* the host launches this only on sm_80+ (engk_attn_prefill_mma) */
 #endif
 }
 
-template <int D> constexpr size_t mma_smem() { return (size_t)2 * 2 * KB * (D + 8) * sizeof(uint16_t); }
+template <int D, int NW, int WM> constexpr size_t mma_smem()
+{
+    return (size_t)(4 * KB + (WM > 1 ? NW * 16 * WM : 0)) * (D + 8) * sizeof(uint16_t);
+}
 
-size_t mma_smem_of(int D)
+size_t mma_smem_of(int D) /* the 64-row blocks of 16 rows per warp, which launch_mma may always pick */
 {
     switch (D) {
-    case 16: return mma_smem<16>();
-    case 32: return mma_smem<32>();
-    case 64: return mma_smem<64>();
-    case 128: return mma_smem<128>();
-    case 256: return mma_smem<256>();
+    case 16: return mma_smem<16, MMA_WARPS, 1>();
+    case 32: return mma_smem<32, MMA_WARPS, 1>();
+    case 64: return mma_smem<64, MMA_WARPS, 1>();
+    case 128: return mma_smem<128, MMA_WARPS, 1>();
+    case 256: return mma_smem<256, MMA_WARPS, 1>();
     default: return 0;
     }
 }
 
-template <int D, int ROWS>
+template <int D, int NW, int WM>
 cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
                         const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
                         int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
 {
     static int attr_done = 0; /* the opt-in shared memory, once per instance */
-    const size_t smem = mma_smem<D>();
+    const size_t smem = mma_smem<D, NW, WM>();
     if (!attr_done) {
         cudaError_t err =
-            cudaFuncSetAttribute(k_attn_mma<D, ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            cudaFuncSetAttribute(k_attn_mma<D, NW, WM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err == cudaSuccess) /* room for mma_resident blocks of shared memory */
-            err = cudaFuncSetAttribute(k_attn_mma<D, ROWS>, cudaFuncAttributePreferredSharedMemoryCarveout,
+            err = cudaFuncSetAttribute(k_attn_mma<D, NW, WM>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        (int)cudaSharedmemCarveoutMaxShared);
         if (err != cudaSuccess)
             return err;
         attr_done = 1;
     }
-    const int G = H / Hkv;
-    const dim3 grid((unsigned)((T * G + ROWS - 1) / ROWS), (unsigned)Hkv);
+    const int G = H / Hkv, rows = NW * 16 * WM;
+    const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
-    k_attn_mma<D, ROWS><<<grid, ROWS * 2, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo,
-                                                      tile_hi, P, T, pos0, H, Hkv, scale_log2, window, flags);
+    k_attn_mma<D, NW, WM><<<grid, NW * 32, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo,
+                                                       tile_hi, P, T, pos0, H, Hkv, scale_log2, window, flags);
     return cudaGetLastError();
 }
 
-/* Rows per block: 128 (8 warps) when D < 128 and 128-row blocks fill two per SM, else 64 (4 warps): at D = 128
- * three 64-row blocks fit per SM (mma_resident) against one 128-row block, and at D = 256 a thread's Q and acc
- * fragments fill the registers; ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128 force one (D <= 128). The same bits either
- * way. */
+/* D <= 128: 128-row blocks of 32 rows per warp when they fill two per SM (or ENGK_MMA_WARP32) and their shared
+ * memory fits, else 64-row blocks of 16 rows per warp (three per SM at D = 128: short chunks); at D = 256
+ * (registers) 64-row blocks of 16 rows per warp. ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128 force 16 rows per warp in blocks of 64 / 128 rows (D <= 128). The same
+ * bits every way. */
 template <int D>
 cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
                        const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
                        int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
 {
-    static int sms = 0;
+    static int sms = 0, optin = 0;
     if (!sms) {
         int dev = 0;
         cudaError_t err = cudaGetDevice(&dev);
+        if (err == cudaSuccess)
+            err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
         if (err == cudaSuccess)
             err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (err != cudaSuccess)
             return err;
     }
     const int64_t blocks128 = ((int64_t)T * (H / Hkv) + 2 * MMA_ROWS - 1) / (2 * MMA_ROWS) * Hkv;
-    if (D <= 128 && !(flags & ENGK_MMA_ROWS64) &&
-        ((D < 128 && blocks128 >= 2 * (int64_t)sms) || (flags & ENGK_MMA_ROWS128)))
-        return launch_rows<D, D <= 128 ? 2 * MMA_ROWS : MMA_ROWS>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last,
-                                                                  tile_lo, tile_hi, P, T, pos0, H, Hkv, scale,
-                                                                  window, flags, s);
-    return launch_rows<D, MMA_ROWS>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0,
-                                    H, Hkv, scale, window, flags, s);
+    if (D <= 128 && mma_smem<D, MMA_WARPS, 2>() <= (size_t)optin && !(flags & (ENGK_MMA_ROWS64 | ENGK_MMA_ROWS128)) &&
+        ((flags & ENGK_MMA_WARP32) || blocks128 >= 2 * (int64_t)sms))
+        return launch_rows<D, MMA_WARPS, D <= 128 ? 2 : 1>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo,
+                                                           tile_hi, P, T, pos0, H, Hkv, scale, window, flags, s);
+    if (D <= 128 && (flags & ENGK_MMA_ROWS128))
+        return launch_rows<D, D <= 128 ? 2 * MMA_WARPS : MMA_WARPS, 1>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0,
+                                                                       kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv,
+                                                                       scale, window, flags, s);
+    return launch_rows<D, MMA_WARPS, 1>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P, T,
+                                        pos0, H, Hkv, scale, window, flags, s);
 }
 
 size_t dec_smem(int G, int D, int P) /* qs [G][D], later red [DEC_WARPS][HG][D]; sp [G][P] */

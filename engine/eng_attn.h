@@ -17,9 +17,10 @@ extern "C" {
 /* prefill flags: ENGK_INIT starts from (m, l, acc) = (-inf, 0, 0), else loads them from st_*; ENGK_FINAL writes
  * ctx = acc / l, else stores the state. ENGK_CUDA_CORES forces the fp32 CUDA-core kernel (tests). */
 enum { ENGK_INIT = 1, ENGK_FINAL = 2, ENGK_CUDA_CORES = 4 };
-/* ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128 force the tensor-core kernel's blocks of 64 / 128 rows (D <= 128) instead of
- * the choice by chunk length: the same bits (tests, bench). */
-enum { ENGK_MMA_ROWS64 = 8, ENGK_MMA_ROWS128 = 16 };
+/* Instead of the choice by chunk length, force the tensor-core kernel's 16 rows per warp in blocks of 64 / 128 rows
+ * (ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128, the latter D <= 128) or its 32 rows per warp in blocks of 128 rows
+ * (ENGK_MMA_WARP32, D <= 128): the same bits (tests, bench). */
+enum { ENGK_MMA_ROWS64 = 8, ENGK_MMA_ROWS128 = 16, ENGK_MMA_WARP32 = 32 };
 
 /* ---- decode: one row at the position held in the device scalar *pos_dev (graph-capturable) ---- */
 

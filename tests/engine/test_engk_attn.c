@@ -2,8 +2,9 @@
  * seeded inputs (tile edges, head groups 1/4/5/8, head dims 64/128/256 and for decode 16..1024, sliding windows,
  * NaN-poisoned outputs, partials and KV past the last position), plus the bit-identities the engine relies on:
  * offload-style per-tile launches = one launch, decode bits independent of the grid, and a prefill row's bits
- * independent of the rows sharing its chunk or block. --bench: decode attention µs and KV GB/s against a measured read
- * ceiling (llama3-8b heads, 2k / 8k / 32k), prefill TFLOP/s at T = 2048, 8192. */
+ * independent of the rows sharing its chunk, block or warp (16 or 32 rows per warp). --bench: decode attention µs
+ * and KV GB/s against a measured read ceiling (llama3-8b heads, 2k / 8k / 32k), prefill TFLOP/s at T = 2048, 8192
+ * (32 rows per warp next to 16). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -364,43 +365,61 @@ static int64_t check_prefill(const pcase *c)
     /* bounds: fp32 arithmetic ~1e-6; the MMA path also rounds each probability to bf16 for P V (relative 2^-9 per
      * weight, the normalizer l sums them unrounded): |ctx error| <= 2^-9 * max|v| (+ slack) <= 3.9e-3 */
     int64_t fails = mismatches(what, got, want, n, mma ? 3.9e-3 + 1e-5 : 2e-5, mma ? 0.0 : 1e-5);
-    /* offload: tile k from its own NaN-padded buffer, the state through memory */
+    /* offload: tile k from its own NaN-padded buffer, the state through memory; chunking: row 0 alone, then
+     * chunks of 3, 5 or 7 (each sees only the cache up to its own last row). Both with the kernel chosen by chunk
+     * length and (tensor cores, D <= 128) with 32 rows per warp forced. */
     const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
     const int tlo = (int)(lo0 / P), thi = (int)(last / P) + 1;
-    for (int k = tlo; k < thi; k++) {
-        const int64_t p0 = (int64_t)k * P, np = last + 1 - p0 < P ? last + 1 - p0 : P;
-        void *tk = tile_buffer(&s, s.dk, p0, np, P), *tv = tile_buffer(&s, s.dv, p0, np, P);
-        const int fl = c->flags | (k == tlo ? ENGK_INIT : 0) | (k == thi - 1 ? ENGK_FINAL : 0);
-        CU(engk_attn_prefill(dq, dctx2, dm, dl, dacc, tk, tv, c->f32, p0, last, k, k + 1, P, T, c->pos0, H, Hkv, D,
-                             scale, c->window, fl, 0));
-        CU(cudaDeviceSynchronize());
-        CU(cudaFree(tk));
-        CU(cudaFree(tv));
+    for (int v = 0; v < (mma && D <= 128 ? 2 : 1); v++) {
+        pcase cv = *c;
+        cv.flags |= v ? ENGK_MMA_WARP32 : 0;
+        const char *how = v ? " (32 rows per warp)" : "";
+        fill_nan(dctx2, n * 4);
+        fill_nan(dm, (int64_t)T * H * 4);
+        fill_nan(dl, (int64_t)T * H * 4);
+        fill_nan(dacc, n * 4);
+        for (int k = tlo; k < thi; k++) {
+            const int64_t p0 = (int64_t)k * P, np = last + 1 - p0 < P ? last + 1 - p0 : P;
+            void *tk = tile_buffer(&s, s.dk, p0, np, P), *tv = tile_buffer(&s, s.dv, p0, np, P);
+            const int fl = cv.flags | (k == tlo ? ENGK_INIT : 0) | (k == thi - 1 ? ENGK_FINAL : 0);
+            CU(engk_attn_prefill(dq, dctx2, dm, dl, dacc, tk, tv, c->f32, p0, last, k, k + 1, P, T, c->pos0, H, Hkv,
+                                 D, scale, c->window, fl, 0));
+            CU(cudaDeviceSynchronize());
+            CU(cudaFree(tk));
+            CU(cudaFree(tv));
+        }
+        float *got2 = download(dctx2, n);
+        snprintf(what, sizeof what, "  per-tile launches, state in memory%s = one launch", how);
+        fails += differ_bits(what, got2, got, n);
+        free(got2);
+        for (int ch = 3; ch <= 7; ch += 2) {
+            fill_nan(dctx3, n * 4);
+            run_rows(&cv, &s, dq, dctx3, 0, 1, scale);
+            for (int r = 1; r < T; r += ch)
+                run_rows(&cv, &s, dq, dctx3, r, T - r < ch ? T - r : ch, scale);
+            float *got3 = download(dctx3, n);
+            snprintf(what, sizeof what, "  chunks 1 + %d + %d ...%s = one chunk", ch, ch, how);
+            fails += differ_bits(what, got3, got, n);
+            free(got3);
+        }
     }
-    float *got2 = download(dctx2, n);
-    fails += differ_bits("  per-tile launches, state in memory = one launch", got2, got, n);
-    /* chunking: row 0 alone, then chunks of 3, 5 or 7 (each sees only the cache up to its own last row) */
-    for (int ch = 3; ch <= 7; ch += 2) {
-        fill_nan(dctx3, n * 4);
-        run_rows(c, &s, dq, dctx3, 0, 1, scale);
-        for (int r = 1; r < T; r += ch)
-            run_rows(c, &s, dq, dctx3, r, T - r < ch ? T - r : ch, scale);
-        float *got3 = download(dctx3, n);
-        snprintf(what, sizeof what, "  chunks 1 + %d + %d ... = one chunk", ch, ch);
-        fails += differ_bits(what, got3, got, n);
-        free(got3);
-    }
-    for (int b = 0; mma && b < 2; b++) { /* blocks of 64 and of 128 rows: other rows share each row's block */
+    /* other rows share each row's block and warp: 16 rows per warp in blocks of 64 and 128 rows, 32 rows per warp
+     * in blocks of 128 (D = 256 runs 16 per warp in blocks of 64 whatever the flag) */
+    static const struct { int flag; const char *what; } blk[] = {
+        {ENGK_MMA_ROWS64, "  16 rows per warp, blocks of 64 rows forced = one chunk"},
+        {ENGK_MMA_ROWS128, "  16 rows per warp, blocks of 128 rows forced = one chunk"},
+        {ENGK_MMA_WARP32, "  32 rows per warp, blocks of 128 rows forced = one chunk"},
+    };
+    for (size_t b = 0; mma && b < sizeof blk / sizeof blk[0]; b++) {
         pcase cb = *c;
-        cb.flags |= b ? ENGK_MMA_ROWS128 : ENGK_MMA_ROWS64;
+        cb.flags |= blk[b].flag;
         fill_nan(dctx3, n * 4);
         run_rows(&cb, &s, dq, dctx3, 0, T, scale);
         float *got4 = download(dctx3, n);
-        fails += differ_bits(b ? "  blocks of 128 rows forced = one chunk" : "  blocks of 64 rows forced = one chunk",
-                             got4, got, n);
+        fails += differ_bits(blk[b].what, got4, got, n);
         free(got4);
     }
-    free(q); free(qr); free(want); free(got); free(got2);
+    free(q); free(qr); free(want); free(got);
     CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dctx3));
     CU(cudaFree(dm)); CU(cudaFree(dl)); CU(cudaFree(dacc));
     kv_free(&s);
@@ -433,6 +452,10 @@ static void test_prefill(void **state)
         {0, 0, 4, 128, 300, 64, 0, 0},   {0, 0, 4, 128, 301, 64, 100, 77}, {0, 0, 5, 128, 199, 128, 0, 63},
         {0, 0, 1, 64, 260, 128, 0, 5},   {0, 0, 2, 64, 257, 64, 130, 0},   {0, 0, 4, 256, 150, 64, 0, 129},
         {0, ENGK_CUDA_CORES, 4, 128, 150, 64, 70, 3},
+        /* many 128-row blocks of 32 rows per warp: odd T, GQA 8, P = 100 (sub-blocks of 64 + 36 keys), a window
+         * of 1, a window inside one sub-block, the chunk starting deep in the cache */
+        {0, 0, 4, 128, 517, 64, 0, 0},   {0, 0, 8, 128, 130, 100, 0, 37}, {0, 0, 4, 128, 100, 64, 1, 5},
+        {0, 0, 4, 64, 333, 64, 200, 1000}, {0, 0, 1, 128, 257, 128, 33, 0}, {0, 0, 4, 32, 300, 64, 0, 11},
     };
     for (size_t i = 0; i < sizeof longc / sizeof longc[0]; i++)
         fails += check_prefill(&longc[i]);
@@ -555,53 +578,70 @@ static void bench(void)
     }
     CU(cudaStreamDestroy(st));
     CU(cudaEventDestroy(e2));
-    /* prefill of T = 2048 and 8192 rows from position 0, causal, P = 64: one chunk, chunks of 2048 (engine bench)
-     * and 256 (the engine's default). Flops counted causal: per head and row at position p, 2 D (p + 1) for
-     * Q K^T and as many for P V, so 4 D H T (T + 1) / 2 in all (masked halves of diagonal blocks not counted). */
-    const int P = 64;
-    static const struct { const char *name; int T, flags, chunk; } pv[] = {
-        {"tensor cores, 128-row blocks, 1 chunk       ", 2048, ENGK_MMA_ROWS128, 2048},
-        {"tensor cores,  64-row blocks, 1 chunk       ", 2048, ENGK_MMA_ROWS64, 2048},
-        {"tensor cores, 128-row blocks, chunks of 256 ", 2048, ENGK_MMA_ROWS128, 256},
-        {"tensor cores,  64-row blocks, chunks of 256 ", 2048, ENGK_MMA_ROWS64, 256},
-        {"CUDA cores,   chunks of 256                 ", 2048, ENGK_CUDA_CORES, 256},
-        {"tensor cores, 128-row blocks, 1 chunk       ", 8192, ENGK_MMA_ROWS128, 8192},
-        {"tensor cores,  64-row blocks, 1 chunk       ", 8192, ENGK_MMA_ROWS64, 8192},
-        {"tensor cores, 128-row blocks, chunks of 2048", 8192, ENGK_MMA_ROWS128, 2048},
-        {"tensor cores,  64-row blocks, chunks of 2048", 8192, ENGK_MMA_ROWS64, 2048},
-        {"tensor cores, auto rows,     chunks of 2048 ", 8192, 0, 2048},
+    /* prefill of T = 2048 and 8192 rows from position 0, causal, P = 64: one chunk (engine bench), and chunks of
+     * 256 (the engine's default) or 2048; tensor cores with 32 rows per warp (new) and 16 (old). Seeded random q, K
+     * and V, so the running max moves as in real attention. Flops counted causal: per head and row at position p,
+     * 2 D (p + 1) for Q K^T and as many for P V, so 4 D H T (T + 1) / 2 in all (masked halves of diagonal blocks not
+     * counted). */
+    const int P = 64, maxT = 8192;
+    static const int Ts[] = {2048, 8192}, chunks[] = {256, 2048};
+    static const struct { const char *name; int flags, chunked; } pv[] = {
+        {"MMA 32 rows/warp, 128-row blocks", ENGK_MMA_WARP32, 0},
+        {"MMA 16 rows/warp,  64-row blocks", ENGK_MMA_ROWS64, 0},
+        {"MMA 16 rows/warp, 128-row blocks", ENGK_MMA_ROWS128, 0},
+        {"MMA auto                        ", 0, 0},
+        {"MMA 32 rows/warp, 128-row blocks", ENGK_MMA_WARP32, 1},
+        {"MMA 16 rows/warp,  64-row blocks", ENGK_MMA_ROWS64, 1},
+        {"MMA auto                        ", 0, 1},
+        {"CUDA cores                      ", ENGK_CUDA_CORES, 1},
     };
-    const int maxT = 8192;
-    float *dqp = dmalloc((int64_t)maxT * H * D * 4), *dcp = dmalloc((int64_t)maxT * H * D * 4);
-    CU(cudaMemset(dqp, 0, (size_t)maxT * H * D * 4));
-    for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++) {
-        const int T = pv[i].T;
-        const double flops = 4.0 * D * H * ((double)T * (T + 1) / 2.0);
-        if (!(pv[i].flags & ENGK_CUDA_CORES) && !engk_attn_prefill_mma(D, 0)) {
-            printf("bench prefill attention %s: no tensor-core path on this device\n", pv[i].name);
-            continue;
-        }
-        const int r_n = pv[i].flags & ENGK_CUDA_CORES ? 1 : 5;
-        double total = 0.0;
-        for (int r = 0; r < r_n + 1; r++) {
-            float ms = 0.0f;
-            CU(cudaEventRecord(e0, 0));
-            for (int c0 = 0; c0 < T; c0 += pv[i].chunk) {
-                const int64_t last = c0 + pv[i].chunk - 1;
-                CU(engk_attn_prefill(dqp + (int64_t)c0 * H * D, dcp + (int64_t)c0 * H * D, NULL, NULL, NULL, dk, dv,
-                                     0, 0, last, 0, (int)(last / P) + 1, P, pv[i].chunk, c0, H, Hkv, D, 0.088f, 0,
-                                     pv[i].flags | ENGK_INIT | ENGK_FINAL, 0));
-            }
-            CU(cudaEventRecord(e1, 0));
-            CU(cudaEventSynchronize(e1));
-            CU(cudaEventElapsedTime(&ms, e0, e1));
-            if (r > 0)
-                total += ms;
-        }
-        const double ms = total / r_n;
-        printf("bench prefill attention T=%-4d causal H=32/8 D=128 bf16 %s  %9.3f ms/layer  %7.1f TFLOP/s\n", T,
-               pv[i].name, ms, flops / (ms * 1e-3) / 1e12);
+    float *hq = rand_q((int64_t)maxT * H * D);
+    uint16_t *hkv = hmalloc((int64_t)maxT * row, sizeof *hkv);
+    for (int t = 0; t < 2; t++) {
+        for (int64_t i = 0; i < (int64_t)maxT * row; i++)
+            hkv[i] = eng_f32_to_bf16(urand(-1, 1));
+        upload(t ? dv : dk, hkv, (int64_t)maxT * row * 2);
     }
+    float *dqp = dmalloc((int64_t)maxT * H * D * 4), *dcp = dmalloc((int64_t)maxT * H * D * 4);
+    upload(dqp, hq, (int64_t)maxT * H * D * 4);
+    free(hq);
+    free(hkv);
+    for (size_t ti = 0; ti < 2; ti++)
+        for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++) {
+            const int T = Ts[ti], chunk = pv[i].chunked ? chunks[ti] : T;
+            const double flops = 4.0 * D * H * ((double)T * (T + 1) / 2.0);
+            char how[96];
+            if (pv[i].chunked)
+                snprintf(how, sizeof how, "%s, chunks of %-4d", pv[i].name, chunk);
+            else
+                snprintf(how, sizeof how, "%s, 1 chunk       ", pv[i].name);
+            if ((pv[i].flags & ENGK_CUDA_CORES) && T > 2048) /* ~16 ms per 2048 rows: the 2k row says enough */
+                continue;
+            if (!(pv[i].flags & ENGK_CUDA_CORES) && !engk_attn_prefill_mma(D, 0)) {
+                printf("bench prefill attention %s: no tensor-core path on this device\n", how);
+                continue;
+            }
+            const int r_n = pv[i].flags & ENGK_CUDA_CORES ? 1 : 5;
+            double total = 0.0;
+            for (int r = 0; r < r_n + 1; r++) {
+                float ms = 0.0f;
+                CU(cudaEventRecord(e0, 0));
+                for (int c0 = 0; c0 < T; c0 += chunk) {
+                    const int64_t last = c0 + chunk - 1;
+                    CU(engk_attn_prefill(dqp + (int64_t)c0 * H * D, dcp + (int64_t)c0 * H * D, NULL, NULL, NULL, dk,
+                                         dv, 0, 0, last, 0, (int)(last / P) + 1, P, chunk, c0, H, Hkv, D, 0.088f, 0,
+                                         pv[i].flags | ENGK_INIT | ENGK_FINAL, 0));
+                }
+                CU(cudaEventRecord(e1, 0));
+                CU(cudaEventSynchronize(e1));
+                CU(cudaEventElapsedTime(&ms, e0, e1));
+                if (r > 0)
+                    total += ms;
+            }
+            const double ms = total / r_n;
+            printf("bench prefill attention T=%-4d causal H=32/8 D=128 bf16 %s  %9.3f ms/layer  %7.1f TFLOP/s\n", T,
+                   how, ms, flops / (ms * 1e-3) / 1e12);
+        }
     CU(cudaFree(dqp));
     CU(cudaFree(dcp));
     CU(cudaEventDestroy(e0));
