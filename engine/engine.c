@@ -1488,12 +1488,29 @@ static int any_generic(const eng *E)
     return 0;
 }
 
-/* A decode GEMV on a plain or a packed matrix (q quantized). */
+/* A decode GEMV on a plain or a packed matrix (q quantized); warm (plain only, may be NULL): engk_warm. */
 static cudaError_t dec_gemv(eng *E, float *y, const float *x, const char *W, const eng_qfmt *q, const float *b,
-                            const float *res, int N, int K)
+                            const float *res, int N, int K, const engk_warm *warm)
 {
     return q->family ? engk_qgemv(y, x, W, q, b, res, N, K, E->s_comp)
-                     : engk_gemv(y, x, W, E->f32, b, res, N, K, E->s_comp);
+                     : engk_gemv_w(y, x, W, E->f32, b, res, N, K, warm, E->s_comp);
+}
+
+/* Warms (engk_warm) of the resident decode step: the GEMV before a plain matrix asks L2 for its first
+ * WARM_MAX bytes. q|k|v warms o across qkv_post and attention only while attention streams at most
+ * WARM_KV_MAX bytes of K and V, which would push the warm out of L2 again. Hints: no value changes. */
+#define WARM_MAX ((int64_t)24 << 20)
+#define WARM_KV_MAX ((int64_t)8 << 20)
+static engk_warm dec_warm(const eng *E, const char *p, const eng_qfmt *q /* NULL: plain */, int64_t rows, int64_t K,
+                          const int64_t *pos, int64_t pos_max)
+{
+    const int64_t bytes = rows * K * (E->f32 ? 4 : 2);
+    engk_warm w = {NULL, 0, pos, pos_max};
+    if (E->plan.resident_layers < 0 && !E->plan.kv_offload && !(q && q->family) && (uintptr_t)p % 16 == 0) {
+        w.p = p;
+        w.bytes = bytes < WARM_MAX ? bytes : WARM_MAX;
+    }
+    return w;
 }
 
 static int layer_decode(eng *E, int l, rc_err *e)
@@ -1508,12 +1525,14 @@ static int layer_decode(eng *E, int l, rc_err *e)
     const char *W = NULL;
     ATTEMPT(acquire_layer(E, l, &W, e));
 #define VEC(off) ((off) >= 0 ? (const float *)(W + (off)) : NULL)
+    const engk_warm wo = dec_warm(E, W + Ly->wo, &Ly->qo, Hd, Ly->qd, E->d_pos,
+                                  kvrow(d) > 0 ? WARM_KV_MAX / (2 * kvrow(d) * E->elt) : INT64_MAX);
     if (fuse && !Ly->qqkv.family)
-        CK(engk_gemv_norm(E->d_qkv, NULL, E->d_x, VEC(Ly->attn_norm), c->eps, c->norm, W + Ly->wqkv, E->f32,
-                          VEC(Ly->bqkv), Ly->nqkv, Hd, E->s_comp));
+        CK(engk_gemv_norm_w(E->d_qkv, NULL, E->d_x, VEC(Ly->attn_norm), c->eps, c->norm, W + Ly->wqkv, E->f32,
+                            VEC(Ly->bqkv), Ly->nqkv, Hd, &wo, E->s_comp));
     else {
         CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->attn_norm), 1, Hd, c->eps, c->norm, E->s_comp));
-        CK(dec_gemv(E, E->d_qkv, E->d_a, W + Ly->wqkv, &Ly->qqkv, VEC(Ly->bqkv), NULL, Ly->nqkv, Hd));
+        CK(dec_gemv(E, E->d_qkv, E->d_a, W + Ly->wqkv, &Ly->qqkv, VEC(Ly->bqkv), NULL, Ly->nqkv, Hd, &wo));
     }
     const float *cs = E->d_rope + (int64_t)d->rope * 2 * E->C * E->half_max;
     const int rot = c->ropes[d->rope].rot_dim;
@@ -1528,7 +1547,7 @@ static int layer_decode(eng *E, int l, rc_err *e)
                              VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
         ATTEMPT(attention(E, l, 1, NULL, NULL, e)); /* split-KV over the resident cache, position from d_pos */
     }
-    CK(dec_gemv(E, E->d_x, E->d_ctx, W + Ly->wo, &Ly->qo, VEC(Ly->bo), E->d_x, Hd, Ly->qd));
+    CK(dec_gemv(E, E->d_x, E->d_ctx, W + Ly->wo, &Ly->qo, VEC(Ly->bo), E->d_x, Hd, Ly->qd, NULL));
     if (Ly->qgu.family) {
         CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), 1, Hd, c->eps, c->norm, E->s_comp));
         CK(engk_qgemv_glu(E->d_act, E->d_a, W + Ly->wgu, &Ly->qgu, VEC(Ly->bgu), Ly->inter, Hd, c->act, E->s_comp));
@@ -1540,7 +1559,14 @@ static int layer_decode(eng *E, int l, rc_err *e)
         CK(engk_gemv_glu(E->d_act, NULL, E->d_a, NULL, 0.0f, -1, W + Ly->wgu, E->f32, VEC(Ly->bgu), Ly->inter, Hd,
                          c->act, E->s_comp));
     }
-    CK(dec_gemv(E, E->d_x, E->d_act, W + Ly->wdown, &Ly->qdown, VEC(Ly->bdown), E->d_x, Hd, Ly->inter));
+    /* down warms the next layer's q|k|v, the last layer's the lm_head */
+    engk_warm wn = {NULL, 0, NULL, 0};
+    if (l + 1 < E->L && !layer_generic(E, l + 1))
+        wn = dec_warm(E, (const char *)E->d_layer[l + 1] + E->w->lay[l + 1].wqkv, &E->w->lay[l + 1].qqkv,
+                      E->w->lay[l + 1].nqkv, Hd, NULL, 0);
+    else if (l + 1 == E->L && !E->plan.vocab_on_cpu)
+        wn = dec_warm(E, (const char *)E->d_lm_head, NULL, c->vocab, Hd, NULL, 0);
+    CK(dec_gemv(E, E->d_x, E->d_act, W + Ly->wdown, &Ly->qdown, VEC(Ly->bdown), E->d_x, Hd, Ly->inter, &wn));
 #undef VEC
     return release_layer(E, l, e);
 }
