@@ -665,6 +665,13 @@ static void bench(void)
         const int pick = engk_gemv_pick(fuse, kind == 2 ? N / 2 : N, K);
         const int prev = engk_gemv_pick_prev(fuse, kind == 2 ? N / 2 : N, K);
         const int nv = engk_gemv_variants() + (!kind && handle ? 1 : 0);
+        { /* what a plain read of this many bytes reaches: the ramp and tail every kernel of this size pays */
+            bench_op r = {.kind = 3, .N = N, .K = K, .W = W, .y = y, .mbytes = (int64_t)bytes,
+                          .nslot = (int64_t)wbytes / (int64_t)bytes};
+            const double ms = time_ms(run_op, &r, 20), gbs = bytes / ms / 1e6;
+            printf("%-26s %7d %6d %-40s %9.1f %8.0f %6.1f%%\n", shapes[s].name, N, K, "read-only kernel, same bytes",
+                   1e3 * ms, gbs, 100.0 * gbs / ceil_gbs);
+        }
         for (int v = 0; v < nv; v++) {
             bench_op o = {.kind = kind, .v = v, .N = N, .K = K, .y = y, .x = x, .nw = nw, .W = W, .scratch = xb,
                           .handle = handle, .mbytes = (int64_t)bytes, .nslot = (int64_t)wbytes / (int64_t)bytes};
