@@ -35,6 +35,41 @@ __device__ __forceinline__ void dep_launch()
 #endif
 }
 
+/* sm_90 bulk prefetch of bytes (a multiple of 16) at a 16-byte aligned p into L2: a hint that changes no value. */
+__device__ __forceinline__ void l2_prefetch(const void *p, unsigned bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+/* The next matrix the stream reads (engk_warm), asked of L2 by every warp once its rows are done, so DRAM keeps
+ * busy through the kernel's tail and whatever small kernels run before that matrix's GEMV: warp g of G issues
+ * the WARM_PIECE pieces g + G * (lane + 32 i). */
+constexpr int64_t WARM_PIECE = 16384;
+__device__ __noinline__ void warm_range(const char *p, int64_t bytes, const int64_t *pos, int64_t pos_max, int lane)
+{
+    if (!p || bytes < 16 || (pos && *pos > pos_max))
+        return;
+    const int64_t nw = (int64_t)gridDim.x * (blockDim.x >> 5), gw = (int64_t)blockIdx.x * (blockDim.x >> 5) +
+                                                                     (threadIdx.x >> 5);
+    const int64_t pieces = (bytes + WARM_PIECE - 1) / WARM_PIECE;
+    for (int64_t i = gw + nw * lane; i < pieces; i += nw * 32) {
+        const int64_t off = i * WARM_PIECE, left = bytes - off;
+        const unsigned n = (unsigned)((left < WARM_PIECE ? left : WARM_PIECE) & ~(int64_t)15);
+        if (n)
+            l2_prefetch(p + off, n);
+    }
+}
+/* Out of line, its operands by value: the ring's registers stay the kernel's. */
+__device__ __forceinline__ void warm_next(const engk_warm &w, int lane)
+{
+    warm_range((const char *)w.p, w.bytes, w.pos, w.pos_max, lane);
+}
+
 /* 8 consecutive weights in flight: raw bits, converted when consumed. */
 template <typename W> struct Chunk;
 template <> struct Chunk<uint16_t> {
@@ -68,11 +103,13 @@ template <> struct Chunk<float> {
  * x into shared memory exactly as k_rmsnorm (its first 256 threads run the same strided fmaf, block_sum over
  * warps 0..7, inv_rms, norm_apply). Per row: fmaf over the lane's chunks in order from 0, then warp_sum: the
  * order of eng_dot_model, whatever R, U and WARPS. bf16 shapes with at most 8 loads in flight per lane are
- * held to 64 registers a thread, so that 32 warps fit an SM. */
-template <typename W, int R, int U, int WARPS, bool NORM, bool GLU>
+ * held to 64 registers a thread, so that 32 warps fit an SM. PF > 0: lane r also asks L2 for row r's next PF
+ * steps (32 chunks each) past the ring, one bulk prefetch, before waiting on the kernel before: more of the rows
+ * in flight from the first instruction without registers to hold them. Then warm_next. */
+template <typename W, int R, int U, int WARPS, bool NORM, bool GLU, int PF>
 __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 1024 / (WARPS * 32) : 1)
     k_gemv(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const W *Wm, const float *b,
-           const float *res, int N, int K, int act)
+           const float *res, int N, int K, int act, engk_warm warm)
 {
     static_assert(!NORM || WARPS >= NORM_THREADS / 32, "the fused norm needs k_rmsnorm's 256 threads");
     static_assert(!GLU || R % 2 == 0, "GLU rows come in gate|up pairs");
@@ -98,6 +135,13 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
         for (int r = 0; r < R; r++)
             if (u < nj && ok[r])
                 ch[u][r].load(wr[r] + (int64_t)u * 256);
+    if (PF > 0) {
+        const int64_t k0 = (int64_t)U * 256, k1 = (int64_t)(U + PF) * 256 < K ? (int64_t)(U + PF) * 256 : K;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (lane == r && ok[r] && k1 > k0) /* wr[r] - lane * 8: the row's start */
+                l2_prefetch(wr[r] - lane * 8 + k0, (unsigned)((k1 - k0) * (int64_t)sizeof(W)));
+    }
     dep_launch();
     dep_wait(); /* x, nw, b, res and y belong to the kernels before */
     if (NORM) {
@@ -118,8 +162,10 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
             }
         __syncthreads();
     }
-    if (o0 >= N)
+    if (o0 >= N) {
+        warm_next(warm, lane);
         return;
+    }
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -156,6 +202,7 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
 #pragma unroll
     for (int r = 0; r < R; r++)
         acc[r] = warp_sum(acc[r]);
+    warm_next(warm, lane);
     if (lane != 0)
         return;
 #pragma unroll
@@ -182,17 +229,20 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
 }
 
 /* The launch shapes: RO outputs per warp (GLU: RO gate|up pairs), a ring of U chunks per weight row, WARPS warps
- * per block. Every shape computes each output in the same order, hence the same bits. */
+ * per block, PF steps of each row asked of L2 past the ring. Every shape computes each output in the same order,
+ * hence the same bits. */
 struct Shape {
-    int ro, u, warps;
+    int ro, u, warps, pf;
     const char *name;
 };
 constexpr Shape shapes[] = {
-    {1, 8, 8, "1 out/warp, ring 8, 8 warps"},   {2, 4, 8, "2 out/warp, ring 4, 8 warps"},
-    {2, 8, 8, "2 out/warp, ring 8, 8 warps"},   {1, 8, 16, "1 out/warp, ring 8, 16 warps"},
-    {1, 4, 16, "1 out/warp, ring 4, 16 warps"}, {1, 16, 8, "1 out/warp, ring 16, 8 warps"},
-    {2, 8, 16, "2 out/warp, ring 8, 16 warps"}, {2, 4, 16, "2 out/warp, ring 4, 16 warps"},
-    {4, 2, 8, "4 out/warp, ring 2, 8 warps"},   {4, 4, 8, "4 out/warp, ring 4, 8 warps"},
+    {1, 8, 8, 0, "1 out/warp, ring 8, 8 warps"},          {2, 4, 8, 0, "2 out/warp, ring 4, 8 warps"},
+    {2, 8, 8, 0, "2 out/warp, ring 8, 8 warps"},          {1, 8, 16, 0, "1 out/warp, ring 8, 16 warps"},
+    {1, 4, 16, 0, "1 out/warp, ring 4, 16 warps"},        {1, 16, 8, 0, "1 out/warp, ring 16, 8 warps"},
+    {2, 8, 16, 0, "2 out/warp, ring 8, 16 warps"},        {2, 4, 16, 0, "2 out/warp, ring 4, 16 warps"},
+    {4, 2, 8, 0, "4 out/warp, ring 2, 8 warps"},          {4, 4, 8, 0, "4 out/warp, ring 4, 8 warps"},
+    {2, 4, 8, 4, "2 out/warp, ring 4, 8 warps, L2 +4"},   {2, 4, 8, 12, "2 out/warp, ring 4, 8 warps, L2 +12"},
+    {1, 4, 16, 4, "1 out/warp, ring 4, 16 warps, L2 +4"}, {1, 4, 16, 12, "1 out/warp, ring 4, 16 warps, L2 +12"},
 };
 constexpr int NSHAPES = (int)(sizeof shapes / sizeof shapes[0]);
 
@@ -207,13 +257,24 @@ bool programmatic(cudaStream_t s)
            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
 }
 
-template <typename W, int RO, int U, int WARPS, bool NORM, bool GLU>
-cudaError_t launch(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *Wm,
-                   const float *b, const float *res, int N, int K, int act, cudaStream_t s)
+/* One launch's arguments (k_gemv's). */
+struct Args {
+    float *y, *xn;
+    const float *x, *nw;
+    float eps;
+    int kind;
+    const void *W;
+    const float *b, *res;
+    int N, K, act;
+    engk_warm warm;
+};
+
+template <typename W, int RO, int U, int WARPS, int PF, bool NORM, bool GLU>
+cudaError_t launch(const Args &a, cudaStream_t s)
 {
     constexpr int R = GLU ? 2 * RO : RO;
-    const size_t smem = NORM ? (size_t)K * sizeof(float) : 0;
-    const unsigned grid = (unsigned)(((int64_t)N + WARPS * RO - 1) / (WARPS * RO));
+    const size_t smem = NORM ? (size_t)a.K * sizeof(float) : 0;
+    const unsigned grid = (unsigned)(((int64_t)a.N + WARPS * RO - 1) / (WARPS * RO));
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at.val.programmaticStreamSerializationAllowed = 1;
@@ -224,41 +285,35 @@ cudaError_t launch(float *y, float *xn, const float *x, const float *nw, float e
     cfg.stream = s;
     cfg.attrs = &at;
     cfg.numAttrs = programmatic(s) ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, k_gemv<W, R, U, WARPS, NORM, GLU>, y, xn, x, nw, eps, kind, (const W *)Wm, b, res,
-                              N, K, act);
+    return cudaLaunchKernelEx(&cfg, k_gemv<W, R, U, WARPS, NORM, GLU, PF>, a.y, a.xn, a.x, a.nw, a.eps, a.kind,
+                              (const W *)a.W, a.b, a.res, a.N, a.K, a.act, a.warm);
 }
 
-template <int RO, int U, int WARPS, bool NORM, bool GLU>
-cudaError_t launch_t(int f32, float *y, float *xn, const float *x, const float *nw, float eps, int kind,
-                     const void *Wm, const float *b, const float *res, int N, int K, int act, cudaStream_t s)
-{
-    return f32 ? launch<float, RO, U, WARPS, NORM, GLU>(y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s)
-               : launch<uint16_t, RO, U, WARPS, NORM, GLU>(y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
-}
-
-template <int V, bool NORM, bool GLU>
-cudaError_t launch_v(int f32, float *y, float *xn, const float *x, const float *nw, float eps, int kind,
-                     const void *Wm, const float *b, const float *res, int N, int K, int act, cudaStream_t s)
+template <int V, bool NORM, bool GLU> cudaError_t launch_v(int f32, const Args &a, cudaStream_t s)
 {
     constexpr Shape sh = shapes[V];
-    return launch_t<sh.ro, sh.u, sh.warps, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    return f32 ? launch<float, sh.ro, sh.u, sh.warps, sh.pf, NORM, GLU>(a, s)
+               : launch<uint16_t, sh.ro, sh.u, sh.warps, sh.pf, NORM, GLU>(a, s);
 }
 
-template <bool NORM, bool GLU>
-cudaError_t launch_any(int v, int f32, float *y, float *xn, const float *x, const float *nw, float eps, int kind,
-                       const void *Wm, const float *b, const float *res, int N, int K, int act, cudaStream_t s)
+template <bool NORM, bool GLU> cudaError_t launch_any(int v, int f32, const Args &a, cudaStream_t s)
 {
+    static_assert(NSHAPES == 14, "one case per shape");
     switch (v) {
-    case 0: return launch_v<0, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
-    case 1: return launch_v<1, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
-    case 2: return launch_v<2, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
-    case 3: return launch_v<3, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
-    case 4: return launch_v<4, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
-    case 5: return launch_v<5, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
-    case 6: return launch_v<6, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
-    case 7: return launch_v<7, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
-    case 8: return launch_v<8, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
-    case 9: return launch_v<9, NORM, GLU>(f32, y, xn, x, nw, eps, kind, Wm, b, res, N, K, act, s);
+    case 0: return launch_v<0, NORM, GLU>(f32, a, s);
+    case 1: return launch_v<1, NORM, GLU>(f32, a, s);
+    case 2: return launch_v<2, NORM, GLU>(f32, a, s);
+    case 3: return launch_v<3, NORM, GLU>(f32, a, s);
+    case 4: return launch_v<4, NORM, GLU>(f32, a, s);
+    case 5: return launch_v<5, NORM, GLU>(f32, a, s);
+    case 6: return launch_v<6, NORM, GLU>(f32, a, s);
+    case 7: return launch_v<7, NORM, GLU>(f32, a, s);
+    case 8: return launch_v<8, NORM, GLU>(f32, a, s);
+    case 9: return launch_v<9, NORM, GLU>(f32, a, s);
+    case 10: return launch_v<10, NORM, GLU>(f32, a, s);
+    case 11: return launch_v<11, NORM, GLU>(f32, a, s);
+    case 12: return launch_v<12, NORM, GLU>(f32, a, s);
+    case 13: return launch_v<13, NORM, GLU>(f32, a, s);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -378,8 +433,21 @@ int engk_gemv_norm_fits(int K) { return K > 0 && (size_t)K * sizeof(float) + 16 
 /* The shape each entry point launches: measured with `test_engk_gemv --bench` on the H200 (every shape, every
  * llama3-8b GEMV). Below ~16k rows a warp's life is a couple of ring fills, so two rows per warp (twice the
  * loads in flight per lane from the first instruction) beat longer rings: q|k|v fused 18.7 us against 25.7 us
- * for 1 out/warp ring 8 x 16 warps; o and down 13.4 / 31.9 us with ring 4 x 16 warps. */
+ * for 1 out/warp ring 8 x 16 warps; o and down 13.4 / 31.9 us with ring 4 x 16 warps. Those small shapes also
+ * ask L2 for 4 more steps of each row before waiting on the kernel before (a dependent launch's blocks that
+ * start in that kernel's tail keep twice the bytes in flight); norm+gate|up+GLU: 62.4 us with ring 8 x 8 warps
+ * against 66.8 us with ring 4 x 16 (each of its 3.4 waves of blocks repeats the norm; fewer, fuller blocks). */
 int engk_gemv_pick(int fuse, int N, int K)
+{
+    (void)K;
+    if (fuse == ENGK_FUSE_GLU)
+        return 0;
+    if (fuse == ENGK_FUSE_NORM)
+        return N >= 16384 ? 7 : 10;
+    return N >= 32768 ? 1 : 12;
+}
+
+int engk_gemv_pick_prev(int fuse, int N, int K)
 {
     (void)K;
     if (fuse == ENGK_FUSE_GLU)
@@ -395,38 +463,54 @@ const char *engk_gemv_variant_name(int v) { return v >= 0 && v < NSHAPES ? shape
 
 cudaError_t engk_gemv_variant(int v, int fuse, float *y, float *xn, const float *x, const float *nw, float eps,
                               int kind, const void *W, int f32, const float *b, const float *res, int N, int K,
-                              int act, cudaStream_t s)
+                              int act, const engk_warm *warm, cudaStream_t s)
 {
     const int norm = fuse == ENGK_FUSE_NORM || (fuse == ENGK_FUSE_GLU && kind >= 0);
     if (N < 1 || K < 8 || K % 8 || (norm && !engk_gemv_norm_fits(K)) || fuse < 0 || fuse > ENGK_FUSE_GLU)
         return cudaErrorInvalidValue;
+    if (warm && warm->p && ((uintptr_t)warm->p % 16 || warm->bytes < 0))
+        return cudaErrorInvalidValue;
+    Args a = {y, norm ? xn : nullptr, x, norm ? nw : nullptr, norm ? eps : 0.0f, norm ? kind : 0, W, b,
+              fuse == ENGK_FUSE_NONE ? res : nullptr, N, K, fuse == ENGK_FUSE_GLU ? act : 0, {}};
+    if (warm)
+        a.warm = *warm;
     if (fuse == ENGK_FUSE_GLU)
-        return norm ? launch_any<true, true>(v, f32, y, xn, x, nw, eps, kind, W, b, nullptr, N, K, act, s)
-                    : launch_any<false, true>(v, f32, y, nullptr, x, nullptr, 0.0f, 0, W, b, nullptr, N, K, act, s);
-    if (norm)
-        return launch_any<true, false>(v, f32, y, xn, x, nw, eps, kind, W, b, nullptr, N, K, 0, s);
-    return launch_any<false, false>(v, f32, y, nullptr, x, nullptr, 0.0f, 0, W, b, res, N, K, 0, s);
+        return norm ? launch_any<true, true>(v, f32, a, s) : launch_any<false, true>(v, f32, a, s);
+    return norm ? launch_any<true, false>(v, f32, a, s) : launch_any<false, false>(v, f32, a, s);
+}
+
+cudaError_t engk_gemv_w(float *y, const float *x, const void *W, int f32, const float *b, const float *res, int N,
+                        int K, const engk_warm *warm, cudaStream_t s)
+{
+    return engk_gemv_variant(engk_gemv_pick(ENGK_FUSE_NONE, N, K), ENGK_FUSE_NONE, y, nullptr, x, nullptr, 0.0f, 0,
+                             W, f32, b, res, N, K, 0, warm, s);
 }
 
 cudaError_t engk_gemv(float *y, const float *x, const void *W, int f32, const float *b, const float *res, int N,
                       int K, cudaStream_t s)
 {
-    return engk_gemv_variant(engk_gemv_pick(ENGK_FUSE_NONE, N, K), ENGK_FUSE_NONE, y, nullptr, x, nullptr, 0.0f, 0,
-                             W, f32, b, res, N, K, 0, s);
+    return engk_gemv_w(y, x, W, f32, b, res, N, K, nullptr, s);
+}
+
+cudaError_t engk_gemv_norm_w(float *y, float *xn, const float *x, const float *nw, float eps, int kind,
+                             const void *W, int f32, const float *b, int N, int K, const engk_warm *warm,
+                             cudaStream_t s)
+{
+    return engk_gemv_variant(engk_gemv_pick(ENGK_FUSE_NORM, N, K), ENGK_FUSE_NORM, y, xn, x, nw, eps, kind, W, f32, b,
+                             nullptr, N, K, 0, warm, s);
 }
 
 cudaError_t engk_gemv_norm(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
                            int f32, const float *b, int N, int K, cudaStream_t s)
 {
-    return engk_gemv_variant(engk_gemv_pick(ENGK_FUSE_NORM, N, K), ENGK_FUSE_NORM, y, xn, x, nw, eps, kind, W, f32, b,
-                             nullptr, N, K, 0, s);
+    return engk_gemv_norm_w(y, xn, x, nw, eps, kind, W, f32, b, N, K, nullptr, s);
 }
 
 cudaError_t engk_gemv_glu(float *out, float *xn, const float *x, const float *nw, float eps, int kind,
                           const void *Wgu, int f32, const float *bgu, int I, int K, int act, cudaStream_t s)
 {
     return engk_gemv_variant(engk_gemv_pick(ENGK_FUSE_GLU, I, K), ENGK_FUSE_GLU, out, xn, x, nw, eps, kind, Wgu, f32,
-                             bgu, nullptr, I, K, act, s);
+                             bgu, nullptr, I, K, act, nullptr, s);
 }
 
 cudaError_t engk_argmax(int32_t *out, const float *x, int64_t V, void *scratch, cudaStream_t s)

@@ -18,18 +18,36 @@
 extern "C" {
 #endif
 
+/* The matrix a stream reads next, handed to the GEMV before it (a hint: no value changes): its warps, once their
+ * rows are done, ask L2 for it (sm_90 bulk prefetch; nothing before), so DRAM keeps busy through the GEMV's tail
+ * and the small kernels between. p 16-byte aligned (NULL: none), bytes >= 0; skipped while *pos > pos_max (pos a
+ * device scalar, NULL: always), e.g. when an attention between would stream enough KV to push it out of L2. */
+typedef struct engk_warm {
+    const void *p;
+    int64_t bytes;
+    const int64_t *pos;
+    int64_t pos_max;
+} engk_warm;
+
 #define ENGK_ARGMAX_BLOCKS 256
 #define ENGK_ARGMAX_SCRATCH (ENGK_ARGMAX_BLOCKS * 8) /* bytes of device scratch engk_argmax needs */
 
 /* y[N] = W[N, K] x[K] (+ b[N]) (+ res[N], which may alias y). */
 cudaError_t engk_gemv(float *y, const float *x, const void *W, int f32, const float *b, const float *res, int N,
                       int K, cudaStream_t s);
+/* engk_gemv, then warm (may be NULL). */
+cudaError_t engk_gemv_w(float *y, const float *x, const void *W, int f32, const float *b, const float *res, int N,
+                        int K, const engk_warm *warm, cudaStream_t s);
 /* 1 if the fused norm fits (the row in shared memory: K * 4 + 64 <= 48 KiB, i.e. K <= 12272). */
 int engk_gemv_norm_fits(int K);
 /* y[N] = W rmsnorm(x) (+ b): each block normalizes x[K] exactly as engk_rmsnorm (same block sum, inv_rms and
  * weight) into shared memory; xn (if not NULL) receives the normed row, bit-identical to engk_rmsnorm's. */
 cudaError_t engk_gemv_norm(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
                            int f32, const float *b, int N, int K, cudaStream_t s);
+/* engk_gemv_norm, then warm (may be NULL). */
+cudaError_t engk_gemv_norm_w(float *y, float *xn, const float *x, const float *nw, float eps, int kind,
+                             const void *W, int f32, const float *b, int N, int K, const engk_warm *warm,
+                             cudaStream_t s);
 /* out[I] = act(Wgu[0:I] h + bgu[0:I]) * (Wgu[I:2I] h + bgu[I:2I]), h = rmsnorm(x) as engk_gemv_norm (kind < 0:
  * h = x, no norm; xn ignored): one warp computes gate row n and up row I + n, then engk_glu's arithmetic. */
 cudaError_t engk_gemv_glu(float *out, float *xn, const float *x, const float *nw, float eps, int kind,
@@ -48,9 +66,10 @@ cudaError_t engk_argmax(int32_t *out, const float *x, int64_t V, void *scratch, 
 int engk_gemv_variants(void);
 const char *engk_gemv_variant_name(int v);
 int engk_gemv_pick(int fuse, int N, int K);
+int engk_gemv_pick_prev(int fuse, int N, int K); /* the previous picks, for the benchmark's old-vs-new rows */
 cudaError_t engk_gemv_variant(int v, int fuse, float *y, float *xn, const float *x, const float *nw, float eps,
                               int kind, const void *W, int f32, const float *b, const float *res, int N, int K,
-                              int act, cudaStream_t s);
+                              int act, const engk_warm *warm, cudaStream_t s);
 
 /* Reads bytes (a multiple of 16) at p with the GEMV's 16-byte streaming loads and nothing else: the read
  * ceiling the micro-benchmark measures the GEMVs against. sink: 1024 floats (written only to keep the loads). */

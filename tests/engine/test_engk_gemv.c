@@ -128,10 +128,20 @@ static const struct { int N, K; } gemv_shapes[] = {
     {1, 8}, {3, 16}, {33, 248}, {37, 256}, {65, 264}, {17, 512}, {100, 1000}, {257, 4096}, {31, 14336}, {129, 2056},
 };
 
+/* A device position for engk_warm's gate. */
+static int64_t *dev_pos(int64_t pos)
+{
+    int64_t *d = NULL;
+    CU(cudaMalloc((void **)&d, sizeof *d));
+    CU(cudaMemcpy(d, &pos, sizeof pos, cudaMemcpyHostToDevice));
+    return d;
+}
+
 static void test_gemv(void **state)
 {
     (void)state;
     int64_t fails = 0;
+    int64_t *dpos = dev_pos(5);
     for (size_t c = 0; c < sizeof gemv_shapes / sizeof gemv_shapes[0]; c++)
         for (int f32 = 0; f32 < 2; f32++) {
             const int N = gemv_shapes[c].N, K = gemv_shapes[c].K;
@@ -148,7 +158,8 @@ static void test_gemv(void **state)
             char what[128];
             for (int v = 0; v < engk_gemv_variants(); v++) {
                 CU(cudaMemset(dy, 0xff, (size_t)N * 4)); /* NaN */
-                CU(engk_gemv_variant(v, ENGK_FUSE_NONE, dy, NULL, dx, NULL, 0.0f, 0, dW, f32, NULL, NULL, N, K, 0, 0));
+                CU(engk_gemv_variant(v, ENGK_FUSE_NONE, dy, NULL, dx, NULL, 0.0f, 0, dW, f32, NULL, NULL, N, K, 0, NULL,
+                                     0));
                 float *got = from_dev(dy, (size_t)N * 4);
                 snprintf(what, sizeof what, "gemv %s N=%d K=%d vs eng_dot_model [%s]", f32 ? "f32" : "bf16", N, K,
                          engk_gemv_variant_name(v));
@@ -162,6 +173,17 @@ static void test_gemv(void **state)
             snprintf(what, sizeof what, "gemv %s N=%d K=%d +bias +residual in place", f32 ? "f32" : "bf16", N, K);
             fails += bit_diffs(what, got, want_br, N);
             free(got);
+            /* warming a next matrix (any readable range: W itself) changes no bit, warmed or gated off by *pos */
+            for (int g = 0; g < 2; g++) {
+                const engk_warm wm = {dW, (int64_t)N * K * (int64_t)es, dpos, g ? 4 : 5};
+                CU(cudaMemcpy(dres, res, (size_t)N * 4, cudaMemcpyHostToDevice));
+                CU(engk_gemv_w(dres, dx, dW, f32, db, dres, N, K, &wm, 0));
+                got = from_dev(dres, (size_t)N * 4);
+                snprintf(what, sizeof what, "gemv %s N=%d K=%d +bias +residual, %s", f32 ? "f32" : "bf16", N, K,
+                         g ? "warm gated off (*pos 5 > 4)" : "warming W (*pos 5 <= 5)");
+                fails += bit_diffs(what, got, want_br, N);
+                free(got);
+            }
             /* the prefill kernel, one row */
             float *dm = dev_nan(N);
             CU(engk_matmul(dm, dx, dW, f32, NULL, NULL, 1, N, K, 0));
@@ -172,6 +194,7 @@ static void test_gemv(void **state)
             free(W); free(x); free(b); free(res); free(want); free(want_br);
             CU(cudaFree(dW)); CU(cudaFree(dx)); CU(cudaFree(db)); CU(cudaFree(dy)); CU(cudaFree(dres)); CU(cudaFree(dm));
         }
+    CU(cudaFree(dpos));
     assert_int_equal(fails, 0);
 }
 
@@ -204,9 +227,18 @@ static void test_gemv_norm(void **state)
             snprintf(what, sizeof what, "norm(kind %d)+gemv %s N=%d K=%d%s: output", kind, f32 ? "f32" : "bf16", N, K,
                      bias ? " +bias" : "");
             fails += bit_diffs(what, y_got, y_ref, N);
+            {
+                const engk_warm wm = {dW, (int64_t)N * K * (int64_t)es, NULL, 0};
+                CU(cudaMemset(dy, 0xff, (size_t)N * 4)); /* NaN */
+                CU(engk_gemv_norm_w(dy, NULL, dx, dw, 1e-5f, kind, dW, f32, db, N, K, &wm, 0));
+                float *yw = from_dev(dy, (size_t)N * 4);
+                fails += bit_diffs("  warming W", yw, y_ref, N);
+                free(yw);
+            }
             for (int v = 0; v < engk_gemv_variants(); v++) {
                 CU(cudaMemset(dy, 0xff, (size_t)N * 4)); /* NaN */
-                CU(engk_gemv_variant(v, ENGK_FUSE_NORM, dy, NULL, dx, dw, 1e-5f, kind, dW, f32, db, NULL, N, K, 0, 0));
+                CU(engk_gemv_variant(v, ENGK_FUSE_NORM, dy, NULL, dx, dw, 1e-5f, kind, dW, f32, db, NULL, N, K, 0, NULL,
+                                     0));
                 float *yv = from_dev(dy, (size_t)N * 4);
                 snprintf(what, sizeof what, "  [%s]", engk_gemv_variant_name(v));
                 fails += bit_diffs(what, yv, y_ref, N);
@@ -264,7 +296,7 @@ static void test_gemv_glu(void **state)
                     for (int nk = 0; nk < 2; nk++) {
                         CU(cudaMemset(d1, 0xff, (size_t)I * 4)); /* NaN */
                         CU(engk_gemv_variant(v, ENGK_FUSE_GLU, d1, NULL, nk ? dn : dx, nk ? NULL : dw, nk ? 0.0f : 1e-6f,
-                                             nk ? -1 : 0, dW, f32, db, NULL, I, K, act, 0));
+                                             nk ? -1 : 0, dW, f32, db, NULL, I, K, act, NULL, 0));
                         float *gv = from_dev(d1, (size_t)I * 4);
                         snprintf(what, sizeof what, "  %s [%s]", nk ? "no norm" : "norm", engk_gemv_variant_name(v));
                         fails += bit_diffs(what, gv, ref, I);
@@ -415,10 +447,13 @@ static void test_graph_chain(void **state)
         cudaGraphExec_t ge = NULL;
         if (graphed)
             CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        CU(engk_gemv_norm(da, NULL, dx, dnw, 1e-5f, 0, dWq, 0, NULL, Hd, Hd, st));
+        /* the warms of the engine's decode step: the GEMV before a matrix asks L2 for it */
+        const engk_warm wgu = {dWgu, (int64_t)2 * I * Hd * 2, NULL, 0}, wq = {dWq, (int64_t)Hd * Hd * 2, NULL, 0};
+        const engk_warm wl = {dWl, (int64_t)V * Hd * 2, NULL, 0};
+        CU(engk_gemv_norm_w(da, NULL, dx, dnw, 1e-5f, 0, dWq, 0, NULL, Hd, Hd, &wgu, st));
         CU(engk_gemv_glu(dg, NULL, dx, dnw, 1e-5f, 0, dWgu, 0, NULL, I, Hd, 0, st));
-        CU(engk_gemv(dx, dg, dWd, 0, NULL, dx, Hd, I, st));
-        CU(engk_gemv_norm(da2, NULL, dx, dnw, 1e-5f, 0, dWq, 0, NULL, Hd, Hd, st));
+        CU(engk_gemv_w(dx, dg, dWd, 0, NULL, dx, Hd, I, &wq, st));
+        CU(engk_gemv_norm_w(da2, NULL, dx, dnw, 1e-5f, 0, dWq, 0, NULL, Hd, Hd, &wl, st));
         CU(engk_gemv(dl, da2, dWl, 0, NULL, NULL, V, Hd, st));
         if (graphed) {
             CU(cudaStreamEndCapture(st, &g));
@@ -464,6 +499,9 @@ static void test_errors(void **state)
     assert_int_equal(engk_gemv(d, d, d, 1, NULL, NULL, 4, 12, 0), cudaErrorInvalidValue); /* K % 8 */
     assert_int_equal(engk_gemv(d, d, d, 1, NULL, NULL, 0, 8, 0), cudaErrorInvalidValue);
     assert_int_equal(engk_gemv_norm(d, NULL, d, d, 1e-6f, 0, d, 1, NULL, 4, 16384, 0), cudaErrorInvalidValue);
+    const engk_warm odd = {(const char *)d + 4, 64, NULL, 0}, neg = {d, -16, NULL, 0};
+    assert_int_equal(engk_gemv_w(d, d, d, 1, NULL, NULL, 4, 8, &odd, 0), cudaErrorInvalidValue); /* not 16-aligned */
+    assert_int_equal(engk_gemv_w(d, d, d, 1, NULL, NULL, 4, 8, &neg, 0), cudaErrorInvalidValue);
     assert_int_equal(engk_gemv_norm_fits(12272), 1);
     assert_int_equal(engk_gemv_norm_fits(12280), 0);
     assert_int_equal(engk_argmax((int32_t *)d, d, 0, d, 0), cudaErrorInvalidValue);
@@ -502,13 +540,15 @@ static double time_ms(cudaError_t (*fn)(void *), void *arg, int reps)
 }
 
 typedef struct bench_op {
-    int kind; /* 0 variant, 1 norm+gemv, 2 norm+glu, 3 read ceiling, 4 cublas, 5 argmax */
+    int kind; /* 0 variant, 1 norm+gemv, 2 norm+glu, 3 read ceiling, 4 cublas, 5 argmax, 6 graph, 7 spin */
     int v, N, K;
     float *y, *x, *nw;
     void *W, *scratch;
     void *handle;
     int64_t mbytes, nslot, it; /* the matrix rotates over nslot copies mbytes apart: no launch finds it in L2 */
     cudaGraphExec_t graph;     /* kind 6: a captured chain, replayed on stream 0 */
+    int64_t warm_max;          /* bench_chain: < 0 the previous picks and no warms, else the engine's, warms capped */
+    long long gap;             /* bench_chain: a spin of gap cycles after q|k|v (qkv_post and attention's stand-in) */
 } bench_op;
 
 static cudaError_t run_op(void *p)
@@ -520,17 +560,18 @@ static cudaError_t run_op(void *p)
     cudaError_t err;
     switch (o->kind) {
     case 0: err = engk_gemv_variant(o->v, ENGK_FUSE_NONE, o->y, NULL, o->x, NULL, 0.0f, 0, o->W, 0, NULL, NULL, o->N,
-                                     o->K, 0, 0);
+                                     o->K, 0, NULL, 0);
         break;
     case 1: err = engk_gemv_variant(o->v, ENGK_FUSE_NORM, o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, NULL,
-                                     o->N, o->K, 0, 0);
+                                     o->N, o->K, 0, NULL, 0);
         break;
     case 2: err = engk_gemv_variant(o->v, ENGK_FUSE_GLU, o->y, NULL, o->x, o->nw, 1e-5f, 0, o->W, 0, NULL, NULL,
-                                     o->N / 2, o->K, 0, 0);
+                                     o->N / 2, o->K, 0, NULL, 0);
         break;
     case 3: err = engk_read_ceiling(o->W, (int64_t)o->N * o->K * 2, o->y, 0); break;
     case 5: err = engk_argmax((int32_t *)o->scratch, o->y, o->N, (char *)o->scratch + 64, 0); break;
     case 6: err = cudaGraphLaunch(o->graph, 0); break;
+    case 7: err = engk_spin(o->gap, 0); break;
 #ifdef ENG_TEST_CUBLAS
     case 4: {
         const float one = 1.0f, zero = 0.0f;
@@ -548,7 +589,8 @@ static cudaError_t run_op(void *p)
 }
 
 /* Two llama3-8b decode layers' GEMVs (norm+q|k|v, o + residual, norm+gate|up+GLU, down + residual), each
- * layer on its own weights, on stream s. */
+ * layer on its own weights, on stream s: the engine's picks and warms (q|k|v warms o, down the next q|k|v), or
+ * with warm_max < 0 the previous picks without warms. */
 static cudaError_t bench_chain(void *p)
 {
     bench_op *o = p;
@@ -557,16 +599,28 @@ static cudaError_t bench_chain(void *p)
     const int64_t layer = lq + lo + lgu + (int64_t)Hd * I * 2;
     cudaStream_t s = (cudaStream_t)o->handle;
     float *qkv = o->y, *act = o->y + Nq;
+    const int prev = o->warm_max < 0;
     cudaError_t err = cudaSuccess;
     for (int l = 0; l < 2 && err == cudaSuccess; l++) {
-        const char *W = (const char *)o->W + l * layer;
-        err = engk_gemv_norm(qkv, NULL, o->x, o->nw, 1e-5f, 0, W, 0, NULL, Nq, Hd, s);
+        const char *W = (const char *)o->W + l * layer, *Wnext = (const char *)o->W + (1 - l) * layer;
+        const engk_warm wo = {W + lq, lo < o->warm_max ? lo : o->warm_max, NULL, 0};
+        const engk_warm wq = {Wnext, lq < o->warm_max ? lq : o->warm_max, NULL, 0};
+        err = engk_gemv_variant(prev ? engk_gemv_pick_prev(ENGK_FUSE_NORM, Nq, Hd) : engk_gemv_pick(ENGK_FUSE_NORM, Nq, Hd),
+                                ENGK_FUSE_NORM, qkv, NULL, o->x, o->nw, 1e-5f, 0, W, 0, NULL, NULL, Nq, Hd, 0,
+                                prev ? NULL : &wo, s);
+        if (err == cudaSuccess && o->gap > 0)
+            err = engk_spin(o->gap, s);
         if (err == cudaSuccess)
-            err = engk_gemv(o->x, qkv, W + lq, 0, NULL, o->x, Hd, Hd, s);
+            err = engk_gemv_variant(prev ? engk_gemv_pick_prev(0, Hd, Hd) : engk_gemv_pick(0, Hd, Hd), ENGK_FUSE_NONE,
+                                    o->x, NULL, qkv, NULL, 0.0f, 0, W + lq, 0, NULL, o->x, Hd, Hd, 0, NULL, s);
         if (err == cudaSuccess)
-            err = engk_gemv_glu(act, NULL, o->x, o->nw, 1e-5f, 0, W + lq + lo, 0, NULL, I, Hd, 0, s);
+            err = engk_gemv_variant(prev ? engk_gemv_pick_prev(ENGK_FUSE_GLU, I, Hd) : engk_gemv_pick(ENGK_FUSE_GLU, I, Hd),
+                                    ENGK_FUSE_GLU, act, NULL, o->x, o->nw, 1e-5f, 0, W + lq + lo, 0, NULL, NULL, I, Hd,
+                                    0, NULL, s);
         if (err == cudaSuccess)
-            err = engk_gemv(o->x, act, W + lq + lo + lgu, 0, NULL, o->x, Hd, I, s);
+            err = engk_gemv_variant(prev ? engk_gemv_pick_prev(0, Hd, I) : engk_gemv_pick(0, Hd, I), ENGK_FUSE_NONE,
+                                    o->x, NULL, act, NULL, 0.0f, 0, W + lq + lo + lgu, 0, NULL, o->x, Hd, I, 0,
+                                    prev ? NULL : &wq, s);
     }
     return err;
 }
@@ -609,7 +663,15 @@ static void bench(void)
         const double bytes = (double)N * K * 2;
         const int fuse = kind == 1 ? ENGK_FUSE_NORM : kind == 2 ? ENGK_FUSE_GLU : ENGK_FUSE_NONE;
         const int pick = engk_gemv_pick(fuse, kind == 2 ? N / 2 : N, K);
+        const int prev = engk_gemv_pick_prev(fuse, kind == 2 ? N / 2 : N, K);
         const int nv = engk_gemv_variants() + (!kind && handle ? 1 : 0);
+        { /* what a plain read of this many bytes reaches: the ramp and tail every kernel of this size pays */
+            bench_op r = {.kind = 3, .N = N, .K = K, .W = W, .y = y, .mbytes = (int64_t)bytes,
+                          .nslot = (int64_t)wbytes / (int64_t)bytes};
+            const double ms = time_ms(run_op, &r, 20), gbs = bytes / ms / 1e6;
+            printf("%-26s %7d %6d %-40s %9.1f %8.0f %6.1f%%\n", shapes[s].name, N, K, "read-only kernel, same bytes",
+                   1e3 * ms, gbs, 100.0 * gbs / ceil_gbs);
+        }
         for (int v = 0; v < nv; v++) {
             bench_op o = {.kind = kind, .v = v, .N = N, .K = K, .y = y, .x = x, .nw = nw, .W = W, .scratch = xb,
                           .handle = handle, .mbytes = (int64_t)bytes, .nslot = (int64_t)wbytes / (int64_t)bytes};
@@ -620,31 +682,51 @@ static void bench(void)
             }
             const double ms = time_ms(run_op, &o, 20), gbs = bytes / ms / 1e6;
             printf("%-26s %7d %6d %-40s %9.1f %8.0f %6.1f%%%s\n", shapes[s].name, N, K, kname, 1e3 * ms, gbs,
-                   100.0 * gbs / ceil_gbs, v == pick ? "  <- engine" : "");
+                   100.0 * gbs / ceil_gbs, v == pick ? (v == prev ? "  <- engine (old and new)" : "  <- engine (new)")
+                                             : v == prev ? "  <- old" : "");
         }
     }
-    /* the per-layer chain, directly (stream order) and as a captured graph (programmatic launches on sm_90+) */
+    /* the per-layer chain, directly (stream order) and as a captured graph (programmatic launches on sm_90+):
+     * the previous picks without warms (old), the engine's picks with warms capped at 24 MiB (new, as engine.c)
+     * or whole; without and with a 5 us gap after q|k|v where the engine runs qkv_post and attention (a spin of
+     * 10000 cycles; its own time, measured alone, is printed to subtract) */
     {
         const double lbytes = (double)(6144 + 4096 + 28672 + 14336) * 4096 * 2;
+        static const struct { const char *name; int64_t warm_max; long long gap; } ch_cases[] = {
+            {"old: previous picks, no warm", -1, 0},
+            {"new: picks + warms <= 24 MiB", (int64_t)24 << 20, 0},
+            {"new: picks + whole warms", (int64_t)1 << 40, 0},
+            {"old, 5 us gap after q|k|v", -1, 10000},
+            {"new <= 24 MiB, 5 us gap after q|k|v", (int64_t)24 << 20, 10000},
+            {"new whole, 5 us gap after q|k|v", (int64_t)1 << 40, 10000},
+        };
         cudaStream_t cs;
         CU(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
-        bench_op ch = {.W = W, .x = x, .nw = nw, .y = y, .handle = (void *)0};
-        const double direct = time_ms(bench_chain, &ch, 20) / 2;
-        cudaGraph_t g;
-        ch.handle = cs;
-        CU(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
-        CU(bench_chain(&ch));
-        CU(cudaStreamEndCapture(cs, &g));
-        bench_op gr = {.kind = 6};
-        CU(cudaGraphInstantiateWithFlags(&gr.graph, g, 0));
-        const double graphed = time_ms(run_op, &gr, 20) / 2;
-        printf("%-26s %7s %6s %-40s %9.1f %8.0f %6.1f%%\n", "decode layer, 4 GEMVs", "", "", "launched directly",
-               1e3 * direct, lbytes / direct / 1e6, 100.0 * lbytes / direct / 1e6 / ceil_gbs);
-        printf("%-26s %7s %6s %-40s %9.1f %8.0f %6.1f%%\n", "decode layer, 4 GEMVs", "", "", "graph (programmatic launches)",
-               1e3 * graphed, lbytes / graphed / 1e6, 100.0 * lbytes / graphed / 1e6 / ceil_gbs);
-        CU(cudaGraphExecDestroy(gr.graph));
-        CU(cudaGraphDestroy(g));
+        for (size_t c = 0; c < sizeof ch_cases / sizeof ch_cases[0]; c++) {
+            bench_op ch = {.W = W, .x = x, .nw = nw, .y = y, .handle = (void *)0, .warm_max = ch_cases[c].warm_max,
+                           .gap = ch_cases[c].gap};
+            const double direct = time_ms(bench_chain, &ch, 20) / 2;
+            cudaGraph_t g;
+            ch.handle = cs;
+            CU(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+            CU(bench_chain(&ch));
+            CU(cudaStreamEndCapture(cs, &g));
+            bench_op gr = {.kind = 6};
+            CU(cudaGraphInstantiateWithFlags(&gr.graph, g, 0));
+            const double graphed = time_ms(run_op, &gr, 20) / 2;
+            char kname[96];
+            snprintf(kname, sizeof kname, "%s, direct", ch_cases[c].name);
+            printf("%-26s %7s %6s %-40s %9.1f %8.0f %6.1f%%\n", "decode layer, 4 GEMVs", "", "", kname, 1e3 * direct,
+                   lbytes / direct / 1e6, 100.0 * lbytes / direct / 1e6 / ceil_gbs);
+            snprintf(kname, sizeof kname, "%s, graph", ch_cases[c].name);
+            printf("%-26s %7s %6s %-40s %9.1f %8.0f %6.1f%%\n", "decode layer, 4 GEMVs", "", "", kname,
+                   1e3 * graphed, lbytes / graphed / 1e6, 100.0 * lbytes / graphed / 1e6 / ceil_gbs);
+            CU(cudaGraphExecDestroy(gr.graph));
+            CU(cudaGraphDestroy(g));
+        }
         CU(cudaStreamDestroy(cs));
+        bench_op sp = {.kind = 7, .gap = 10000};
+        printf("%-26s %7s %6s %-40s %9.1f\n", "the gap alone", "", "", "engk_spin 10000 cycles", 1e3 * time_ms(run_op, &sp, 20));
     }
     bench_op am = {.kind = 5, .N = 128256, .y = y, .scratch = xb};
     printf("%-26s %7d %6s %-40s %9.1f\n", "argmax of the logits", 128256, "", "engk_argmax", 1e3 * time_ms(run_op, &am, 20));
