@@ -433,18 +433,18 @@ int engk_gemv_norm_fits(int K) { return K > 0 && (size_t)K * sizeof(float) + 16 
 /* The shape each entry point launches: measured with `test_engk_gemv --bench` on the H200 (every shape, every
  * llama3-8b GEMV). Below ~16k rows a warp's life is a couple of ring fills, so two rows per warp (twice the
  * loads in flight per lane from the first instruction) beat longer rings: q|k|v fused 18.7 us against 25.7 us
- * for 1 out/warp ring 8 x 16 warps; o and down 13.4 / 31.9 us with ring 4 x 16 warps. Those small shapes also
- * ask L2 for 4 more steps of each row before waiting on the kernel before (a dependent launch's blocks that
- * start in that kernel's tail keep twice the bytes in flight); norm+gate|up+GLU: 62.4 us with ring 8 x 8 warps
+ * for 1 out/warp ring 8 x 16 warps; o and down 13.4 / 31.9 us with ring 4 x 16 warps (a plain read of the same bytes
+ * takes 15.7 / 12.0 / 30.1 us: the small ones are ramp and tail, not the loop); norm+gate|up+GLU: 62.4 us with ring 8 x 8 warps
  * against 66.8 us with ring 4 x 16 (each of its 3.4 waves of blocks repeats the norm; fewer, fuller blocks). */
 int engk_gemv_pick(int fuse, int N, int K)
 {
     (void)K;
     if (fuse == ENGK_FUSE_GLU)
         return 0;
+    /* the L2-prefetching shapes (10, 12) lost to 1 and 4 on the H200 (q|k|v+norm 20.7 vs 18.9 us, o 14.3 vs 13.4) */
     if (fuse == ENGK_FUSE_NORM)
-        return N >= 16384 ? 7 : 10;
-    return N >= 32768 ? 1 : 12;
+        return N >= 16384 ? 7 : 1;
+    return N >= 32768 ? 1 : 4;
 }
 
 int engk_gemv_pick_prev(int fuse, int N, int K)

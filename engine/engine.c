@@ -1557,58 +1557,41 @@ int eng_prefill(eng *E, const int32_t *ids, int64_t T, float *logits, const rc_p
  * d_rrel, the RoPE rows, the PLE token rows), so one captured graph replays every step. The GEMVs give
  * engk_matmul's bits for the row, so every layer kind (DeltaNet, gated attention, the gemma4 extras) decodes as its
  * chunk path would at T = 1, fused where it can. ---- */
-/* A decode GEMV on a plain or a packed matrix (q quantized); warm (plain only, may be NULL): engk_warm. */
+/* A decode GEMV on a plain or a packed matrix (q quantized). */
 static cudaError_t dec_gemv(eng *E, float *y, const float *x, const char *W, const eng_qfmt *q, const float *b,
-                            const float *res, int N, int K, const engk_warm *warm)
+                            const float *res, int N, int K)
 {
     return q->family ? engk_qgemv(y, x, W, q, b, res, N, K, E->s_comp)
-                     : engk_gemv_w(y, x, W, E->f32, b, res, N, K, warm, E->s_comp);
-}
-
-/* Warms (engk_warm) of the resident decode step: the GEMV before a plain matrix asks L2 for its first
- * WARM_MAX bytes. q|k|v warms o across qkv_post and attention only while attention streams at most
- * WARM_KV_MAX bytes of K and V, which would push the warm out of L2 again. Hints: no value changes. */
-#define WARM_MAX ((int64_t)24 << 20)
-#define WARM_KV_MAX ((int64_t)8 << 20)
-static engk_warm dec_warm(const eng *E, const char *p, const eng_qfmt *q /* NULL: plain */, int64_t rows, int64_t K,
-                          const int64_t *pos, int64_t pos_max)
-{
-    const int64_t bytes = rows * K * (E->f32 ? 4 : 2);
-    engk_warm w = {NULL, 0, pos, pos_max};
-    if (E->plan.resident_layers < 0 && !E->plan.kv_offload && !(q && q->family) && (uintptr_t)p % 16 == 0) {
-        w.p = p;
-        w.bytes = bytes < WARM_MAX ? bytes : WARM_MAX;
-    }
-    return w;
+                     : engk_gemv(y, x, W, E->f32, b, res, N, K, E->s_comp);
 }
 
 /* y = W rmsnorm(d_x) (+ b); the normed row also into xn if not NULL (d_a: what a second GEMV on it reads). */
 static int dec_norm_gemv(eng *E, float *y, float *xn, const float *nw, const char *W, const eng_qfmt *q, const float *b,
-                         int N, const engk_warm *warm, rc_err *e)
+                         int N, rc_err *e)
 {
     const rc_config *c = E->c;
     const int Hd = (int)c->hidden;
     if (engk_gemv_norm_fits(Hd) && !q->family) {
-        CK(engk_gemv_norm_w(y, xn, E->d_x, nw, c->eps, c->norm, W, E->f32, b, N, Hd, warm, E->s_comp));
+        CK(engk_gemv_norm(y, xn, E->d_x, nw, c->eps, c->norm, W, E->f32, b, N, Hd, E->s_comp));
         return RC_OK;
     }
     CK(engk_rmsnorm(E->d_a, E->d_x, nw, 1, Hd, c->eps, c->norm, E->s_comp));
-    CK(dec_gemv(E, y, E->d_a, W, q, b, NULL, N, Hd, warm));
+    CK(dec_gemv(E, y, E->d_a, W, q, b, NULL, N, Hd));
     return RC_OK;
 }
 
-/* d_x += out(d_a) or, with a sandwich norm (post >= 0), d_x += norm(out(d_a)); warm: engk_warm, or NULL. */
+/* d_x += out(d_a) or, with a sandwich norm (post >= 0), d_x += norm(out(d_a)). */
 static int dec_out(eng *E, const char *W, int64_t wo, const eng_qfmt *q, int64_t bo, int64_t post, const float *x,
-                   int K, const engk_warm *warm, rc_err *e)
+                   int K, rc_err *e)
 {
     const rc_config *c = E->c;
     const int Hd = (int)c->hidden;
     const float *b = bo >= 0 ? (const float *)(W + bo) : NULL;
     if (post < 0) {
-        CK(dec_gemv(E, E->d_x, x, W + wo, q, b, E->d_x, Hd, K, warm));
+        CK(dec_gemv(E, E->d_x, x, W + wo, q, b, E->d_x, Hd, K));
         return RC_OK;
     }
-    CK(dec_gemv(E, E->d_a, x, W + wo, q, b, NULL, Hd, K, warm));
+    CK(dec_gemv(E, E->d_a, x, W + wo, q, b, NULL, Hd, K));
     CK(engk_norm_add(E->d_x, E->d_a, (const float *)(W + post), 1, Hd, c->eps, c->norm, E->s_comp));
     return RC_OK;
 }
@@ -1621,10 +1604,8 @@ static int attn_decode(eng *E, int l, const char *W, rc_err *e)
     const int Hd = (int)c->hidden, H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim, qd = Ly->qd, kd = Ly->kd;
 #define VEC(off) ((off) >= 0 ? (const float *)(W + (off)) : NULL)
     const int gated = Ly->wgate >= 0;
-    const engk_warm wo = dec_warm(E, W + Ly->wo, &Ly->qo, Hd, Ly->qd, E->d_pos,
-                                  kvrow(d) > 0 ? WARM_KV_MAX / (2 * kvrow(d) * E->elt) : INT64_MAX);
     ATTEMPT(dec_norm_gemv(E, E->d_qkv, gated ? E->d_a : NULL, VEC(Ly->attn_norm), W + Ly->wqkv, &Ly->qqkv,
-                          VEC(Ly->bqkv), Ly->nqkv, &wo, e));
+                          VEC(Ly->bqkv), Ly->nqkv, e));
     if (gated) /* output gate: the gate halves of q_proj on the same normed row */
         CK(engk_gemv(E->d_agate, E->d_a, W + Ly->wgate, E->f32, VEC(Ly->bgate), NULL, qd, Hd, E->s_comp));
     if (d->v_norm)
@@ -1647,7 +1628,7 @@ static int attn_decode(eng *E, int l, const char *W, rc_err *e)
     if (gated)
         CK(engk_sigmoid_gate(E->d_ctx, E->d_agate, 1, qd, E->s_comp));
 #undef VEC
-    return dec_out(E, W, Ly->wo, &Ly->qo, Ly->bo, Ly->post_attn_norm, E->d_ctx, qd, NULL, e);
+    return dec_out(E, W, Ly->wo, &Ly->qo, Ly->bo, Ly->post_attn_norm, E->d_ctx, qd, e);
 }
 
 /* The DeltaNet mixer of one row: fused norm + in-projection GEMV, the recurrent step (gdn_core), out_proj GEMV. */
@@ -1655,7 +1636,7 @@ static int gdn_decode(eng *E, int l, const char *W, rc_err *e)
 {
     const eng_layer_layout *Ly = &E->w->lay[l];
     ATTEMPT(dec_norm_gemv(E, E->d_gin, NULL, (const float *)(W + Ly->attn_norm), W + Ly->gin, &plain_fmt, NULL,
-                          Ly->gnin, NULL, e));
+                          Ly->gnin, e));
     ATTEMPT(gdn_core(E, l, W, 1, NULL, e));
     CK(engk_gemv(E->d_x, E->d_gcore, W + Ly->gout, E->f32, NULL, E->d_x, (int)E->c->hidden, Ly->gvd, E->s_comp));
     return RC_OK;
@@ -1681,17 +1662,8 @@ static int layer_decode(eng *E, int l, rc_err *e)
         CK(engk_gemv_glu(E->d_act, NULL, E->d_a, NULL, 0.0f, -1, W + Ly->wgu, E->f32, VEC(Ly->bgu), Ly->inter, Hd,
                          c->act, E->s_comp));
     }
-    /* down warms the next layer's first matrix (q|k|v or the DeltaNet in-projection), the last layer's the lm_head */
-    engk_warm wn = {NULL, 0, NULL, 0};
-    if (E->plan.resident_layers < 0 && l + 1 < E->L) {
-        const eng_layer_layout *Ln = &E->w->lay[l + 1];
-        const int gdn = c->layers[l + 1].mixer == RC_MIXER_GDN;
-        wn = dec_warm(E, (const char *)E->d_layer[l + 1] + (gdn ? Ln->gin : Ln->wqkv), gdn ? &plain_fmt : &Ln->qqkv,
-                      gdn ? Ln->gnin : Ln->nqkv, Hd, NULL, 0);
-    } else if (l + 1 == E->L && !E->plan.vocab_on_cpu)
-        wn = dec_warm(E, (const char *)E->d_lm_head, NULL, c->vocab, Hd, NULL, 0);
 #undef VEC
-    ATTEMPT(dec_out(E, W, Ly->wdown, &Ly->qdown, Ly->bdown, Ly->post_mlp_norm, E->d_act, Ly->inter, &wn, e));
+    ATTEMPT(dec_out(E, W, Ly->wdown, &Ly->qdown, Ly->bdown, Ly->post_mlp_norm, E->d_act, Ly->inter, e));
     ATTEMPT(layer_end(E, l, W, 1, NULL, e));
     return release_layer(E, l, e);
 }
