@@ -2,7 +2,7 @@
  * per group (RC_QF_SCALE, w = s*q) or a scale and an offset (RC_QF_AFFINE, w = (s*q) + m), one device function per
  * family, each operation rounded on its own (docs/quantization.md). GEMV order, per row: lane l walks the row's
  * 16-byte blocks l, l+32, ... in order, dequantizes each weight and accumulates fmaf(w, x, acc) from 0 in k order,
- * then the xor butterfly; then + b, then res +. eng_qdot_model (eng_qpack.h) is its host model, bit for bit. */
+ * then the xor butterfly (whatever the kernel or launch shape); then + b, then res +. eng_qdot_model (eng_qpack.h) is its host model, bit for bit. */
 #ifndef ENG_QGEMV_H
 #define ENG_QGEMV_H
 
@@ -24,11 +24,16 @@ cudaError_t engk_qgemv_glu(float *out, const float *x, const void *W, const eng_
 /* dst[N, K] = the dequantized matrix, exactly (f32) or rounded to nearest even to bf16 (f32 == 0). */
 cudaError_t engk_qdequant(void *dst, int f32, const void *W, const eng_qfmt *q, int N, int K, cudaStream_t s);
 
-/* Micro-benchmark variants (rows per warp x 16-byte blocks in flight per lane): same per-row order, same bits. */
+/* Micro-benchmark variants (the kernel, rows per warp, 16-byte blocks in flight per lane, warps per block): same
+ * per-row order, same bits. glu: the fused gate|up form (y[N] from W[2N, K], b[2N], act; res unused), which
+ * engk_qgemv_variant_has_glu says a variant has. engk_qgemv_pick: the variant engk_qgemv (glu 0) or engk_qgemv_glu
+ * (glu 1) launches for that format and shape. */
 int engk_qgemv_variants(void);
 const char *engk_qgemv_variant_name(int v);
-cudaError_t engk_qgemv_variant(int v, float *y, const float *x, const void *W, const eng_qfmt *q, int N, int K,
-                               cudaStream_t s);
+int engk_qgemv_variant_has_glu(int v);
+int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K);
+cudaError_t engk_qgemv_variant(int v, int glu, float *y, const float *x, const void *W, const eng_qfmt *q,
+                               const float *b, const float *res, int N, int K, int act, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@ typedef struct qcase {
     const char *name;
     int family, bits, group; /* group 0: one per row */
     int zero;                /* affine: offsets from integer zeros (GPTQ); 0: float offsets (GGUF Q4_1) */
-    int huge;                /* odd groups' scales times 2^110 (the kernel's out-of-line path for |s| >= 2^100) */
+    int huge;                /* odd groups' scales times 2^huge (110, -110: the kernels' out-of-line paths) */
 } qcase;
 
 static const qcase cases[] = {
@@ -33,12 +33,17 @@ static const qcase cases[] = {
     {"int4 g32 affine, offsets (GGUF Q4_1)", RC_QF_AFFINE, 4, 32, 0, 0},
     {"int4 g32 scale (GGUF Q4_0)", RC_QF_SCALE, 4, 32, 0, 0},
     {"int4 g128 scale (GPTQ sym)", RC_QF_SCALE, 4, 128, 0, 0},
-    {"int4 g32 affine, zeros, huge scales", RC_QF_AFFINE, 4, 32, 1, 1},
-    {"int8 g32 scale, huge scales", RC_QF_SCALE, 8, 32, 0, 1},
+    {"int4 g32 affine, zeros, huge scales", RC_QF_AFFINE, 4, 32, 1, 110},
+    {"int8 g32 scale, huge scales", RC_QF_SCALE, 8, 32, 0, 110},
+    {"int4 g32 scale, tiny scales", RC_QF_SCALE, 4, 32, 0, -110},
+    {"int4 g64 affine, zeros, tiny scales", RC_QF_AFFINE, 4, 64, 1, -110},
 };
 
-/* N x K pairs: one row, odd N, one group, K at the lane stride (32 blocks) and past it, a 4096-wide row. */
-static const int shapes[][2] = {{1, 128}, {37, 256}, {67, 384}, {5, 4096}, {131, 1024 + 128}, {33, 2048 + 640}};
+/* N x K pairs: one row, odd N, one group, K at the lane stride (32 blocks) and past it, a 4096-wide row, fewer blocks
+ * than lanes with K / 4 not a multiple of 8 (592: int8 per row only) or of 32 (608), and down's 14336 (x in more than
+ * 48 KB of shared memory). */
+static const int shapes[][2] = {{1, 128},  {37, 256}, {67, 384}, {5, 4096}, {131, 1024 + 128}, {33, 2048 + 640},
+                                {7, 592}, {9, 608},  {19, 14336}};
 
 static unsigned long long rng = 0x5eedull;
 static double unif(void)
@@ -66,7 +71,7 @@ static void make_qt(rc_qtensor *t, const qcase *c, int n, int k)
     for (int64_t j = 0; j < ng; j++) {
         t->scale[j] = rc_f16_to_f32(rc_f32_to_f16((float)((0.5 + unif()) / 64.0)));
         if (c->huge && (j & 1))
-            t->scale[j] = ldexpf(t->scale[j], 110);
+            t->scale[j] = ldexpf(t->scale[j], c->huge);
         if (c->family == RC_QF_AFFINE && c->zero)
             t->zero[j] = (int16_t)(unif() * span);
         else if (c->family == RC_QF_AFFINE)
@@ -129,15 +134,13 @@ static int check_case(const qcase *c, int N, int K)
     fails += ekc_check(what, got, model, NULL, "bit equality (the kernel's order on the host)", N);
     snprintf(what, sizeof what, "qgemv %s N=%d K=%d vs double over rc_qtensor_dequant", c->name, N, K);
     fails += ekc_check(what, got, want, bound, "(K + 2) u sum|w x| + ulp", N);
-    /* every variant: the same bits */
+    /* every variant (k_qgemv's and k_qgemv_s's launch shapes): the same bits */
     for (int v = 0; v < engk_qgemv_variants(); v++) {
         ekc_poison(dy, N, 4);
-        EKC_CU(engk_qgemv_variant(v, dy, dx, dm, &q, N, K, 0));
+        EKC_CU(engk_qgemv_variant(v, 0, dy, dx, dm, &q, db, dres, N, K, 0, 0));
         ekc_from_dev(got, dy, N, 4);
-        for (int n = 0; n < N; n++)
-            want[n] = eng_qdot_model(hm, N, K, &q, n, x);
         snprintf(what, sizeof what, "qgemv variant %s %s N=%d K=%d", engk_qgemv_variant_name(v), c->name, N, K);
-        fails += ekc_check(what, got, want, NULL, "bit equality", N);
+        fails += ekc_check(what, got, model, NULL, "bit equality", N);
     }
     /* dequant: f32 exactly model/quant.h's values; bf16 their round-to-nearest-even */
     float *dd = ekc_dev_alloc((int64_t)N * K, 4), *gd = ekc_hmalloc((int64_t)N * K, 4);
@@ -187,7 +190,16 @@ static int check_glu(const qcase *c, int I, int K, int act)
     ekc_from_dev(want, dw, I, 4);
     char what[160];
     snprintf(what, sizeof what, "qgemv_glu %s I=%d K=%d act=%d vs qgemv + engk_glu", c->name, I, K, act);
-    const int fails = ekc_check(what, got, want, NULL, "bit equality", I);
+    int fails = ekc_check(what, got, want, NULL, "bit equality", I);
+    for (int v = 0; v < engk_qgemv_variants(); v++) /* every fused variant: the same bits */
+        if (engk_qgemv_variant_has_glu(v)) {
+            ekc_poison(dy, I, 4);
+            EKC_CU(engk_qgemv_variant(v, 1, dy, dx, dm, &q, db, NULL, I, K, act, 0));
+            ekc_from_dev(got, dy, I, 4);
+            snprintf(what, sizeof what, "qgemv_glu variant %s %s I=%d K=%d act=%d", engk_qgemv_variant_name(v), c->name,
+                     I, K, act);
+            fails += ekc_check(what, got, want, NULL, "bit equality", I);
+        }
     free(x); free(b); free(got); free(want); free(hm);
     ekc_dev_free(dm); ekc_dev_free(dx); ekc_dev_free(db); ekc_dev_free(dgu); ekc_dev_free(dy); ekc_dev_free(dw);
     rc_qtensor_free(&t);
@@ -222,9 +234,7 @@ typedef struct bop {
 static cudaError_t run_bop(void *p)
 {
     const bop *o = p;
-    if (o->glu)
-        return engk_qgemv_glu(o->y, o->x, o->W, &o->q, NULL, o->N, o->K, 0, 0);
-    return engk_qgemv_variant(o->v, o->y, o->x, o->W, &o->q, o->N, o->K, 0);
+    return engk_qgemv_variant(o->v, o->glu, o->y, o->x, o->W, &o->q, NULL, NULL, o->N, o->K, 0, 0);
 }
 
 static void bench(void)
@@ -238,10 +248,12 @@ static void bench(void)
     };
     const double ceil = ekc_read_ceiling_gbs();
     printf("bench read ceiling: %.0f GB/s (read-only kernel, 16-byte loads)\n", ceil);
+    printf("bench variants: r* = k_qgemv (x through L1), s* = k_qgemv_s (x in shared memory, scales in the ring); "
+           "'<' marks the one engk_qgemv / engk_qgemv_glu picks, 'old' is r2u2r, the pick before k_qgemv_s\n");
     float *x = ekc_dev_alloc(14336, 4), *y = ekc_dev_alloc(28672, 4);
     EKC_CU(cudaMemset(x, 0, 14336 * 4));
     for (size_t f = 0; f < sizeof fm / sizeof fm[0]; f++) {
-        double layer_us = 0.0, layer_bytes = 0.0;
+        double layer_us = 0.0, layer_old = 0.0, layer_best = 0.0, layer_bytes = 0.0;
         for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
             eng_qfmt q = fm[f].q;
             if (!q.group)
@@ -253,26 +265,39 @@ static void bench(void)
             void *dm = ekc_to_dev(hm, bytes, 1);
             free(hm);
             const double read = (double)bytes + 4.0 * sh[s].K; /* codes, scales (offsets), x */
-            double best = 1e30;
-            int nv = sh[s].glu ? 1 : engk_qgemv_variants();
-            for (int v = 0; v < nv; v++) {
+            const int pick = engk_qgemv_pick(sh[s].glu, &q, sh[s].N, sh[s].K);
+            double best = 1e30, picked = 0.0, old = 0.0;
+            for (int v = 0; v < engk_qgemv_variants(); v++) {
+                if (sh[s].glu && !engk_qgemv_variant_has_glu(v))
+                    continue;
                 bop o = {y, x, dm, q, sh[s].N, sh[s].K, sh[s].glu, v};
                 const double us = ekc_time_us(run_bop, &o);
-                if (us < best) best = us;
-                printf("bench qgemv %-12s %-20s %-6s %8.1f us %7.0f GB/s %5.1f%% of ceiling (%.1f MB read)\n", fm[f].name,
-                       sh[s].name, sh[s].glu ? "fused" : engk_qgemv_variant_name(v), us, read / us / 1e3,
-                       100.0 * read / us / 1e3 / ceil, read / 1e6);
+                const char *name = engk_qgemv_variant_name(v);
+                if (us < best)
+                    best = us;
+                if (v == pick)
+                    picked = us;
+                if (!strcmp(name, "r2u2r"))
+                    old = us;
+                printf("bench qgemv %-12s %-20s %-8s %8.1f us %7.0f GB/s %5.1f%% of ceiling (%.1f MB read)%s\n",
+                       fm[f].name, sh[s].name, name, us, read / us / 1e3, 100.0 * read / us / 1e3 / ceil, read / 1e6,
+                       v == pick ? " <" : "");
             }
             if (s != 3) { /* the layer uses the fused GLU, not the plain gate|up */
-                layer_us += best;
+                layer_us += picked;
+                layer_old += old;
+                layer_best += best;
                 layer_bytes += read;
             }
             ekc_dev_free(dm);
         }
-        printf("bench qgemv %-12s per layer (q|k|v, o, fused gate|up, down): %.1f us for %.1f MB = %.0f GB/s, %.1f%% of "
-               "ceiling; x32 layers %.3f ms, %.0f tok/s from the layer matrices alone\n", fm[f].name, layer_us,
-               layer_bytes / 1e6, layer_bytes / layer_us / 1e3, 100.0 * layer_bytes / layer_us / 1e3 / ceil,
-               32.0 * layer_us / 1e3, 1e6 / (32.0 * layer_us));
+        const double lay[3] = {layer_old, layer_us, layer_best};
+        static const char *const which[3] = {"old (r2u2r)", "picked", "best of all"};
+        for (int i = 0; i < 3; i++)
+            printf("bench qgemv %-12s per layer (q|k|v, o, fused gate|up, down) %-11s: %.1f us for %.1f MB = %.0f GB/s, "
+                   "%.1f%% of ceiling; x32 layers %.3f ms, %.0f tok/s from the layer matrices alone\n",
+                   fm[f].name, which[i], lay[i], layer_bytes / 1e6, layer_bytes / lay[i] / 1e3,
+                   100.0 * layer_bytes / lay[i] / 1e3 / ceil, 32.0 * lay[i] / 1e3, 1e6 / (32.0 * lay[i]));
     }
     ekc_dev_free(x);
     ekc_dev_free(y);
