@@ -43,6 +43,13 @@ cudaError_t engk_attn_decode_merge(const float *part, float *ctx, const int64_t 
                                    int H, int D, int window, cudaStream_t s);
 /* Tests: at most n blocks for the decode partials (0: as many as the device holds at once). */
 void engk_attn_decode_blocks(int n);
+/* 1 if the decode partials of this shape run on tensor cores on the current device (bf16 KV, sm_80+, D a power of
+ * two in 16 .. 256, at most 8 query heads per KV head): q and each probability rounded to bf16, fp32 accumulation
+ * (engine/README.md, "Attention"); else the fp32 CUDA-core kernel. */
+int engk_attn_decode_mma(int H, int Hkv, int D, int f32);
+/* Tests and benchmarks: on != 0 forces the CUDA-core decode partials everywhere (the previous kernel, for
+ * comparison); 0 restores the choice above. */
+void engk_attn_decode_cuda_cores(int on);
 
 /* ---- prefill: T rows at positions pos0 .. pos0 + T - 1 ---- */
 
