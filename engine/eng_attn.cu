@@ -904,14 +904,15 @@ __device__ __forceinline__ void lds_run(unsigned (&w)[2], const uint16_t *p)
 /* The split-KV partials of the live tiles in [kmin, kmax] on tensor cores (bf16 KV): the same items, grid and
  * partial format (m, l, acc per tile and head) as k_dec_part, another arithmetic. Per item (tile k, kv head g) of
  * n keys from a = max(kP, lo): warp w takes key groups w, w + 4, ... (keys a + 16 grp ..); per group, s = scale (q
- * K^T) with q rounded to bf16 (fp32 accumulation), keys past n at -inf; per head m_new = max(m, max s) (butterfly
- * 4, 8, 16), corr = m_new == m ? 1 : expf(m - m_new), p = expf(s - m_new), l = fmaf(l, corr, p_r + p_r+8) per
- * lane, acc = acc corr + V^T P^T with p rounded to bf16. The warp's l is summed over its key lanes (butterfly 4,
+ * K^T) with q rounded to bf16 (fp32 accumulation; SPLIT: plus K times bf16(q - bf16(q)) in a second accumulator,
+ * added after), keys past n at -inf; per head m_new = max(m, max s) (butterfly 4, 8, 16), corr = m_new == m ? 1 :
+ * expf(m - m_new), p = expf(s - m_new), l = fmaf(l, corr, p_r + p_r+8) per lane, acc = acc corr + V^T P^T with p
+ * rounded to bf16 (SPLIT: then + V^T times the rests bf16(p - bf16(p))). The warp's l is summed over its key lanes (butterfly 4,
  * 8, 16); the tile's m is the max over the warps, each warp's acc and l scaled by f = expf(m_w - m), and the warps
  * summed 0..3 in order. Each step's order is fixed by n and P, never by the grid or which block runs the item. A
  * warp issues its next group's K loads when its S is done and the V loads when its P V is done, so one item's
  * softmax, P V and the block's merge run under the next item's loads. */
-template <int D>
+template <int D, bool SPLIT>
 __global__ void __launch_bounds__(DMMA_THREADS)
     k_dec_mma(const float *q, float *part, const uint16_t *Kc, const uint16_t *Vc, const int64_t *pos_dev,
               int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, float scale, int window)
@@ -924,7 +925,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     float *sacc = sdm;                              /* [warp][G][D] */
     float *swm = sacc + DMMA_WARPS * G * D;         /* [warp][8] m, then [warp][8] l */
     float *swl = swm + DMMA_WARPS * DMMA_N, *stm = swl + DMMA_WARPS * DMMA_N; /* stm [8]: the tile's m */
-    uint16_t *sq = reinterpret_cast<uint16_t *>(stm + DMMA_N); /* [H][LDQ]: q in bf16 */
+    uint16_t *sq = reinterpret_cast<uint16_t *>(stm + DMMA_N); /* [H][LDQ] bf16(q), with SPLIT then [H][LDQ] its rest */
     const int64_t pos = *pos_dev, lo = window_lo(pos, window);
     const int tlo = (int)(lo / P) > kmin ? (int)(lo / P) : kmin, thi = (int)(pos / P) < kmax ? (int)(pos / P) : kmax;
     const int64_t items = thi >= tlo ? (int64_t)(thi - tlo + 1) * Hkv : 0;
@@ -975,7 +976,11 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     for (int i = tid; i < H * D / 2; i += DMMA_THREADS) {
         const int h = 2 * i / D, d = 2 * i - h * D;
         const float2 v = *reinterpret_cast<const float2 *>(q + (int64_t)h * D + d);
-        *reinterpret_cast<unsigned *>(sq + h * LDQ + d) = pack2(bf16_bits(v.x), bf16_bits(v.y));
+        const unsigned hx = bf16_bits(v.x), hy = bf16_bits(v.y);
+        *reinterpret_cast<unsigned *>(sq + h * LDQ + d) = pack2(hx, hy);
+        if (SPLIT) /* q - bf16(q) is exact in fp32 */
+            *reinterpret_cast<unsigned *>(sq + (H + h) * LDQ + d) =
+                pack2(bf16_bits(v.x - __uint_as_float(hx << 16)), bf16_bits(v.y - __uint_as_float(hy << 16)));
     }
     __syncthreads();
     for (; it < items; it += gridDim.x) {
@@ -1003,21 +1008,31 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             }
             const bool pre = nit < items && 16 * ngp < nn;
 
-            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* S^T: keys r, r + 8 x heads 2 c4, 2 c4 + 1 */
+            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s2[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* S^T: keys r, r + 8 x heads
+                                                                                2 c4, 2 c4 + 1; s2: K times q's rest */
 #pragma unroll
             for (int c = 0; c < KN; c++) {
-                unsigned qw[KR / 2];
+                unsigned qw[KR / 2], ql[KR / 2];
 #pragma unroll
                 for (int u = 0; u < KR / 2; u++)
-                    qw[u] = 0u;
-                if (r < G)
+                    qw[u] = ql[u] = 0u;
+                if (r < G) {
                     lds_run(qw, qrow + 4 * KR * c);
+                    if (SPLIT)
+                        lds_run(ql, qrow + H * LDQ + 4 * KR * c);
+                }
 #pragma unroll
                 for (int t = 0; t < KR / 4; t++) {
                     const unsigned a[4] = {kw[0][c][2 * t], kw[1][c][2 * t], kw[0][c][2 * t + 1], kw[1][c][2 * t + 1]};
                     mma16816(s, a, qw[2 * t], qw[2 * t + 1]);
+                    if (SPLIT)
+                        mma16816(s2, a, ql[2 * t], ql[2 * t + 1]);
                 }
             }
+            if (SPLIT)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    s[i] = s[i] + s2[i];
             if (pre)
                 load_k(nbase, nn, ngp);
             const int j0 = 16 * grp + r;
@@ -1057,6 +1072,16 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             const unsigned x1 = __shfl_sync(FULL, X, src + 4), y1 = __shfl_sync(FULL, Y, src + 4);
             const unsigned z0 = r & 1 ? y0 : x0, z1 = r & 1 ? y1 : x1;
             const unsigned b0 = __byte_perm(z0, z1, 0x5410), b1 = __byte_perm(z0, z1, 0x7632);
+            unsigned bl0 = 0u, bl1 = 0u; /* SPLIT: the same for the rests p - bf16(p) (exact in fp32) */
+            if (SPLIT) {
+                const unsigned Xl = cvt_bf16x2(p[0] - __uint_as_float(X << 16), p[2] - __uint_as_float(X & 0xffff0000u));
+                const unsigned Yl = cvt_bf16x2(p[1] - __uint_as_float(Y << 16), p[3] - __uint_as_float(Y & 0xffff0000u));
+                const unsigned xl0 = __shfl_sync(FULL, Xl, src), yl0 = __shfl_sync(FULL, Yl, src);
+                const unsigned xl1 = __shfl_sync(FULL, Xl, src + 4), yl1 = __shfl_sync(FULL, Yl, src + 4);
+                const unsigned zl0 = r & 1 ? yl0 : xl0, zl1 = r & 1 ? yl1 : xl1;
+                bl0 = __byte_perm(zl0, zl1, 0x5410);
+                bl1 = __byte_perm(zl0, zl1, 0x7632);
+            }
 #pragma unroll
             for (int i = 0; i < MT; i++) { /* m-tile i: dims of slots i (rows r) and MT + i (rows r + 8) */
                 const int s0 = i, s1 = MT + i;
@@ -1067,6 +1092,8 @@ __global__ void __launch_bounds__(DMMA_THREADS)
                                        __byte_perm(vw[2][j0v][e0 >> 1], vw[3][j0v][e0 >> 1], sel0),
                                        __byte_perm(vw[2][j1v][e1 >> 1], vw[3][j1v][e1 >> 1], sel1)};
                 mma16816(acc[i], a, b0, b1);
+                if (SPLIT)
+                    mma16816(acc[i], a, bl0, bl1);
             }
             if (pre)
                 load_v(nbase, nn, ngp);
@@ -1130,20 +1157,20 @@ __global__ void __launch_bounds__(DMMA_THREADS)
 #endif
 }
 
-size_t dmma_smem(int H, int G, int D) /* sacc [4][G][D], swm, swl [4][8], stm [8]; sq [H][D + pad] bf16 */
+size_t dmma_smem(int H, int G, int D) /* sacc [4][G][D], swm, swl [4][8], stm [8]; sq [2][H][D + pad] bf16 */
 {
     return (size_t)(DMMA_WARPS * G * D + 2 * DMMA_WARPS * DMMA_N + DMMA_N) * sizeof(float) +
-           (size_t)H * (D + DMMA_QPAD) * sizeof(uint16_t);
+           (size_t)2 * H * (D + DMMA_QPAD) * sizeof(uint16_t);
 }
 
-int dec_cuda_cores = 0; /* tests and the benchmark (engk_attn_decode_cuda_cores) */
+int dec_kernel = ENGK_DEC_AUTO; /* tests and the benchmark (engk_attn_decode_kernel) */
 
 /* 1 if the decode partials of this shape run on tensor cores on the current device: bf16 KV, sm_80+, D a power of
  * two in 16 .. 256 (as the prefill's tensor cores), at most 8 query heads per KV head, shared memory <= 48 KiB. */
 int dec_mma_ok(int H, int Hkv, int D, int f32)
 {
     static int dev_c = -1, major = 0;
-    if (f32 || dec_cuda_cores || H % Hkv || H / Hkv > DMMA_N || (D != 16 && D != 32 && D != 64 && D != 128 && D != 256) ||
+    if (f32 || dec_kernel == ENGK_DEC_CUDA_CORES || H % Hkv || H / Hkv > DMMA_N || (D != 16 && D != 32 && D != 64 && D != 128 && D != 256) ||
         dmma_smem(H, H / Hkv, D) > 48 * 1024)
         return 0;
     int dev = 0;
@@ -1163,7 +1190,7 @@ int dec_mma_ok(int H, int Hkv, int D, int f32)
 
 /* The grid: as many blocks as the device holds at once (occupancy at this shared memory), at most one per item, at
  * most dec_blocks_cap. */
-template <int D>
+template <int D, bool SPLIT>
 cudaError_t launch_dmma(const float *q, float *part, const uint16_t *K, const uint16_t *V, const int64_t *pos_dev,
                         int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, float scale,
                         int window, cudaStream_t s)
@@ -1176,7 +1203,7 @@ cudaError_t launch_dmma(const float *q, float *part, const uint16_t *K, const ui
     if (err == cudaSuccess && (dev != dev_c || smem != smem_c)) {
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (err == cudaSuccess)
-            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D>, DMMA_THREADS, smem);
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT>, DMMA_THREADS, smem);
         dev_c = err == cudaSuccess ? dev : -1;
         smem_c = smem;
     }
@@ -1187,9 +1214,23 @@ cudaError_t launch_dmma(const float *q, float *part, const uint16_t *K, const ui
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    k_dec_mma<D><<<(unsigned)blocks, DMMA_THREADS, smem, s>>>(q, part, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles,
-                                                                P, H, Hkv, scale, window);
+    k_dec_mma<D, SPLIT><<<(unsigned)blocks, DMMA_THREADS, smem, s>>>(q, part, K, V, pos_dev, kv_pos0, kmin, kmax,
+                                                                       max_tiles, P, H, Hkv, scale, window);
     return cudaGetLastError();
+}
+
+template <bool SPLIT>
+cudaError_t dec_mma_d(const float *q, float *part, const uint16_t *k, const uint16_t *v, const int64_t *pos_dev,
+                      int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale,
+                      int window, cudaStream_t s)
+{
+    switch (D) {
+    case 16: return launch_dmma<16, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 32: return launch_dmma<32, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 64: return launch_dmma<64, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 128: return launch_dmma<128, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    default: return launch_dmma<256, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    }
 }
 
 cudaError_t dec_mma_part(const float *q, float *part, const void *K, const void *V, const int64_t *pos_dev,
@@ -1197,13 +1238,9 @@ cudaError_t dec_mma_part(const float *q, float *part, const void *K, const void 
                          int window, cudaStream_t s)
 {
     const uint16_t *k = static_cast<const uint16_t *>(K), *v = static_cast<const uint16_t *>(V);
-    switch (D) {
-    case 16: return launch_dmma<16>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 32: return launch_dmma<32>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 64: return launch_dmma<64>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 128: return launch_dmma<128>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    default: return launch_dmma<256>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    }
+    return dec_kernel == ENGK_DEC_MMA_BF16
+               ? dec_mma_d<false>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
+               : dec_mma_d<true>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
 }
 
 size_t dec_smem(int G, int D, int P) /* qs [G][D], later red [DEC_WARPS][HG][D]; sp [G][P] */
@@ -1263,7 +1300,7 @@ cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void
 
 void engk_attn_decode_blocks(int n) { dec_blocks_cap = n > 0 ? n : 0; }
 
-void engk_attn_decode_cuda_cores(int on) { dec_cuda_cores = on != 0; }
+void engk_attn_decode_kernel(int kernel) { dec_kernel = kernel; }
 
 int engk_attn_decode_mma(int H, int Hkv, int D, int f32) { return dec_mma_ok(H, Hkv, D, f32); }
 

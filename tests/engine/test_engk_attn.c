@@ -231,9 +231,9 @@ static void test_checker_fails(void **state)
 
 /* One decode case: ctx against the double reference; the same bits from grids of 1 and 3 blocks (the partials'
  * bits never depend on the grid, so never on the GPU) and from offload-style per-tile launches, each tile from its
- * own NaN-padded buffer. S positions of cache (max_tiles from S), positions past pos NaN. cores: the CUDA-core
- * partials forced (else the tensor cores where engk_attn_decode_mma says they run). */
-static int64_t check_decode(int f32, int cores, int G, int D, int P, int64_t pos, int window, int S)
+ * own NaN-padded buffer. S positions of cache (max_tiles from S), positions past pos NaN. kernel: ENGK_DEC_* (the
+ * tensor cores run where engk_attn_decode_mma says, except with ENGK_DEC_CUDA_CORES). */
+static int64_t check_decode(int f32, int kernel, int G, int D, int P, int64_t pos, int window, int S)
 {
     const int Hkv = 2, H = G * Hkv, max_tiles = engk_attn_max_tiles(S, P);
     const float scale = (float)(1.0 / sqrt((double)D));
@@ -241,15 +241,22 @@ static int64_t check_decode(int f32, int cores, int G, int D, int P, int64_t pos
     char what[160];
     kvset s;
     kv_make(&s, S, (int)pos + 1, Hkv, D, f32);
-    engk_attn_decode_cuda_cores(cores);
-    const int mma = engk_attn_decode_mma(H, Hkv, D, f32);
+    engk_attn_decode_kernel(kernel);
+    const int mma = engk_attn_decode_mma(H, Hkv, D, f32), plain = mma && kernel == ENGK_DEC_MMA_BF16;
     float *q = rand_q(n);
-    float *qr = hmalloc(n, sizeof *qr); /* the tensor-core path rounds q to bf16 once */
+    float *qr = hmalloc(n, sizeof *qr); /* ENGK_DEC_MMA_BF16 rounds q to bf16 once: the reference does too */
     for (int64_t i = 0; i < n; i++)
-        qr[i] = mma ? bf16_round(q[i]) : q[i];
-    double vmax = 0.0;
+        qr[i] = plain ? bf16_round(q[i]) : q[i];
+    double vmax = 0.0, qk = 0.0; /* max |v|; max over heads and keys of sum_d |q_d k_d| */
     for (int64_t i = 0; i < (pos + 1) * s.row; i++)
         vmax = fabs(s.v[i]) > vmax ? fabs(s.v[i]) : vmax;
+    for (int h = 0; h < H; h++)
+        for (int64_t j = 0; j <= pos; j++) {
+            double a = 0.0;
+            for (int d = 0; d < D; d++)
+                a += fabs((double)qr[h * D + d] * s.k[j * s.row + (h / G) * D + d]);
+            qk = a > qk ? a : qk;
+        }
     double *want = ref_attn(qr, &s, 1, pos, H, scale, window);
     float *dq = dmalloc(n * 4), *dctx = dmalloc(n * 4), *dctx2 = dmalloc(n * 4), *dpart = dmalloc(pf * 4);
     int64_t *dpos = dmalloc(8);
@@ -260,12 +267,15 @@ static int64_t check_decode(int f32, int cores, int G, int D, int P, int64_t pos
     CU(engk_attn_decode(dq, dctx, dpart, s.dk, s.dv, f32, dpos, max_tiles, P, H, Hkv, D, scale, window, 0));
     float *got = download(dctx, n);
     snprintf(what, sizeof what, "decode %s G=%d D=%d P=%d pos=%lld window=%d max_tiles=%d",
-             mma ? "bf16 tensor cores" : f32 ? "f32 CUDA cores " : "bf16 CUDA cores", G, D, P, (long long)pos, window,
-             max_tiles);
-    /* bounds: fp32 arithmetic ~1e-6; the tensor cores also round each probability to bf16 for P V (relative 2^-9
-     * per weight, the normalizer l sums them unrounded, so |ctx error| <= 2^-9 max|v|), against a reference on the
-     * same bf16-rounded q */
-    int64_t fails = mismatches(what, got, want, n, mma ? 0x1p-9 * vmax + 2e-5 : 2e-5, 1e-5);
+             plain ? "bf16 tensor cores, bf16 q p" : mma ? "bf16 tensor cores, split q p" :
+             f32 ? "f32 CUDA cores" : "bf16 CUDA cores", G, D, P, (long long)pos, window, max_tiles);
+    /* bounds: fp32 arithmetic ~1e-6 (CUDA cores: 2e-5 + 1e-5 relative). Tensor cores: each probability enters P V
+     * with a relative error e_p (2^-9 rounded to bf16; 2^-17 split in two bf16 terms) and the normalizer l sums
+     * them unrounded, so ctx moves by <= e_p max|v|; each score by <= d = (e_q + 2^-22 D) scale max sum|q k| (q's
+     * split: e_q = 2^-17; 0 for bf16 q, which the reference rounds alike; the fp32 accumulation of D terms,
+     * truncating), which moves ctx by <= 2 d max|v| */
+    const double dsc = ((plain ? 0.0 : 0x1p-17) + 0x1p-22 * D) * scale * qk, ep = plain ? 0x1p-9 : 0x1p-17;
+    int64_t fails = mismatches(what, got, want, n, mma ? vmax * (ep + 2.0 * dsc) + 2e-5 : 2e-5, 1e-5);
     static const int caps[] = {1, 3};
     for (size_t c = 0; c < 2; c++) {
         engk_attn_decode_blocks(caps[c]);
@@ -292,19 +302,23 @@ static int64_t check_decode(int f32, int cores, int G, int D, int P, int64_t pos
     CU(engk_attn_decode_merge(dpart, dctx2, dpos, max_tiles, P, H, D, window, 0));
     float *got2 = download(dctx2, n);
     fails += differ_bits("  per-tile launches = one launch", got2, got, n);
-    engk_attn_decode_cuda_cores(0);
+    engk_attn_decode_kernel(ENGK_DEC_AUTO);
     free(q); free(qr); free(want); free(got); free(got2);
     CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dpart)); CU(cudaFree(dpos));
     kv_free(&s);
     return fails;
 }
 
-/* bf16 cases on both decode kernels (tensor cores where they run, and the CUDA-core one forced), f32 on its one */
+/* bf16 cases on every decode kernel (the engine's choice, the CUDA-core one forced, tensor cores with bf16 q and p),
+ * f32 on its one */
 static int64_t check_decode_paths(int f32, int G, int D, int P, int64_t pos, int window, int S)
 {
-    int64_t fails = check_decode(f32, 0, G, D, P, pos, window, S);
-    if (!f32)
-        fails += check_decode(f32, 1, G, D, P, pos, window, S);
+    int64_t fails = check_decode(f32, ENGK_DEC_AUTO, G, D, P, pos, window, S);
+    if (!f32) {
+        fails += check_decode(f32, ENGK_DEC_CUDA_CORES, G, D, P, pos, window, S);
+        if (engk_attn_decode_mma(G * 2, 2, D, f32))
+            fails += check_decode(f32, ENGK_DEC_MMA_BF16, G, D, P, pos, window, S);
+    }
     return fails;
 }
 
@@ -567,9 +581,12 @@ static void bench(void)
         const double bytes = 2.0 * (double)dc[c].ctx * (double)row * 2.0;
         float *dpart = dmalloc(engk_attn_part_floats(mt, H, D) * 4);
         upload(dpos, &pos, 8);
-        double us[2] = {0.0, 0.0}, mus[2] = {0.0, 0.0};
-        for (int path = 0; path < 2; path++) { /* 0: the CUDA-core partials (forced), 1: the engine's choice */
-            engk_attn_decode_cuda_cores(path == 0);
+        static const int kern[3] = {ENGK_DEC_CUDA_CORES, ENGK_DEC_AUTO, ENGK_DEC_MMA_BF16};
+        static const char *kname[3] = {"CUDA cores (old)", "tensor cores, split q p (new)", "tensor cores, bf16 q p"};
+        double us[3] = {0.0, 0.0, 0.0}, mus[3] = {0.0, 0.0, 0.0};
+        const int npath = engk_attn_decode_mma(H, Hkv, D, 0) ? 3 : 1;
+        for (int path = 0; path < npath; path++) {
+            engk_attn_decode_kernel(kern[path]);
             CU(engk_attn_decode(dq, dctx, dpart, dk, dv, 0, dpos, mt, P, H, Hkv, D, 0.088f, 0, st)); /* uncaptured */
             cudaGraphExec_t gd = decode_graph(0, dq, dctx, dpart, dk, dv, dpos, mt, P, H, Hkv, D, st);
             cudaGraphExec_t gm = decode_graph(1, dq, dctx, dpart, dk, dv, dpos, mt, P, H, Hkv, D, st);
@@ -595,15 +612,13 @@ static void bench(void)
             us[path] = 1e3 * total / reps;
             mus[path] = 1e3 * merge / reps;
         }
-        engk_attn_decode_cuda_cores(0);
-        const int mma = engk_attn_decode_mma(H, Hkv, D, 0);
-        for (int path = 0; path < 2; path++) {
+        engk_attn_decode_kernel(ENGK_DEC_AUTO);
+        for (int path = 0; path < npath; path++) {
             const double gbs = bytes / (us[path] * 1e-6);
-            printf("bench decode attention ctx=%-5d P=%-3d max_ctx=%-6d H=32/8 D=128 bf16 %-17s %7.1f us/layer "
+            printf("bench decode attention ctx=%-5d P=%-3d max_ctx=%-6d H=32/8 D=128 bf16 %-29s %7.1f us/layer "
                    "(merge %5.1f)  KV %6.0f GB/s  (%4.1f%% of the read ceiling)",
-                   dc[c].ctx, P, dc[c].max_ctx, path == 0 ? "CUDA cores (old)" : mma ? "tensor cores (new)" : "default (no MMA)",
-                   us[path], mus[path], gbs / 1e9, 100.0 * gbs / ceil_bps);
-            printf(path == 1 ? "  %.2fx the old\n" : "\n", us[0] / us[1]);
+                   dc[c].ctx, P, dc[c].max_ctx, kname[path], us[path], mus[path], gbs / 1e9, 100.0 * gbs / ceil_bps);
+            printf(path ? "  %.2fx the old\n" : "\n", us[0] / us[path]);
         }
         CU(cudaFree(dpart));
     }
