@@ -988,7 +988,8 @@ __global__ void __launch_bounds__(DMMA_THREADS)
         int n;
         geom(it, &base, &n);
         const int g = (int)(it % Hkv), k = tlo + (int)(it / Hkv);
-        const uint16_t *qrow = sq + (g * G + r) * LDQ + KR * c4; /* head r of the group (B column r) */
+        const bool qlive = r < G; /* B column r: head r of the group, zero past G (read at row 0: no divergence) */
+        const uint16_t *qrow = sq + (g * G + (qlive ? r : 0)) * LDQ + KR * c4;
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[MT][4];
 #pragma unroll
         for (int i = 0; i < MT; i++)
@@ -1013,13 +1014,13 @@ __global__ void __launch_bounds__(DMMA_THREADS)
 #pragma unroll
             for (int c = 0; c < KN; c++) {
                 unsigned qw[KR / 2], ql[KR / 2];
+                lds_run(qw, qrow + 4 * KR * c);
+                if (SPLIT)
+                    lds_run(ql, qrow + H * LDQ + 4 * KR * c);
 #pragma unroll
-                for (int u = 0; u < KR / 2; u++)
-                    qw[u] = ql[u] = 0u;
-                if (r < G) {
-                    lds_run(qw, qrow + 4 * KR * c);
-                    if (SPLIT)
-                        lds_run(ql, qrow + H * LDQ + 4 * KR * c);
+                for (int u = 0; u < KR / 2; u++) {
+                    qw[u] = qlive ? qw[u] : 0u;
+                    ql[u] = qlive && SPLIT ? ql[u] : 0u;
                 }
 #pragma unroll
                 for (int t = 0; t < KR / 4; t++) {
