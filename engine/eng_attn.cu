@@ -915,6 +915,400 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
                                         pos0, H, Hkv, scale, window, flags, s);
 }
 
+/* ---------------- decode on tensor cores (bf16 KV, sm_80+) ---------------- */
+
+/* Geometry at head dim D (16 .. 256, a power of two). A warp takes a key group (16 keys of a tile); lane
+ * (r, c4) = (lane / 4, lane % 4). S^T [16 keys x 8 heads] = K Q^T by MT m16n8k16 MMAs (k-steps over D): A = the K
+ * rows r and r + 8 as stored, KN runs of KR consecutive bf16 per row and lane, so a k-step's 16 dims are a fixed
+ * permutation of D's, applied to q alike; B = the group's q rounded to bf16 (heads in N, padded to 8). acc^T
+ * [D x 8] += V^T P^T by MT MMAs (m-tiles over D): A = V^T, lane (r, c4) loading keys 2 c4, 2 c4 + 1, 2 c4 + 8,
+ * 2 c4 + 9 (VN runs of VR dims per key: dims VR (r + 8 j) + e) and pairing two keys per register (prmt); B = P^T,
+ * the probabilities rounded to bf16, moved from S's fragment layout by four shuffles. */
+template <int D> struct Dmma {
+    static constexpr int MT = D / 16;
+    static constexpr int KR = D / 4 < 8 ? D / 4 : 8, KN = D / 4 / KR;
+    static constexpr int VR = D / 8 < 8 ? D / 8 : 8, VN = D / 8 / VR;
+};
+constexpr int DMMA_WARPS = 4, DMMA_THREADS = DMMA_WARPS * 32, DMMA_N = 8; /* DMMA_N: heads per MMA (G <= 8) */
+constexpr int DMMA_QPAD = 32; /* bf16 padding of a q row in shared memory: 16-byte reads of rows r, r + 1 miss */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+/* N words (2N bf16) from global memory, not kept in L1 (each K/V row is read once per step); zeros when !ok. */
+__device__ __forceinline__ void ld_run(unsigned (&w)[4], const uint16_t *p, bool ok)
+{
+    w[0] = w[1] = w[2] = w[3] = 0u;
+    if (ok)
+        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+            : "l"(p));
+}
+__device__ __forceinline__ void ld_run(unsigned (&w)[2], const uint16_t *p, bool ok)
+{
+    w[0] = w[1] = 0u;
+    if (ok)
+        asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+}
+__device__ __forceinline__ void ld_run(unsigned (&w)[1], const uint16_t *p, bool ok)
+{
+    w[0] = 0u;
+    if (ok)
+        asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
+}
+__device__ __forceinline__ void lds_run(unsigned (&w)[4], const uint16_t *p)
+{
+    const uint4 u = *reinterpret_cast<const uint4 *>(p);
+    w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
+}
+__device__ __forceinline__ void lds_run(unsigned (&w)[2], const uint16_t *p)
+{
+    const uint2 u = *reinterpret_cast<const uint2 *>(p);
+    w[0] = u.x, w[1] = u.y;
+}
+#endif
+
+/* The split-KV partials of the live tiles in [kmin, kmax] on tensor cores (bf16 KV): the same items, grid and
+ * partial format (m, l, acc per tile and head) as k_dec_part, another arithmetic. Per item (tile k, kv head g) of
+ * n keys from a = max(kP, lo): warp w takes key groups w, w + 4, ... (keys a + 16 grp ..); per group, s = scale (q
+ * K^T) with q rounded to bf16 (fp32 accumulation; SPLIT: plus K times bf16(q - bf16(q)) in a second accumulator,
+ * added after), keys past n at -inf; per head m_new = max(m, max s) (butterfly 4, 8, 16), corr = m_new == m ? 1 :
+ * expf(m - m_new), p = expf(s - m_new), l = fmaf(l, corr, p_r + p_r+8) per lane, acc = acc corr + V^T P^T with p
+ * rounded to bf16 (SPLIT: then + V^T times the rests bf16(p - bf16(p))). The warp's l is summed over its key lanes (butterfly 4,
+ * 8, 16); the tile's m is the max over the warps, each warp's acc and l scaled by f = expf(m_w - m), and the warps
+ * summed 0..3 in order. Each step's order is fixed by n and P, never by the grid or which block runs the item. A
+ * warp issues its next group's K loads when its S is done and the V loads when its P V is done, so one item's
+ * softmax, P V and the block's merge run under the next item's loads. */
+template <int D, bool SPLIT>
+__global__ void __launch_bounds__(DMMA_THREADS)
+    k_dec_mma(const float *q, float *part, const uint16_t *Kc, const uint16_t *Vc, const int64_t *pos_dev,
+              int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, float scale, int window)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int MT = Dmma<D>::MT, KR = Dmma<D>::KR, KN = Dmma<D>::KN, VR = Dmma<D>::VR, VN = Dmma<D>::VN;
+    constexpr int LDQ = D + DMMA_QPAD;
+    extern __shared__ __align__(16) float sdm[];
+    const int G = H / Hkv, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r = lane >> 2, c4 = lane & 3;
+    float *sacc = sdm;                              /* [warp][G][D] */
+    float *swm = sacc + DMMA_WARPS * G * D;         /* [warp][8] m, then [warp][8] l */
+    float *swl = swm + DMMA_WARPS * DMMA_N, *stm = swl + DMMA_WARPS * DMMA_N; /* stm [8]: the tile's m */
+    uint16_t *sq = reinterpret_cast<uint16_t *>(stm + DMMA_N); /* [H][LDQ] bf16(q), with SPLIT then [H][LDQ] its rest */
+    const int64_t pos = *pos_dev, lo = window_lo(pos, window);
+    const int tlo = (int)(lo / P) > kmin ? (int)(lo / P) : kmin, thi = (int)(pos / P) < kmax ? (int)(pos / P) : kmax;
+    const int64_t items = thi >= tlo ? (int64_t)(thi - tlo + 1) * Hkv : 0;
+    const int64_t kvs = (int64_t)Hkv * D;
+    float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
+
+    auto geom = [&](int64_t it, int64_t *base, int *n) { /* item it: K/V offset of its first key, its keys */
+        const int64_t t0 = (int64_t)(tlo + (int)(it / Hkv)) * P, a = t0 > lo ? t0 : lo;
+        const int64_t b = t0 + P - 1 < pos ? t0 + P - 1 : pos;
+        *n = (int)(b - a + 1);
+        *base = (a - kv_pos0) * kvs + (it % Hkv) * D;
+    };
+    unsigned kw[2][KN][KR / 2], vw[4][VN][VR / 2];
+    auto load_k = [&](int64_t base, int n, int grp) { /* rows 16 grp + r and + 8 */
+#pragma unroll
+        for (int h2 = 0; h2 < 2; h2++) {
+            const int jj = 16 * grp + r + 8 * h2;
+            const uint16_t *p = Kc + base + (int64_t)jj * kvs + KR * c4;
+#pragma unroll
+            for (int c = 0; c < KN; c++)
+                ld_run(kw[h2][c], p + 4 * KR * c, jj < n);
+        }
+    };
+    auto load_v = [&](int64_t base, int n, int grp) { /* keys 16 grp + 2 c4 + {0, 1, 8, 9} */
+#pragma unroll
+        for (int vk = 0; vk < 4; vk++) {
+            const int jj = 16 * grp + 2 * c4 + (vk & 1) + 8 * (vk >> 1);
+            const uint16_t *p = Vc + base + (int64_t)jj * kvs + VR * r;
+#pragma unroll
+            for (int j = 0; j < VN; j++)
+                ld_run(vw[vk][j], p + 8 * VR * j, jj < n);
+        }
+    };
+
+    int64_t it = blockIdx.x, pit = -1; /* (pit, pgrp): the group whose K/V this warp has in flight */
+    int pgrp = -1;
+    if (it < items) {
+        int64_t b0;
+        int n0;
+        geom(it, &b0, &n0);
+        if (16 * warp < n0) {
+            load_k(b0, n0, warp);
+            load_v(b0, n0, warp);
+            pit = it;
+            pgrp = warp;
+        }
+    }
+    for (int i = tid; i < H * D / 2; i += DMMA_THREADS) {
+        const int h = 2 * i / D, d = 2 * i - h * D;
+        const float2 v = *reinterpret_cast<const float2 *>(q + (int64_t)h * D + d);
+        const unsigned hx = bf16_bits(v.x), hy = bf16_bits(v.y);
+        *reinterpret_cast<unsigned *>(sq + h * LDQ + d) = pack2(hx, hy);
+        if (SPLIT) /* q - bf16(q) is exact in fp32 */
+            *reinterpret_cast<unsigned *>(sq + (H + h) * LDQ + d) =
+                pack2(bf16_bits(v.x - __uint_as_float(hx << 16)), bf16_bits(v.y - __uint_as_float(hy << 16)));
+    }
+    __syncthreads();
+    for (; it < items; it += gridDim.x) {
+        int64_t base;
+        int n;
+        geom(it, &base, &n);
+        const int g = (int)(it % Hkv), k = tlo + (int)(it / Hkv);
+        const bool qlive = r < G; /* B column r: head r of the group, zero past G (read at row 0: no divergence) */
+        const uint16_t *qrow = sq + (g * G + (qlive ? r : 0)) * LDQ + KR * c4;
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+            acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+        for (int grp = warp; 16 * grp < n; grp += DMMA_WARPS) {
+            if (pit != it || pgrp != grp) {
+                load_k(base, n, grp);
+                load_v(base, n, grp);
+            }
+            int64_t nit = it, nbase = base; /* this warp's next group: in this item, else in its next item */
+            int ngp = grp + DMMA_WARPS, nn = n;
+            if (16 * ngp >= n) {
+                nit = it + gridDim.x;
+                ngp = warp;
+                if (nit < items)
+                    geom(nit, &nbase, &nn);
+            }
+            const bool pre = nit < items && 16 * ngp < nn;
+
+            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s2[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* S^T: keys r, r + 8 x heads
+                                                                                2 c4, 2 c4 + 1; s2: K times q's rest */
+#pragma unroll
+            for (int c = 0; c < KN; c++) {
+                unsigned qw[KR / 2], ql[KR / 2];
+                lds_run(qw, qrow + 4 * KR * c);
+                if (SPLIT)
+                    lds_run(ql, qrow + H * LDQ + 4 * KR * c);
+#pragma unroll
+                for (int u = 0; u < KR / 2; u++) {
+                    qw[u] = qlive ? qw[u] : 0u;
+                    ql[u] = qlive && SPLIT ? ql[u] : 0u;
+                }
+#pragma unroll
+                for (int t = 0; t < KR / 4; t++) {
+                    const unsigned a[4] = {kw[0][c][2 * t], kw[1][c][2 * t], kw[0][c][2 * t + 1], kw[1][c][2 * t + 1]};
+                    mma16816(s, a, qw[2 * t], qw[2 * t + 1]);
+                    if (SPLIT)
+                        mma16816(s2, a, ql[2 * t], ql[2 * t + 1]);
+                }
+            }
+            if (SPLIT)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    s[i] = s[i] + s2[i];
+            if (pre)
+                load_k(nbase, nn, ngp);
+            const int j0 = 16 * grp + r;
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                s[i] = j0 + 8 * (i >> 1) < n ? s[i] * scale : -INFINITY;
+            float corr[2], p[4];
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                float mx = fmaxf(s[j], s[j + 2]);
+                mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 4));
+                mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 8));
+                mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 16));
+                const float mn = fmaxf(m[j], mx);
+                corr[j] = mn == m[j] ? 1.0f : expf(m[j] - mn);
+                m[j] = mn;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                p[i] = expf(s[i] - m[i & 1]);
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+                l[j] = fmaf(l[j], corr[j], p[j] + p[j + 2]);
+            if (grp != warp)
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    acc[i][0] = acc[i][0] * corr[0];
+                    acc[i][1] = acc[i][1] * corr[1];
+                    acc[i][2] = acc[i][2] * corr[0];
+                    acc[i][3] = acc[i][3] * corr[1];
+                }
+            /* P^T fragment of lane (r, c4): head r, keys 2 c4, 2 c4 + 1 (b0) and + 8, + 9 (b1); lane 8 c4 + r / 2 holds
+             * keys 2 c4 and 2 c4 + 8 of heads r & ~1, r | 1, lane 8 c4 + 4 + r / 2 keys 2 c4 + 1 and 2 c4 + 9 */
+            const unsigned X = cvt_bf16x2(p[0], p[2]), Y = cvt_bf16x2(p[1], p[3]);
+            const int src = 8 * c4 + (r >> 1);
+            const unsigned x0 = __shfl_sync(FULL, X, src), y0 = __shfl_sync(FULL, Y, src);
+            const unsigned x1 = __shfl_sync(FULL, X, src + 4), y1 = __shfl_sync(FULL, Y, src + 4);
+            const unsigned z0 = r & 1 ? y0 : x0, z1 = r & 1 ? y1 : x1;
+            const unsigned b0 = __byte_perm(z0, z1, 0x5410), b1 = __byte_perm(z0, z1, 0x7632);
+            unsigned bl0 = 0u, bl1 = 0u; /* SPLIT: the same for the rests p - bf16(p) (exact in fp32) */
+            if (SPLIT) {
+                const unsigned Xl = cvt_bf16x2(p[0] - __uint_as_float(X << 16), p[2] - __uint_as_float(X & 0xffff0000u));
+                const unsigned Yl = cvt_bf16x2(p[1] - __uint_as_float(Y << 16), p[3] - __uint_as_float(Y & 0xffff0000u));
+                const unsigned xl0 = __shfl_sync(FULL, Xl, src), yl0 = __shfl_sync(FULL, Yl, src);
+                const unsigned xl1 = __shfl_sync(FULL, Xl, src + 4), yl1 = __shfl_sync(FULL, Yl, src + 4);
+                const unsigned zl0 = r & 1 ? yl0 : xl0, zl1 = r & 1 ? yl1 : xl1;
+                bl0 = __byte_perm(zl0, zl1, 0x5410);
+                bl1 = __byte_perm(zl0, zl1, 0x7632);
+            }
+#pragma unroll
+            for (int i = 0; i < MT; i++) { /* m-tile i: dims of slots i (rows r) and MT + i (rows r + 8) */
+                const int s0 = i, s1 = MT + i;
+                const int j0v = s0 / VR, e0 = s0 % VR, j1v = s1 / VR, e1 = s1 % VR;
+                const unsigned sel0 = e0 & 1 ? 0x7632u : 0x5410u, sel1 = e1 & 1 ? 0x7632u : 0x5410u;
+                const unsigned a[4] = {__byte_perm(vw[0][j0v][e0 >> 1], vw[1][j0v][e0 >> 1], sel0),
+                                       __byte_perm(vw[0][j1v][e1 >> 1], vw[1][j1v][e1 >> 1], sel1),
+                                       __byte_perm(vw[2][j0v][e0 >> 1], vw[3][j0v][e0 >> 1], sel0),
+                                       __byte_perm(vw[2][j1v][e1 >> 1], vw[3][j1v][e1 >> 1], sel1)};
+                mma16816(acc[i], a, b0, b1);
+                if (SPLIT)
+                    mma16816(acc[i], a, bl0, bl1);
+            }
+            if (pre)
+                load_v(nbase, nn, ngp);
+            pit = pre ? nit : -1;
+            pgrp = ngp;
+        }
+        /* the block's merge of its warps */
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            l[j] += __shfl_xor_sync(FULL, l[j], 4);
+            l[j] += __shfl_xor_sync(FULL, l[j], 8);
+            l[j] += __shfl_xor_sync(FULL, l[j], 16);
+        }
+        if (r == 0) {
+            swm[warp * DMMA_N + 2 * c4] = m[0];
+            swm[warp * DMMA_N + 2 * c4 + 1] = m[1];
+        }
+        __syncthreads();
+        float f[2];
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            float M = swm[2 * c4 + j];
+#pragma unroll
+            for (int w = 1; w < DMMA_WARPS; w++)
+                M = fmaxf(M, swm[w * DMMA_N + 2 * c4 + j]);
+            f[j] = expf(m[j] - M); /* 0 for a warp without keys (m = -inf) */
+            if (r == 0) {
+                swl[warp * DMMA_N + 2 * c4 + j] = l[j] * f[j];
+                if (warp == 0)
+                    stm[2 * c4 + j] = M;
+            }
+            if (2 * c4 + j < G) {
+                float *dst = sacc + (warp * G + 2 * c4 + j) * D + VR * r;
+#pragma unroll
+                for (int sl = 0; sl < D / 8; sl += 2) { /* slot sl: dim VR (r + 8 (sl / VR)) + sl % VR */
+                    const float v0 = sl < MT ? acc[sl][j] : acc[sl - MT][2 + j];
+                    const float v1 = sl + 1 < MT ? acc[sl + 1][j] : acc[sl + 1 - MT][2 + j];
+                    *reinterpret_cast<float2 *>(dst + 8 * VR * (sl / VR) + sl % VR) = make_float2(v0 * f[j], v1 * f[j]);
+                }
+            }
+        }
+        __syncthreads();
+        const int64_t slot = (int64_t)k * H + (int64_t)g * G; /* (tile, first head of the group) */
+        const int gd = G * D;
+        for (int i = 4 * tid; i < gd; i += 4 * DMMA_THREADS) {
+            const float4 v0 = *reinterpret_cast<const float4 *>(sacc + i);
+            const float4 v1 = *reinterpret_cast<const float4 *>(sacc + gd + i);
+            const float4 v2 = *reinterpret_cast<const float4 *>(sacc + 2 * gd + i);
+            const float4 v3 = *reinterpret_cast<const float4 *>(sacc + 3 * gd + i);
+            *reinterpret_cast<float4 *>(pa + slot * D + i) =
+                make_float4(((v0.x + v1.x) + v2.x) + v3.x, ((v0.y + v1.y) + v2.y) + v3.y,
+                            ((v0.z + v1.z) + v2.z) + v3.z, ((v0.w + v1.w) + v2.w) + v3.w);
+        }
+        if (tid < G) {
+            pm[slot + tid] = stm[tid];
+            pl[slot + tid] = ((swl[tid] + swl[DMMA_N + tid]) + swl[2 * DMMA_N + tid]) + swl[3 * DMMA_N + tid];
+        }
+    }
+#else
+    __trap(); /* the host launches this only on sm_80+ (dec_mma_ok) */
+#endif
+}
+
+size_t dmma_smem(int H, int G, int D) /* sacc [4][G][D], swm, swl [4][8], stm [8]; sq [2][H][D + pad] bf16 */
+{
+    return (size_t)(DMMA_WARPS * G * D + 2 * DMMA_WARPS * DMMA_N + DMMA_N) * sizeof(float) +
+           (size_t)2 * H * (D + DMMA_QPAD) * sizeof(uint16_t);
+}
+
+int dec_kernel = ENGK_DEC_AUTO; /* tests and the benchmark (engk_attn_decode_kernel) */
+
+/* 1 if the decode partials of this shape run on tensor cores on the current device: bf16 KV, sm_80+, D a power of
+ * two in 16 .. 256 (as the prefill's tensor cores), at most 8 query heads per KV head, shared memory <= 48 KiB. */
+int dec_mma_ok(int H, int Hkv, int D, int f32)
+{
+    static int dev_c = -1, major = 0;
+    if (f32 || dec_kernel == ENGK_DEC_CUDA_CORES || H % Hkv || H / Hkv > DMMA_N || (D != 16 && D != 32 && D != 64 && D != 128 && D != 256) ||
+        dmma_smem(H, H / Hkv, D) > 48 * 1024)
+        return 0;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (dev != dev_c) {
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        dev_c = dev;
+    }
+    return major >= 8;
+}
+
+/* The grid: as many blocks as the device holds at once (occupancy at this shared memory), at most one per item, at
+ * most dec_blocks_cap. */
+template <int D, bool SPLIT>
+cudaError_t launch_dmma(const float *q, float *part, const uint16_t *K, const uint16_t *V, const int64_t *pos_dev,
+                        int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, float scale,
+                        int window, cudaStream_t s)
+{
+    static int dev_c = -1, sms = 0, per_sm = 0;
+    static size_t smem_c = 0;
+    const size_t smem = dmma_smem(H, H / Hkv, D);
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess && (dev != dev_c || smem != smem_c)) {
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (err == cudaSuccess)
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT>, DMMA_THREADS, smem);
+        dev_c = err == cudaSuccess ? dev : -1;
+        smem_c = smem;
+    }
+    if (err != cudaSuccess)
+        return err;
+    int64_t blocks = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    const int64_t items = (int64_t)(kmax - kmin + 1) * Hkv;
+    blocks = blocks < items ? blocks : items;
+    if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
+        blocks = dec_blocks_cap;
+    k_dec_mma<D, SPLIT><<<(unsigned)blocks, DMMA_THREADS, smem, s>>>(q, part, K, V, pos_dev, kv_pos0, kmin, kmax,
+                                                                       max_tiles, P, H, Hkv, scale, window);
+    return cudaGetLastError();
+}
+
+template <bool SPLIT>
+cudaError_t dec_mma_d(const float *q, float *part, const uint16_t *k, const uint16_t *v, const int64_t *pos_dev,
+                      int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale,
+                      int window, cudaStream_t s)
+{
+    switch (D) {
+    case 16: return launch_dmma<16, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 32: return launch_dmma<32, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 64: return launch_dmma<64, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 128: return launch_dmma<128, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    default: return launch_dmma<256, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    }
+}
+
+cudaError_t dec_mma_part(const float *q, float *part, const void *K, const void *V, const int64_t *pos_dev,
+                         int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale,
+                         int window, cudaStream_t s)
+{
+    const uint16_t *k = static_cast<const uint16_t *>(K), *v = static_cast<const uint16_t *>(V);
+    return dec_kernel == ENGK_DEC_MMA_BF16
+               ? dec_mma_d<false>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
+               : dec_mma_d<true>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+}
+
 size_t dec_smem(int G, int D, int P) /* qs [G][D], later red [DEC_WARPS][HG][D]; sp [G][P] */
 {
     const size_t red = (size_t)DEC_WARPS * (DEC_LOADS / (dec_cpl(D) > 0 ? dec_cpl(D) : 1)) * D;
@@ -942,6 +1336,8 @@ cudaError_t engk_attn_decode_tile(const float *q, float *part, const void *Kt, c
                                   float scale, int window, cudaStream_t s)
 {
     const int64_t kv0 = (int64_t)k * P;
+    if (dec_mma_ok(H, Hkv, D, f32))
+        return dec_mma_part(q, part, Kt, Vt, pos_dev, kv0, k, k, max_tiles, P, H, Hkv, D, scale, window, s);
     return f32 ? dec_part<float>(q, part, Kt, Vt, pos_dev, kv0, k, k, max_tiles, P, H, Hkv, D, scale, window, s)
                : dec_part<uint16_t>(q, part, Kt, Vt, pos_dev, kv0, k, k, max_tiles, P, H, Hkv, D, scale, window, s);
 }
@@ -959,7 +1355,9 @@ cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void
                              int window, cudaStream_t s)
 {
     const int kmax = max_tiles - 1;
-    cudaError_t err = f32 ? dec_part<float>(q, part, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
+    cudaError_t err = dec_mma_ok(H, Hkv, D, f32)
+                          ? dec_mma_part(q, part, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
+                      : f32 ? dec_part<float>(q, part, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
                           : dec_part<uint16_t>(q, part, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
     if (err != cudaSuccess)
         return err;
@@ -967,6 +1365,10 @@ cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void
 }
 
 void engk_attn_decode_blocks(int n) { dec_blocks_cap = n > 0 ? n : 0; }
+
+void engk_attn_decode_kernel(int kernel) { dec_kernel = kernel; }
+
+int engk_attn_decode_mma(int H, int Hkv, int D, int f32) { return dec_mma_ok(H, Hkv, D, f32); }
 
 int engk_attn_prefill_mma(int D, int f32)
 {

@@ -44,6 +44,16 @@ cudaError_t engk_attn_decode_merge(const float *part, float *ctx, const int64_t 
                                    int H, int D, int window, cudaStream_t s);
 /* Tests: at most n blocks for the decode partials (0: as many as the device holds at once). */
 void engk_attn_decode_blocks(int n);
+/* 1 if the decode partials of this shape run on tensor cores on the current device (bf16 KV, sm_80+, D a power of
+ * two in 16 .. 256, at most 8 query heads per KV head), else 0: the fp32 CUDA-core kernel (engine/README.md,
+ * "Attention"). */
+int engk_attn_decode_mma(int H, int Hkv, int D, int f32);
+/* Which decode partials run (tests and benchmarks; the engine keeps ENGK_DEC_AUTO): AUTO = tensor cores where
+ * engk_attn_decode_mma says, with q and p each split into two bf16 terms (hi + rest: ~16 significant bits);
+ * CUDA_CORES = the fp32 CUDA-core kernel everywhere (the previous one, for comparison); MMA_BF16 = tensor cores with
+ * q and p rounded to bf16 once (one MMA each, 2^-9 relative). */
+enum { ENGK_DEC_AUTO = 0, ENGK_DEC_CUDA_CORES = 1, ENGK_DEC_MMA_BF16 = 2 };
+void engk_attn_decode_kernel(int kernel);
 
 /* ---- prefill: T rows at positions pos0 .. pos0 + T - 1 ---- */
 

@@ -2,9 +2,10 @@
  * seeded inputs (tile edges, head groups 1/4/5/8, head dims 64/128/256 and for decode 16..1024, sliding windows,
  * NaN-poisoned outputs, partials and KV past the last position), plus the bit-identities the engine relies on:
  * offload-style per-tile launches = one launch, decode bits independent of the grid, and a prefill row's bits
- * independent of the rows sharing its chunk, block or warp (16 or 32 rows per warp). --bench: decode attention µs
- * and KV GB/s against a measured read ceiling (llama3-8b heads, 2k / 8k / 32k), prefill TFLOP/s at T = 2048, 8192
- * (32 rows per warp next to 16). */
+ * independent of the rows sharing its chunk, block or warp (16 or 32 rows per warp). Decode runs both partial
+ * kernels: tensor cores (bf16, sm_80+) and the fp32 CUDA-core one. --bench: decode attention µs and KV GB/s of both
+ * against a measured read ceiling (llama3-8b heads, 2k / 8k / 32k), prefill TFLOP/s at T = 2048, 8192 (32 rows per
+ * warp next to 16). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -231,8 +232,9 @@ static void test_checker_fails(void **state)
 
 /* One decode case: ctx against the double reference; the same bits from grids of 1 and 3 blocks (the partials'
  * bits never depend on the grid, so never on the GPU) and from offload-style per-tile launches, each tile from its
- * own NaN-padded buffer. S positions of cache (max_tiles from S), positions past pos NaN. */
-static int64_t check_decode(int f32, int G, int D, int P, int64_t pos, int window, int S)
+ * own NaN-padded buffer. S positions of cache (max_tiles from S), positions past pos NaN. kernel: ENGK_DEC_* (the
+ * tensor cores run where engk_attn_decode_mma says, except with ENGK_DEC_CUDA_CORES). */
+static int64_t check_decode(int f32, int kernel, int G, int D, int P, int64_t pos, int window, int S)
 {
     const int Hkv = 2, H = G * Hkv, max_tiles = engk_attn_max_tiles(S, P);
     const float scale = (float)(1.0 / sqrt((double)D));
@@ -240,8 +242,23 @@ static int64_t check_decode(int f32, int G, int D, int P, int64_t pos, int windo
     char what[160];
     kvset s;
     kv_make(&s, S, (int)pos + 1, Hkv, D, f32);
+    engk_attn_decode_kernel(kernel);
+    const int mma = engk_attn_decode_mma(H, Hkv, D, f32), plain = mma && kernel == ENGK_DEC_MMA_BF16;
     float *q = rand_q(n);
-    double *want = ref_attn(q, &s, 1, pos, H, scale, window);
+    float *qr = hmalloc(n, sizeof *qr); /* ENGK_DEC_MMA_BF16 rounds q to bf16 once: the reference does too */
+    for (int64_t i = 0; i < n; i++)
+        qr[i] = plain ? bf16_round(q[i]) : q[i];
+    double vmax = 0.0, qk = 0.0; /* max |v|; max over heads and keys of sum_d |q_d k_d| */
+    for (int64_t i = 0; i < (pos + 1) * s.row; i++)
+        vmax = fabs(s.v[i]) > vmax ? fabs(s.v[i]) : vmax;
+    for (int h = 0; h < H; h++)
+        for (int64_t j = 0; j <= pos; j++) {
+            double a = 0.0;
+            for (int d = 0; d < D; d++)
+                a += fabs((double)qr[h * D + d] * s.k[j * s.row + (h / G) * D + d]);
+            qk = a > qk ? a : qk;
+        }
+    double *want = ref_attn(qr, &s, 1, pos, H, scale, window);
     float *dq = dmalloc(n * 4), *dctx = dmalloc(n * 4), *dctx2 = dmalloc(n * 4), *dpart = dmalloc(pf * 4);
     int64_t *dpos = dmalloc(8);
     upload(dq, q, n * 4);
@@ -250,9 +267,16 @@ static int64_t check_decode(int f32, int G, int D, int P, int64_t pos, int windo
     fill_nan(dpart, pf * 4);
     CU(engk_attn_decode(dq, dctx, dpart, s.dk, s.dv, f32, dpos, max_tiles, P, H, Hkv, D, scale, window, 0));
     float *got = download(dctx, n);
-    snprintf(what, sizeof what, "decode %s G=%d D=%d P=%d pos=%lld window=%d max_tiles=%d", f32 ? "f32 " : "bf16", G,
-             D, P, (long long)pos, window, max_tiles);
-    int64_t fails = mismatches(what, got, want, n, 2e-5, 1e-5);
+    snprintf(what, sizeof what, "decode %s G=%d D=%d P=%d pos=%lld window=%d max_tiles=%d",
+             plain ? "bf16 tensor cores, bf16 q p" : mma ? "bf16 tensor cores, split q p" :
+             f32 ? "f32 CUDA cores" : "bf16 CUDA cores", G, D, P, (long long)pos, window, max_tiles);
+    /* bounds: fp32 arithmetic ~1e-6 (CUDA cores: 2e-5 + 1e-5 relative). Tensor cores: each probability enters P V
+     * with a relative error e_p (2^-9 rounded to bf16; 2^-17 split in two bf16 terms) and the normalizer l sums
+     * them unrounded, so ctx moves by <= e_p max|v|; each score by <= d = (e_q + 2^-22 D) scale max sum|q k| (q's
+     * split: e_q = 2^-17; 0 for bf16 q, which the reference rounds alike; the fp32 accumulation of D terms,
+     * truncating), which moves ctx by <= 2 d max|v| */
+    const double dsc = ((plain ? 0.0 : 0x1p-17) + 0x1p-22 * D) * scale * qk, ep = plain ? 0x1p-9 : 0x1p-17;
+    int64_t fails = mismatches(what, got, want, n, mma ? vmax * (ep + 2.0 * dsc) + 2e-5 : 2e-5, 1e-5);
     static const int caps[] = {1, 3};
     for (size_t c = 0; c < 2; c++) {
         engk_attn_decode_blocks(caps[c]);
@@ -279,15 +303,40 @@ static int64_t check_decode(int f32, int G, int D, int P, int64_t pos, int windo
     CU(engk_attn_decode_merge(dpart, dctx2, dpos, max_tiles, P, H, D, window, 0));
     float *got2 = download(dctx2, n);
     fails += differ_bits("  per-tile launches = one launch", got2, got, n);
-    free(q); free(want); free(got); free(got2);
+    engk_attn_decode_kernel(ENGK_DEC_AUTO);
+    free(q); free(qr); free(want); free(got); free(got2);
     CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dpart)); CU(cudaFree(dpos));
     kv_free(&s);
+    return fails;
+}
+
+/* bf16 cases on every decode kernel (the engine's choice, the CUDA-core one forced, tensor cores with bf16 q and p),
+ * f32 on its one */
+static int64_t check_decode_paths(int f32, int G, int D, int P, int64_t pos, int window, int S)
+{
+    int64_t fails = check_decode(f32, ENGK_DEC_AUTO, G, D, P, pos, window, S);
+    if (!f32) {
+        fails += check_decode(f32, ENGK_DEC_CUDA_CORES, G, D, P, pos, window, S);
+        if (engk_attn_decode_mma(G * 2, 2, D, f32))
+            fails += check_decode(f32, ENGK_DEC_MMA_BF16, G, D, P, pos, window, S);
+    }
     return fails;
 }
 
 static void test_decode(void **state)
 {
     (void)state;
+    /* on sm_80+ the llama3-8b shape (and the golden head dims) must take the tensor cores: a silent fallback fails */
+    int dev = 0, major = 0;
+    CU(cudaGetDevice(&dev));
+    CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    printf("  decode on tensor cores: llama3-8b %d, D=16 %d, D=32 %d, f32 %d, G=16 %d, D=80 %d (sm_%d)\n",
+           engk_attn_decode_mma(32, 8, 128, 0), engk_attn_decode_mma(4, 2, 16, 0), engk_attn_decode_mma(4, 2, 32, 0),
+           engk_attn_decode_mma(32, 8, 128, 1), engk_attn_decode_mma(32, 2, 128, 0), engk_attn_decode_mma(8, 2, 80, 0),
+           major * 10);
+    assert_int_equal(engk_attn_decode_mma(32, 8, 128, 0), major >= 8);
+    assert_int_equal(engk_attn_decode_mma(4, 2, 16, 0), major >= 8);
+    assert_int_equal(engk_attn_decode_mma(32, 8, 128, 1), 0);
     static const int Gs[] = {1, 4, 5, 8}, Ds[] = {64, 128, 256}, Ps[] = {8, 64, 100};
     int64_t fails = 0;
     for (int f32 = 0; f32 < 2; f32++)
@@ -298,22 +347,28 @@ static void test_decode(void **state)
                     const int64_t poss[] = {P - 1, P, P + 1, 3 * P + 5};
                     for (size_t k = 0; k < 4; k++)
                         for (int w = 0; w < 2; w++)
-                            fails += check_decode(f32, Gs[gi], Ds[di], P, poss[k], w ? P + 3 : 0, 4 * P + 16);
+                            fails += check_decode_paths(f32, Gs[gi], Ds[di], P, poss[k], w ? P + 3 : 0, 4 * P + 16);
                 }
     /* other head dims: one lane per 8 dims with idle lanes (80), the small tiny-golden dims, two and four chunks
      * per lane (512, 1024) */
     static const int Dx[] = {16, 32, 80, 512, 1024};
     for (int f32 = 0; f32 < 2; f32++)
         for (size_t di = 0; di < 5; di++) {
-            fails += check_decode(f32, 4, Dx[di], 64, 64 * 2 + 7, 0, 4 * 64);
-            fails += check_decode(f32, 5, Dx[di], 8, 8 * 3, 11, 64);
+            fails += check_decode_paths(f32, 4, Dx[di], 64, 64 * 2 + 7, 0, 4 * 64);
+            fails += check_decode_paths(f32, 5, Dx[di], 8, 8 * 3, 11, 64);
+            fails += check_decode_paths(f32, 2, Dx[di], 40, 40 * 3 + 16, 0, 4 * 40);
         }
     /* many live tiles (the merge's slices hold several each; the 1- and 3-block grids loop over hundreds of
-     * items), a window starting mid-cache, max_tiles far past pos */
-    fails += check_decode(0, 4, 128, 8, 700, 0, 4096);
-    fails += check_decode(0, 4, 128, 8, 700, 299, 4096);
-    fails += check_decode(0, 8, 64, 64, 4000, 0, 8192);
-    fails += check_decode(1, 4, 128, 32, 2500, 1000, 2600);
+     * items), a window starting mid-cache, max_tiles far past pos; tiles of 17 and 48 keys (a last key group of 1
+     * key, whole groups), groups of 2 (gemma) and 16 (past the tensor cores' 8: the CUDA-core kernel) */
+    fails += check_decode_paths(0, 4, 128, 8, 700, 0, 4096);
+    fails += check_decode_paths(0, 4, 128, 8, 700, 299, 4096);
+    fails += check_decode_paths(0, 8, 64, 64, 4000, 0, 8192);
+    fails += check_decode_paths(1, 4, 128, 32, 2500, 1000, 2600);
+    fails += check_decode_paths(0, 4, 128, 64, 4095, 0, 4096);
+    fails += check_decode_paths(0, 4, 128, 17, 17 * 9 + 16, 30, 17 * 12);
+    fails += check_decode_paths(0, 2, 256, 48, 48 * 5 + 32, 0, 48 * 8);
+    fails += check_decode_paths(0, 16, 128, 64, 64 * 3 + 9, 0, 64 * 4);
     assert_int_equal(fails, 0);
 }
 
@@ -532,7 +587,8 @@ static void bench(void)
     CU(cudaEventCreate(&e1));
     /* decode, graph-launched: partials + merge after an L2 flush (the engine reads each layer's KV once per step),
      * and the merge alone right after (its partials are still in L2, as in the engine); max_ctx 32768, and 131072
-     * at P = 64 (the grid is fixed: a longer max_ctx must cost nothing) */
+     * at P = 64 (the grid is fixed: a longer max_ctx must cost nothing); the CUDA-core partials (the previous
+     * kernel, forced) and the engine's choice (tensor cores on sm_80+) on the same KV */
     static const struct { int ctx, P, max_ctx; } dc[] = {
         {2048, 32, 32768}, {2048, 64, 32768}, {2048, 128, 32768}, {2048, 256, 32768}, {2048, 64, 131072},
         {8192, 32, 32768}, {8192, 64, 32768}, {8192, 128, 32768}, {8192, 256, 32768},
@@ -545,35 +601,48 @@ static void bench(void)
     for (size_t c = 0; c < sizeof dc / sizeof dc[0]; c++) {
         const int P = dc[c].P, mt = engk_attn_max_tiles(dc[c].max_ctx, P);
         const int64_t pos = dc[c].ctx - 1;
+        const double bytes = 2.0 * (double)dc[c].ctx * (double)row * 2.0;
         float *dpart = dmalloc(engk_attn_part_floats(mt, H, D) * 4);
         upload(dpos, &pos, 8);
-        CU(engk_attn_decode(dq, dctx, dpart, dk, dv, 0, dpos, mt, P, H, Hkv, D, 0.088f, 0, st)); /* outside capture */
-        cudaGraphExec_t gd = decode_graph(0, dq, dctx, dpart, dk, dv, dpos, mt, P, H, Hkv, D, st);
-        cudaGraphExec_t gm = decode_graph(1, dq, dctx, dpart, dk, dv, dpos, mt, P, H, Hkv, D, st);
-        double total = 0.0, merge = 0.0;
-        for (int r = 0; r < reps + 1; r++) {
-            float ms = 0.0f, mm = 0.0f;
-            flush_l2(junk, junkb, st); /* ~0.1 ms: the launches below are queued behind it, no host gaps */
-            CU(cudaEventRecord(e0, st));
-            CU(cudaGraphLaunch(gd, st));
-            CU(cudaEventRecord(e1, st));
-            CU(cudaGraphLaunch(gm, st));
-            CU(cudaEventRecord(e2, st));
-            CU(cudaEventSynchronize(e2));
-            CU(cudaEventElapsedTime(&ms, e0, e1));
-            CU(cudaEventElapsedTime(&mm, e1, e2));
-            if (r > 0) {
-                total += ms;
-                merge += mm;
+        static const int kern[3] = {ENGK_DEC_CUDA_CORES, ENGK_DEC_AUTO, ENGK_DEC_MMA_BF16};
+        static const char *kname[3] = {"CUDA cores (old)", "tensor cores, split q p (new)", "tensor cores, bf16 q p"};
+        double us[3] = {0.0, 0.0, 0.0}, mus[3] = {0.0, 0.0, 0.0};
+        const int npath = engk_attn_decode_mma(H, Hkv, D, 0) ? 3 : 1;
+        for (int path = 0; path < npath; path++) {
+            engk_attn_decode_kernel(kern[path]);
+            CU(engk_attn_decode(dq, dctx, dpart, dk, dv, 0, dpos, mt, P, H, Hkv, D, 0.088f, 0, st)); /* uncaptured */
+            cudaGraphExec_t gd = decode_graph(0, dq, dctx, dpart, dk, dv, dpos, mt, P, H, Hkv, D, st);
+            cudaGraphExec_t gm = decode_graph(1, dq, dctx, dpart, dk, dv, dpos, mt, P, H, Hkv, D, st);
+            double total = 0.0, merge = 0.0;
+            for (int r = 0; r < reps + 1; r++) {
+                float ms = 0.0f, mm = 0.0f;
+                flush_l2(junk, junkb, st); /* ~0.1 ms: the launches below are queued behind it, no host gaps */
+                CU(cudaEventRecord(e0, st));
+                CU(cudaGraphLaunch(gd, st));
+                CU(cudaEventRecord(e1, st));
+                CU(cudaGraphLaunch(gm, st));
+                CU(cudaEventRecord(e2, st));
+                CU(cudaEventSynchronize(e2));
+                CU(cudaEventElapsedTime(&ms, e0, e1));
+                CU(cudaEventElapsedTime(&mm, e1, e2));
+                if (r > 0) {
+                    total += ms;
+                    merge += mm;
+                }
             }
+            CU(cudaGraphExecDestroy(gd));
+            CU(cudaGraphExecDestroy(gm));
+            us[path] = 1e3 * total / reps;
+            mus[path] = 1e3 * merge / reps;
         }
-        CU(cudaGraphExecDestroy(gd));
-        CU(cudaGraphExecDestroy(gm));
-        const double us = 1e3 * total / reps, mus = 1e3 * merge / reps;
-        const double bytes = 2.0 * (double)dc[c].ctx * (double)row * 2.0, gbs = bytes / (us * 1e-6);
-        printf("bench decode attention ctx=%-5d P=%-3d max_ctx=%-6d H=32/8 D=128 bf16  %7.1f us/layer (merge %5.1f)  "
-               "KV %6.0f GB/s  (%4.1f%% of the read ceiling)\n",
-               dc[c].ctx, P, dc[c].max_ctx, us, mus, gbs / 1e9, 100.0 * gbs / ceil_bps);
+        engk_attn_decode_kernel(ENGK_DEC_AUTO);
+        for (int path = 0; path < npath; path++) {
+            const double gbs = bytes / (us[path] * 1e-6);
+            printf("bench decode attention ctx=%-5d P=%-3d max_ctx=%-6d H=32/8 D=128 bf16 %-29s %7.1f us/layer "
+                   "(merge %5.1f)  KV %6.0f GB/s  (%4.1f%% of the read ceiling)",
+                   dc[c].ctx, P, dc[c].max_ctx, kname[path], us[path], mus[path], gbs / 1e9, 100.0 * gbs / ceil_bps);
+            printf(path ? "  %.2fx the old\n" : "\n", us[0] / us[path]);
+        }
         CU(cudaFree(dpart));
     }
     CU(cudaStreamDestroy(st));
