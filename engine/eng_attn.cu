@@ -129,6 +129,8 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
     k_dec_part(const float *q, float *part, const KV *Kc, const KV *Vc, const int64_t *pos_dev, int64_t kv_pos0,
                int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale, int window)
 {
+    dep_wait(); /* q, the new K/V row and *pos_dev come from the kernels before: launch_dep */
+    dep_launch();
     constexpr int U = DEC_LOADS / CPL, HG = DEC_LOADS / CPL; /* HG: heads per V pass (HG x CPL x 8 accumulators) */
     extern __shared__ float sd[];
     const int G = H / Hkv, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -294,6 +296,8 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
 __global__ void __launch_bounds__(MERGE_THREADS) k_dec_merge(const float *part, float *ctx, const int64_t *pos_dev,
                                                              int max_tiles, int P, int H, int D, int window)
 {
+    dep_wait(); /* the partials come from the kernel before: launch_dep */
+    dep_launch();
     __shared__ float red[MERGE_SLICES][MERGE_DIMS + 1], wm[MERGE_THREADS / 32], tot[MERGE_DIMS + 1];
     const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31;
     const int quad = tid % (MERGE_DIMS / 4), ks = tid / (MERGE_DIMS / 4), d = blockIdx.y * MERGE_DIMS + 4 * quad;
@@ -368,9 +372,8 @@ cudaError_t launch_dec(const float *q, float *part, const KV *K, const KV *V, co
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    k_dec_part<KV, CPL, LK><<<(unsigned)blocks, DEC_THREADS, dec_smem(H / Hkv, D, P), s>>>(
-        q, part, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window);
-    return cudaGetLastError();
+    return launch_dep(k_dec_part<KV, CPL, LK>, dim3((unsigned)blocks), dim3(DEC_THREADS), dec_smem(H / Hkv, D, P), s,
+                      q, part, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window);
 }
 
 template <typename KV>
@@ -982,6 +985,8 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     k_dec_mma(const float *q, float *part, const uint16_t *Kc, const uint16_t *Vc, const int64_t *pos_dev,
               int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, float scale, int window)
 {
+    dep_wait(); /* q, the new K/V row and *pos_dev come from the kernels before: launch_dep */
+    dep_launch();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int MT = Dmma<D>::MT, KR = Dmma<D>::KR, KN = Dmma<D>::KN, VR = Dmma<D>::VR, VN = Dmma<D>::VN;
     constexpr int LDQ = D + DMMA_QPAD;
@@ -1280,9 +1285,8 @@ cudaError_t launch_dmma(const float *q, float *part, const uint16_t *K, const ui
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    k_dec_mma<D, SPLIT><<<(unsigned)blocks, DMMA_THREADS, smem, s>>>(q, part, K, V, pos_dev, kv_pos0, kmin, kmax,
-                                                                       max_tiles, P, H, Hkv, scale, window);
-    return cudaGetLastError();
+    return launch_dep(k_dec_mma<D, SPLIT>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part, K, V,
+                      pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window);
 }
 
 template <bool SPLIT>
@@ -1346,8 +1350,7 @@ cudaError_t engk_attn_decode_merge(const float *part, float *ctx, const int64_t 
                                    int H, int D, int window, cudaStream_t s)
 {
     const dim3 grid((unsigned)H, (unsigned)((D + MERGE_DIMS - 1) / MERGE_DIMS));
-    k_dec_merge<<<grid, MERGE_THREADS, 0, s>>>(part, ctx, pos_dev, max_tiles, P, H, D, window);
-    return cudaGetLastError();
+    return launch_dep(k_dec_merge, grid, dim3(MERGE_THREADS), 0, s, part, ctx, pos_dev, max_tiles, P, H, D, window);
 }
 
 cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void *K, const void *V, int f32,

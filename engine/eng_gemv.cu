@@ -19,22 +19,6 @@ __device__ __forceinline__ uint4 ld_stream(const uint16_t *p)
     return r;
 }
 
-/* Programmatic dependent launch (sm_90+; no-ops before, and when the launch was not programmatic): a GEMV
- * launched programmatically may start while the kernel before it runs; it reads only its weights until
- * dep_wait() returns (that kernel complete, its writes visible), and lets the next GEMV start early. */
-__device__ __forceinline__ void dep_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void dep_launch()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 /* sm_90 bulk prefetch of bytes (a multiple of 16) at a 16-byte aligned p into L2: a hint that changes no value. */
 __device__ __forceinline__ void l2_prefetch(const void *p, unsigned bytes)
 {
@@ -245,17 +229,6 @@ constexpr Shape shapes[] = {
     {1, 4, 16, 4, "1 out/warp, ring 4, 16 warps, L2 +4"}, {1, 4, 16, 12, "1 out/warp, ring 4, 16 warps, L2 +12"},
 };
 constexpr int NSHAPES = (int)(sizeof shapes / sizeof shapes[0]);
-
-/* Programmatic launches only into a graph being captured (the engine's decode step, weights resident and
- * never written inside it) on sm_90+; direct launches keep full stream order. Same kernel, same bits. */
-bool programmatic(cudaStream_t s)
-{
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    int dev = 0, major = 0;
-    return cudaStreamIsCapturing(s, &st) == cudaSuccess && st == cudaStreamCaptureStatusActive &&
-           cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
-}
 
 /* One launch's arguments (k_gemv's). */
 struct Args {

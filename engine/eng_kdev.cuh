@@ -96,6 +96,52 @@ __device__ __forceinline__ float glu_apply(float gate, float up, int act)
     return a * up;
 }
 
+/* Programmatic dependent launch (sm_90+; no-ops before, and when the launch was not programmatic): a kernel
+ * launched by launch_dep may start while the kernel before it in the stream runs; it must not read or write
+ * anything those kernels touch until dep_wait() returns (they are complete, their writes visible). dep_launch()
+ * lets the next programmatic kernel start (once every block of this one has called it). */
+__device__ __forceinline__ void dep_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void dep_launch()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* Programmatic launches only into a graph being captured (the engine's decode step, weights resident and
+ * never written inside it) on sm_90+; direct launches keep full stream order. Same kernel, same bits. */
+inline bool programmatic(cudaStream_t s)
+{
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    int dev = 0, major = 0;
+    return cudaStreamIsCapturing(s, &st) == cudaSuccess && st == cudaStreamCaptureStatusActive &&
+           cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+}
+
+/* k<<<grid, block, smem, s>>>(args...), programmatic when programmatic(s): k calls dep_wait() before it touches
+ * anything the kernels before it write, so it may be scheduled while they finish (its launch latency hides). */
+template <typename... KArgs, typename... Args>
+cudaError_t launch_dep(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args... args)
+{
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = &at;
+    cfg.numAttrs = programmatic(s) ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k, args...);
+}
+
 } // namespace
 
 #endif

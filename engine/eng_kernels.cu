@@ -161,6 +161,8 @@ __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post(const float *qkv, 
                                                               int Hkv, int D, int rot, const int64_t *pos_dev,
                                                               int64_t pos_row, int back)
 {
+    dep_wait(); /* the q|k|v GEMV (and *pos_dev) come from the kernels before: launch_dep */
+    dep_launch();
     if (pos_dev) { /* decode: the destination row is the device-side position (minus 'back', a fault) */
         kdst += (*pos_dev - back) * pos_row;
         vdst += (*pos_dev - back) * pos_row;
@@ -342,14 +344,12 @@ cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vba
     const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
     const int64_t row = (int64_t)Hkv * D;
     if (f32)
-        k_qkv_post<float><<<grid, POST_WARPS * 32, smem, s>>>(qkv, q, (float *)kbase, (float *)vbase, qn, kn,
-                                                             norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot, pos_dev,
-                                                             pos_dev ? row : 0, back);
-    else
-        k_qkv_post<uint16_t><<<grid, POST_WARPS * 32, smem, s>>>(qkv, q, (uint16_t *)kbase, (uint16_t *)vbase, qn,
-                                                                kn, norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot,
-                                                                pos_dev, pos_dev ? row : 0, back);
-    return cudaGetLastError();
+        return launch_dep(k_qkv_post<float>, grid, dim3(POST_WARPS * 32), smem, s, qkv, q, (float *)kbase,
+                          (float *)vbase, qn, kn, norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot, pos_dev,
+                          pos_dev ? row : (int64_t)0, back);
+    return launch_dep(k_qkv_post<uint16_t>, grid, dim3(POST_WARPS * 32), smem, s, qkv, q, (uint16_t *)kbase,
+                      (uint16_t *)vbase, qn, kn, norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot, pos_dev,
+                      pos_dev ? row : (int64_t)0, back);
 }
 
 static cudaError_t glu_launch(float *out, uint16_t *outb, const float *gu, int T, int I, int act, cudaStream_t s)
