@@ -31,6 +31,8 @@ constexpr int NORM_CACHE = 16;
 __global__ void __launch_bounds__(NORM_THREADS) k_rmsnorm(float *y, uint16_t *yb, const float *x, const float *w,
                                                           int n, float eps, int kind)
 {
+    dep_wait(); /* x comes from the kernels before: launch_dep */
+    dep_launch();
     __shared__ float part[NORM_THREADS / 32];
     const float *xr = x + (int64_t)blockIdx.x * n;
     float *yr = y ? y + (int64_t)blockIdx.x * n : nullptr;
@@ -283,8 +285,7 @@ cudaError_t engk_embed(float *x, const void *E, int f32, const int32_t *ids, int
 cudaError_t engk_rmsnorm(float *y, const float *x, const float *w, int rows, int n, float eps, int kind,
                          cudaStream_t s)
 {
-    k_rmsnorm<<<rows, NORM_THREADS, 0, s>>>(y, nullptr, x, w, n, eps, kind);
-    return cudaGetLastError();
+    return launch_dep(k_rmsnorm, dim3(rows), dim3(NORM_THREADS), 0, s, y, (uint16_t *)nullptr, x, w, n, eps, kind);
 }
 
 cudaError_t engk_rmsnorm_bf16(uint16_t *yb, float *y, const float *x, const float *w, int rows, int n, float eps,

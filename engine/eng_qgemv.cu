@@ -286,7 +286,8 @@ cudaError_t launch_q(float *y, const float *x, const void *W, const eng_qfmt *q,
 /* The streamed kernel: one warp per RO outputs (R = RO rows, GLU: RO gate rows n and the up rows I + n), WARPS warps
  * a block. Each lane first requests its U first blocks of every row with their scales (and offsets): a ring, each
  * slot refilled with the block 32 U ahead as soon as it is consumed, so U 16-byte loads a row stay in flight to the
- * row's end; meanwhile the block copies x once into shared memory (padded: xpad), which every warp then reads
+ * row's end; meanwhile (a programmatic launch in the decode graph: these loads are weights, so they may start before
+ * the kernel before ends) the block waits for that kernel and copies x once into shared memory (padded: xpad), which every warp then reads
  * without bank conflicts instead of through L1 once per row block. PERROW (group == K): one scale per row, loaded
  * once, no scale in the ring. Lane l owns the blocks c = l, l + 32, ... and sums each in k order from 0, then the
  * butterfly: k_qgemv's order, so the same bits whatever the shape. Held to 64 registers (32 warps an SM) where the
@@ -335,6 +336,8 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
         srow[r] = PERROW ? __ldg(m.scale + so[r]) : 0.0f;
         mrow[r] = PERROW && FAM == 2 ? __ldg(m.offset + so[r]) : 0.0f;
     }
+    dep_launch(); /* the codes and scales above are weights; x, b, res and y belong to the kernels before */
+    dep_wait();
     for (int L = threadIdx.x; L < K / 4; L += WARPS * 32)
         xs[xpad(L)] = reinterpret_cast<const float4 *>(x)[L];
     __syncthreads();
@@ -410,8 +413,7 @@ cudaError_t launch_s(float *y, const float *x, const QMat &m, const float *b, co
     }
     const int gshift = slot_shift(m.group, K, 128 / BITS);
     const unsigned grid = (unsigned)(((int64_t)N + WARPS * RO - 1) / (WARPS * RO));
-    kern<<<grid, WARPS * 32, smem, s>>>(y, x, m, b, res, N, K, act, gshift);
-    return cudaGetLastError();
+    return launch_dep(kern, dim3(grid), dim3(WARPS * 32), smem, s, y, x, m, b, res, N, K, act, gshift);
 }
 
 template <int RO, int U, int WARPS, bool GLU>
