@@ -121,9 +121,36 @@ static cJSON *row_json(const qq_row *r, int64_t prompts)
     return j;
 }
 
-/* The greedy prompts: NP runs of G tokens, prompt i being the P held-out ids at prompt_at(i). */
+/* The margin of token t in logits l[V]: l[t] minus the largest other logit. */
+static double margin(const float *l, int32_t t, int64_t V)
+{
+    float best = -INFINITY;
+    for (int64_t j = 0; j < V; j++)
+        if (j != t && l[j] > best)
+            best = l[j];
+    return (double)l[t] - (double)best;
+}
+
+/* One line: at each step up to the first difference, the unquantized model's token's margin in the unquantized
+ * (l0) and in the row's (l1) logits; a negative second margin is a flip. */
+static void print_margins(const qq_row *r, const int32_t *g0, const int32_t *g1, const float *l0, const float *l1,
+                          int64_t G, int64_t V)
+{
+    printf("  %s %s %s: prompt 0 margins (unquantized/this):", r->scheme, row_zero(r), row_method(r));
+    for (int64_t s = 0; s < G; s++) {
+        printf(" %lld:%.4f/%.4f", (long long)s, margin(l0 + s * V, g0[s], V), margin(l1 + s * V, g0[s], V));
+        if (g1[s] != g0[s])
+            break;
+    }
+    printf("\n");
+}
+
+/* The greedy prompts: NP runs of G tokens, prompt i being the P held-out ids at prompt_at(i); margins: print
+ * prompt 0's step margins; only: rcq_opts.only. */
 typedef struct qq_greedy {
     int64_t P, G, NP, T;
+    int margins;
+    const char *only;
 } qq_greedy;
 
 static int64_t prompt_at(const qq_greedy *g, int64_t i)
@@ -142,11 +169,12 @@ static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int
     int rc = rcq_source_load(&src, model, e);
     if (rc)
         return rc;
-    rcq_opts o = {.gptq = r->gptq, .gq = *gq, .progress = 0};
+    rcq_opts o = {.gptq = r->gptq, .gq = *gq, .progress = 0, .only = gs->only};
     rcq_model qm = {0};
     const int64_t V = src.m.cfg.vocab;
     float *ls = NULL;
     int32_t *g1 = NULL;
+    float *g1l = NULL;
     double t0 = now_s();
     if (r->bf16)
         round_bf16(&src.m);
@@ -155,7 +183,8 @@ static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int
     r->quantize_s = now_s() - t0;
     t0 = now_s();
     if (!rc && (!(ls = rc_calloc(T * V, sizeof *ls, e, "quantized logits")) ||
-                !(g1 = rc_calloc(G ? G : 1, sizeof *g1, e, "greedy tokens"))))
+                !(g1 = rc_calloc(G ? G : 1, sizeof *g1, e, "greedy tokens")) ||
+                (gs->margins && !(g1l = rc_calloc((G ? G : 1) * V, sizeof *g1l, e, "greedy logits")))))
         rc = e->code;
     if (!rc)
         rc = ref_forward(&src.m, ev, T, ls, NULL, e);
@@ -167,8 +196,10 @@ static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int
     r->flip_margin = INFINITY;
     for (int64_t i = 0; !rc && G && i < gs->NP; i++) {
         const int32_t *want = g0 + i * G;
-        if ((rc = greedy(&src.m, ev + prompt_at(gs, i), gs->P, G, g1, NULL, e)))
+        if ((rc = greedy(&src.m, ev + prompt_at(gs, i), gs->P, G, g1, i == 0 && gs->margins ? g1l : NULL, e)))
             break;
+        if (i == 0 && gs->margins)
+            print_margins(r, want, g1, g0l, g1l, G, V);
         int64_t s = 0;
         while (s < G && g1[s] == want[s])
             s++;
@@ -183,6 +214,7 @@ static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int
     r->eval_s = now_s() - t0;
     free(ls);
     free(g1);
+    free(g1l);
     rcq_model_free(&qm);
     rcq_source_free(&src);
     return rc;
@@ -191,7 +223,8 @@ static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int
 int rc_cmd_quant_quality(int argc, char **argv)
 {
     const char *model = NULL, *calib = NULL, *eval = NULL, *text = NULL, *json = NULL;
-    const char *only = NULL;
+    const char *only = NULL, *qonly = NULL;
+    int margins = 0;
     long group = 128, n_calib = 128, n_eval = 256, n_greedy = 16, n_prompts = 1;
     int calib_golden = 0, check = 0;
     rc_gq_opts gq = {.damp = 0.01, .block = 128};
@@ -216,6 +249,10 @@ int rc_cmd_quant_quality(int argc, char **argv)
             json = argv[++i];
         else if (!strcmp(a, "--rows") && has)
             only = argv[++i];
+        else if (!strcmp(a, "--quantize-only") && has)
+            qonly = argv[++i];
+        else if (!strcmp(a, "--margins"))
+            margins = 1;
         else if (!strcmp(a, "--prompts") && has)
             count = &n_prompts;
         else if (!strcmp(a, "--damp") && has) {
@@ -244,8 +281,9 @@ int rc_cmd_quant_quality(int argc, char **argv)
         return rc_usage_error("--group is 32, 64 or 128, got '%s'", group == 0 ? "0" : "another");
     if (n_prompts < 1)
         return rc_usage_error("--prompts needs at least 1, got '%s'", "0");
-    if (only && check)
-        return rc_usage_error("--check judges every row; it excludes --rows%s", "");
+    if ((only || qonly) && check)
+        return rc_usage_error("--check judges every row of the whole policy; it excludes --rows and --quantize-only%s",
+                              "");
     if (text && (eval || calib || calib_golden))
         return rc_usage_error("--text splits one stream into calibration and held-out ids; it excludes "
                               "--eval, --calib and --calib-golden%s", "");
@@ -295,7 +333,7 @@ int rc_cmd_quant_quality(int argc, char **argv)
     if (!rc && C < 1)
         rc = rc_fail(&e, RC_E_USAGE, "GPTQ needs at least one calibration token");
     const int64_t V = src.m.cfg.vocab, P = T / 2 < 8 ? T / 2 : 8, G = n_greedy;
-    const qq_greedy gs = {.P = P, .G = G, .NP = n_prompts, .T = T};
+    const qq_greedy gs = {.P = P, .G = G, .NP = n_prompts, .T = T, .margins = margins, .only = qonly};
     if (!rc && G && n_prompts > T - P)
         rc = rc_fail(&e, RC_E_USAGE, "--prompts %ld: the %lld held-out ids hold at most %lld prompts of %lld", n_prompts,
                      (long long)T, (long long)(T - P), (long long)P);
@@ -386,6 +424,8 @@ int rc_cmd_quant_quality(int argc, char **argv)
             cJSON_AddNumberToObject(root, "heldout_tokens", (double)T);
             cJSON_AddNumberToObject(root, "damp", gq.damp);
             cJSON_AddNumberToObject(root, "block", gq.block);
+            if (qonly)
+                cJSON_AddStringToObject(root, "quantize_only", qonly);
             cJSON *arr = cJSON_AddArrayToObject(root, "rows");
             for (int i = 0; i < NR; i++)
                 if (run[i])
