@@ -357,16 +357,17 @@ int rc_cmd_quant_quality(int argc, char **argv)
         {.key = "rtn-sym", .scheme = g4, .sym = 1},
         {.key = "gptq-sym", .scheme = g4, .sym = 1, .gptq = 1},
         {.key = "gptq", .scheme = g4, .gptq = 1},
+        {.key = "int8-gptq", .scheme = "int8", .sym = 1, .gptq = 1},
     };
-    enum { R_BF16, R_INT8, R_RTN, R_RTN_SYM, R_GPTQ_SYM, R_GPTQ, NR };
+    enum { R_BF16, R_INT8, R_RTN, R_RTN_SYM, R_GPTQ_SYM, R_GPTQ, R_INT8_GPTQ, NR };
     int run[NR], n_run = 0;
     for (int i = 0; i < NR; i++)
-        n_run += run[i] = !only || list_has(only, rows[i].key);
-    int n_items = only ? 1 : NR;
+        n_run += run[i] = only ? list_has(only, rows[i].key) : i != R_INT8_GPTQ; /* int8 GPTQ only when asked */
+    int n_items = only ? 1 : NR - 1;
     for (const char *c = only ? strchr(only, ',') : NULL; c; c = strchr(c + 1, ','))
         n_items++;
     if (!rc && n_run != n_items)
-        rc = rc_fail(&e, RC_E_USAGE, "--rows '%s' names a row twice or one that is not bf16, int8, rtn, rtn-sym, gptq-sym, gptq", only);
+        rc = rc_fail(&e, RC_E_USAGE, "--rows '%s' names a row twice or one that is not bf16, int8, rtn, rtn-sym, gptq-sym, gptq, int8-gptq", only);
     if (!rc) {
         printf("quant-quality %s: ref on dequantized weights against ref unquantized\n", model);
         printf("calibration %lld tokens, held-out %lld tokens, greedy %lld tokens after %lld from %ld prompt(s); "
