@@ -14,14 +14,40 @@
 #include "util.h"
 
 typedef struct qq_row {
+    const char *key; /* --rows name */
     const char *scheme;
     int sym, gptq;
+    int bf16;        /* context row: every weight rounded to bf16, nothing quantized */
     rc_quality q;
-    int64_t greedy_equal, greedy_n; /* greedy tokens equal to the unquantized model's, of greedy_n */
-    double flip_margin;             /* at the first differing step: the unquantized model's logit of its own token
-                                     * minus its logit of the quantized model's token (a near-tie when small) */
+    int64_t greedy_equal, greedy_n; /* greedy tokens equal to the unquantized model's (each prompt's equal prefix),
+                                     * of greedy_n over all prompts */
+    int64_t prompts_equal;          /* prompts whose greedy tokens are all equal */
+    double flip_margin;             /* the smallest, over the prompts that differ, of the unquantized model's logit
+                                     * of its own token minus its logit of the quantized model's token at the first
+                                     * differing step (a near-tie when small) */
     double quantize_s, eval_s;
 } qq_row;
+
+/* x rounded to the nearest bf16 (ties to even), as an fp32; NaN/Inf are left alone. */
+static float bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) != 0x7f800000u)
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Every fp32 weight of m rounded to bf16 in place (the store owns each one, tied and un-permuted ones included). */
+static void round_bf16(rc_model *m)
+{
+    for (int i = 0; i < m->store.n; i++) {
+        rc_tensor *t = &m->store.t[i];
+        for (int64_t k = 0; !t->is_i32 && k < t->numel; k++)
+            t->data[k] = bf16_round(t->data[k]);
+    }
+}
 
 static double now_s(void)
 {
@@ -52,12 +78,32 @@ static int greedy(const rc_model *m, const int32_t *prompt, int64_t P, int64_t n
     return rc;
 }
 
-static cJSON *row_json(const qq_row *r)
+/* 1 when the comma-separated list holds key. */
+static int list_has(const char *list, const char *key)
+{
+    const size_t n = strlen(key);
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, key, n) && (p[n] == ',' || !p[n]))
+            return 1;
+    return 0;
+}
+
+static const char *row_zero(const qq_row *r)
+{
+    return r->bf16 ? "-" : r->sym ? "sym" : "asym";
+}
+
+static const char *row_method(const qq_row *r)
+{
+    return r->bf16 ? "round" : r->gptq ? "gptq" : "rtn";
+}
+
+static cJSON *row_json(const qq_row *r, int64_t prompts)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "scheme", r->scheme);
-    cJSON_AddStringToObject(j, "zero", r->sym ? "symmetric" : "asymmetric");
-    cJSON_AddStringToObject(j, "method", r->gptq ? "gptq" : "rtn");
+    cJSON_AddStringToObject(j, "zero", r->bf16 ? "none" : r->sym ? "symmetric" : "asymmetric");
+    cJSON_AddStringToObject(j, "method", r->bf16 ? "bf16-round" : r->gptq ? "gptq" : "rtn");
     cJSON_AddNumberToObject(j, "dnll", r->q.nll_stage - r->q.nll_ref);
     cJSON_AddNumberToObject(j, "nll", r->q.nll_stage);
     cJSON_AddNumberToObject(j, "nll_ref", r->q.nll_ref);
@@ -66,6 +112,8 @@ static cJSON *row_json(const qq_row *r)
     cJSON_AddNumberToObject(j, "top1_agreement", (double)r->q.top1_agree / (double)r->q.n);
     cJSON_AddNumberToObject(j, "greedy_equal", (double)r->greedy_equal);
     cJSON_AddNumberToObject(j, "greedy_tokens", (double)r->greedy_n);
+    cJSON_AddNumberToObject(j, "greedy_prompts", (double)prompts);
+    cJSON_AddNumberToObject(j, "greedy_prompts_equal", (double)r->prompts_equal);
     if (r->greedy_equal < r->greedy_n)
         cJSON_AddNumberToObject(j, "greedy_flip_margin", r->flip_margin);
     cJSON_AddNumberToObject(j, "quantize_seconds", r->quantize_s);
@@ -73,46 +121,100 @@ static cJSON *row_json(const qq_row *r)
     return j;
 }
 
-/* One scheme: the model reloaded, quantized in place, scored against the unquantized logits lr and greedy g0. */
-static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int32_t *calib, int64_t C,
-                   const int32_t *ev, int64_t T, const float *lr, const int32_t *g0, const float *g0l, int64_t P,
-                   int64_t G, rc_err *e)
+/* The margin of token t in logits l[V]: l[t] minus the largest other logit. */
+static double margin(const float *l, int32_t t, int64_t V)
 {
+    float best = -INFINITY;
+    for (int64_t j = 0; j < V; j++)
+        if (j != t && l[j] > best)
+            best = l[j];
+    return (double)l[t] - (double)best;
+}
+
+/* One line: at each step up to the first difference, the unquantized model's token's margin in the unquantized
+ * (l0) and in the row's (l1) logits; a negative second margin is a flip. */
+static void print_margins(const qq_row *r, const int32_t *g0, const int32_t *g1, const float *l0, const float *l1,
+                          int64_t G, int64_t V)
+{
+    printf("  %s %s %s: prompt 0 margins (unquantized/this):", r->scheme, row_zero(r), row_method(r));
+    for (int64_t s = 0; s < G; s++) {
+        printf(" %lld:%.4f/%.4f", (long long)s, margin(l0 + s * V, g0[s], V), margin(l1 + s * V, g0[s], V));
+        if (g1[s] != g0[s])
+            break;
+    }
+    printf("\n");
+}
+
+/* The greedy prompts: NP runs of G tokens, prompt i being the P held-out ids at prompt_at(i); margins: print
+ * prompt 0's step margins; only: rcq_opts.only. */
+typedef struct qq_greedy {
+    int64_t P, G, NP, T;
+    int margins;
+    const char *only;
+} qq_greedy;
+
+static int64_t prompt_at(const qq_greedy *g, int64_t i)
+{
+    return i * (g->T - g->P) / g->NP;
+}
+
+/* One scheme: the model reloaded, quantized in place (or rounded to bf16), scored against the unquantized logits
+ * lr and greedy tokens g0 [NP, G] (their logits g0l [NP, G, V]). */
+static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int32_t *calib, int64_t C,
+                   const int32_t *ev, int64_t T, const float *lr, const int32_t *g0, const float *g0l,
+                   const qq_greedy *gs, rc_err *e)
+{
+    const int64_t G = gs->G;
     rcq_source src;
     int rc = rcq_source_load(&src, model, e);
     if (rc)
         return rc;
-    rcq_opts o = {.gptq = r->gptq, .gq = *gq, .progress = 0};
+    rcq_opts o = {.gptq = r->gptq, .gq = *gq, .progress = 0, .only = gs->only};
     rcq_model qm = {0};
     const int64_t V = src.m.cfg.vocab;
     float *ls = NULL;
     int32_t *g1 = NULL;
+    float *g1l = NULL;
     double t0 = now_s();
-    if (!(rc = rc_gq_scheme_parse(r->scheme, r->sym, &o.scheme, e)))
+    if (r->bf16)
+        round_bf16(&src.m);
+    else if (!(rc = rc_gq_scheme_parse(r->scheme, r->sym, &o.scheme, e)))
         rc = rcq_quantize(&src.m, &o, calib, C, &qm, e);
     r->quantize_s = now_s() - t0;
     t0 = now_s();
     if (!rc && (!(ls = rc_calloc(T * V, sizeof *ls, e, "quantized logits")) ||
-                !(g1 = rc_calloc(G ? G : 1, sizeof *g1, e, "greedy tokens"))))
+                !(g1 = rc_calloc(G ? G : 1, sizeof *g1, e, "greedy tokens")) ||
+                (gs->margins && !(g1l = rc_calloc((G ? G : 1) * V, sizeof *g1l, e, "greedy logits")))))
         rc = e->code;
     if (!rc)
         rc = ref_forward(&src.m, ev, T, ls, NULL, e);
     if (!rc && rc_quality_score(lr, ls, ev, T, V, &r->q))
         rc = rc_fail(e, RC_E_RANGE, "%s (%s): the quantized model's logits hold NaN/Inf at position %lld", r->scheme,
                      r->gptq ? "gptq" : "rtn", (long long)r->q.bad_pos);
-    if (!rc && G)
-        rc = greedy(&src.m, ev, P, G, g1, NULL, e);
-    r->greedy_n = G;
-    r->greedy_equal = 0;
-    for (int64_t s = 0; !rc && s < G && g1[s] == g0[s]; s++)
-        r->greedy_equal++;
-    if (!rc && r->greedy_equal < G) {
-        const float *l0 = g0l + r->greedy_equal * V;
-        r->flip_margin = (double)l0[g0[r->greedy_equal]] - (double)l0[g1[r->greedy_equal]];
+    r->greedy_n = G * gs->NP;
+    r->greedy_equal = r->prompts_equal = 0;
+    r->flip_margin = INFINITY;
+    for (int64_t i = 0; !rc && G && i < gs->NP; i++) {
+        const int32_t *want = g0 + i * G;
+        if ((rc = greedy(&src.m, ev + prompt_at(gs, i), gs->P, G, g1, i == 0 && gs->margins ? g1l : NULL, e)))
+            break;
+        if (i == 0 && gs->margins)
+            print_margins(r, want, g1, g0l, g1l, G, V);
+        int64_t s = 0;
+        while (s < G && g1[s] == want[s])
+            s++;
+        r->greedy_equal += s;
+        r->prompts_equal += s == G;
+        if (s < G) {
+            const float *l0 = g0l + (i * G + s) * V;
+            const double m = (double)l0[want[s]] - (double)l0[g1[s]];
+            r->flip_margin = m < r->flip_margin ? m : r->flip_margin;
+        }
     }
     r->eval_s = now_s() - t0;
     free(ls);
     free(g1);
+    free(g1l);
     rcq_model_free(&qm);
     rcq_source_free(&src);
     return rc;
@@ -121,7 +223,9 @@ static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int
 int rc_cmd_quant_quality(int argc, char **argv)
 {
     const char *model = NULL, *calib = NULL, *eval = NULL, *text = NULL, *json = NULL;
-    long group = 128, n_calib = 128, n_eval = 256, n_greedy = 16;
+    const char *only = NULL, *qonly = NULL;
+    int margins = 0;
+    long group = 128, n_calib = 128, n_eval = 256, n_greedy = 16, n_prompts = 1;
     int calib_golden = 0, check = 0;
     rc_gq_opts gq = {.damp = 0.01, .block = 128};
     for (int i = 0; i < argc; i++) {
@@ -143,6 +247,14 @@ int rc_cmd_quant_quality(int argc, char **argv)
             text = argv[++i];
         else if (!strcmp(a, "--json") && has)
             json = argv[++i];
+        else if (!strcmp(a, "--rows") && has)
+            only = argv[++i];
+        else if (!strcmp(a, "--quantize-only") && has)
+            qonly = argv[++i];
+        else if (!strcmp(a, "--margins"))
+            margins = 1;
+        else if (!strcmp(a, "--prompts") && has)
+            count = &n_prompts;
         else if (!strcmp(a, "--damp") && has) {
             gq.damp = strtod(argv[++i], &end);
             if (*end || end == argv[i] || !(gq.damp >= 0 && gq.damp <= 1))
@@ -167,6 +279,11 @@ int rc_cmd_quant_quality(int argc, char **argv)
         return rc_usage_error("quant-quality needs --model and --text FILE or --eval IDS_FILE%s", "");
     if (group != 128 && group != 64 && group != 32)
         return rc_usage_error("--group is 32, 64 or 128, got '%s'", group == 0 ? "0" : "another");
+    if (n_prompts < 1)
+        return rc_usage_error("--prompts needs at least 1, got '%s'", "0");
+    if ((only || qonly) && check)
+        return rc_usage_error("--check judges every row of the whole policy; it excludes --rows and --quantize-only%s",
+                              "");
     if (text && (eval || calib || calib_golden))
         return rc_usage_error("--text splits one stream into calibration and held-out ids; it excludes "
                               "--eval, --calib and --calib-golden%s", "");
@@ -216,59 +333,83 @@ int rc_cmd_quant_quality(int argc, char **argv)
     if (!rc && C < 1)
         rc = rc_fail(&e, RC_E_USAGE, "GPTQ needs at least one calibration token");
     const int64_t V = src.m.cfg.vocab, P = T / 2 < 8 ? T / 2 : 8, G = n_greedy;
+    const qq_greedy gs = {.P = P, .G = G, .NP = n_prompts, .T = T, .margins = margins, .only = qonly};
+    if (!rc && G && n_prompts > T - P)
+        rc = rc_fail(&e, RC_E_USAGE, "--prompts %ld: the %lld held-out ids hold at most %lld prompts of %lld", n_prompts,
+                     (long long)T, (long long)(T - P), (long long)P);
     float *lr = rc ? NULL : rc_calloc(T * V, sizeof *lr, &e, "reference logits");
-    int32_t *g0 = rc ? NULL : rc_calloc(G ? G : 1, sizeof *g0, &e, "greedy tokens");
-    float *g0l = rc ? NULL : rc_calloc((G ? G : 1) * V, sizeof *g0l, &e, "greedy logits");
+    int32_t *g0 = rc ? NULL : rc_calloc(G ? G * n_prompts : 1, sizeof *g0, &e, "greedy tokens");
+    float *g0l = rc ? NULL : rc_calloc((G ? G * n_prompts : 1) * V, sizeof *g0l, &e, "greedy logits");
     if (!rc && (!lr || !g0 || !g0l))
         rc = e.code;
     double t0 = now_s();
     if (!rc)
         rc = ref_forward(&src.m, ev, T, lr, NULL, &e);
-    if (!rc && G)
-        rc = greedy(&src.m, ev, P, G, g0, g0l, &e);
+    for (int64_t i = 0; !rc && G && i < n_prompts; i++)
+        rc = greedy(&src.m, ev + prompt_at(&gs, i), P, G, g0 + i * G, g0l + i * G * V, &e);
     const double ref_s = now_s() - t0;
     char g4[16];
     snprintf(g4, sizeof g4, "int4-g%ld", group);
     qq_row rows[] = {
-        {.scheme = "int8", .sym = 1},
-        {.scheme = g4},
-        {.scheme = g4, .sym = 1},
-        {.scheme = g4, .sym = 1, .gptq = 1},
-        {.scheme = g4, .gptq = 1},
+        {.key = "bf16", .scheme = "bf16", .bf16 = 1},
+        {.key = "int8", .scheme = "int8", .sym = 1},
+        {.key = "rtn", .scheme = g4},
+        {.key = "rtn-sym", .scheme = g4, .sym = 1},
+        {.key = "gptq-sym", .scheme = g4, .sym = 1, .gptq = 1},
+        {.key = "gptq", .scheme = g4, .gptq = 1},
+        {.key = "int8-gptq", .scheme = "int8", .sym = 1, .gptq = 1},
     };
-    const int nr = (int)(sizeof rows / sizeof rows[0]);
+    enum { R_BF16, R_INT8, R_RTN, R_RTN_SYM, R_GPTQ_SYM, R_GPTQ, R_INT8_GPTQ, NR };
+    int run[NR], n_run = 0;
+    for (int i = 0; i < NR; i++)
+        n_run += run[i] = only ? list_has(only, rows[i].key) : i != R_INT8_GPTQ; /* int8 GPTQ only when asked */
+    int n_items = only ? 1 : NR - 1;
+    for (const char *c = only ? strchr(only, ',') : NULL; c; c = strchr(c + 1, ','))
+        n_items++;
+    if (!rc && n_run != n_items)
+        rc = rc_fail(&e, RC_E_USAGE, "--rows '%s' names a row twice or one that is not bf16, int8, rtn, rtn-sym, gptq-sym, gptq, int8-gptq", only);
     if (!rc) {
         printf("quant-quality %s: ref on dequantized weights against ref unquantized\n", model);
-        printf("calibration %lld tokens, held-out %lld tokens, greedy %lld tokens after %lld; damp %g, block %d\n",
-               (long long)C, (long long)T, (long long)G, (long long)P, gq.damp, gq.block);
-        printf("%-10s %-5s %-6s %12s %12s %12s %8s %8s %9s\n", "scheme", "zero", "method", "ΔNLL", "KL mean",
-               "KL max", "top-1", "greedy", "time (s)");
+        printf("calibration %lld tokens, held-out %lld tokens, greedy %lld tokens after %lld from %ld prompt(s); "
+               "damp %g, block %d\n", (long long)C, (long long)T, (long long)G, (long long)P, n_prompts, gq.damp,
+               gq.block);
+        printf("%-10s %-5s %-6s %12s %12s %12s %8s %10s %8s %9s\n", "scheme", "zero", "method", "ΔNLL", "KL mean",
+               "KL max", "top-1", "greedy", "prompts", "time (s)");
     }
-    for (int i = 0; i < nr && !rc; i++) {
+    for (int i = 0; i < NR && !rc; i++) {
         qq_row *r = &rows[i];
-        if ((rc = run_row(model, r, &gq, cal, C, ev, T, lr, g0, g0l, P, G, &e)))
+        if (!run[i])
+            continue;
+        if ((rc = run_row(model, r, &gq, cal, C, ev, T, lr, g0, g0l, &gs, &e)))
             break;
-        char gr[32];
+        char gr[32], pr[32];
         snprintf(gr, sizeof gr, "%lld/%lld", (long long)r->greedy_equal, (long long)r->greedy_n);
-        printf("%-10s %-5s %-6s %+12.5e %12.5e %12.5e %7.2f%% %8s %9.1f\n", r->scheme, r->sym ? "sym" : "asym",
-               r->gptq ? "gptq" : "rtn", r->q.nll_stage - r->q.nll_ref, r->q.kl_mean, r->q.kl_max,
-               100.0 * (double)r->q.top1_agree / (double)r->q.n, gr, r->quantize_s + r->eval_s);
+        snprintf(pr, sizeof pr, "%lld/%ld", (long long)r->prompts_equal, n_prompts);
+        printf("%-10s %-5s %-6s %+12.5e %12.5e %12.5e %7.2f%% %10s %8s %9.1f\n", r->scheme, row_zero(r),
+               row_method(r), r->q.nll_stage - r->q.nll_ref, r->q.kl_mean, r->q.kl_max,
+               100.0 * (double)r->q.top1_agree / (double)r->q.n, gr, pr, r->quantize_s + r->eval_s);
         if (r->greedy_equal < r->greedy_n)
-            printf("  %s %s %s: greedy step %lld differs; the unquantized model's margin there (its token's logit - "
-                   "the quantized model's token's logit) %.3e\n", r->scheme, r->sym ? "sym" : "asym",
-                   r->gptq ? "gptq" : "rtn", (long long)r->greedy_equal, r->flip_margin);
+            printf("  %s %s %s: greedy differs in %lld of %ld prompt(s); the smallest unquantized margin at a first "
+                   "difference (its token's logit - the other model's token's logit) %.3e\n", r->scheme,
+                   row_zero(r), row_method(r), (long long)(n_prompts - r->prompts_equal), n_prompts,
+                   r->flip_margin);
         fflush(stdout);
     }
     int exit_code = rc ? RC_EXIT_ERROR : RC_EXIT_PASS;
     if (rc)
         fprintf(stderr, "harness: error: %s\n", e.msg);
     else {
-        printf("reference NLL %.6f (ref %.1f s)\n", rows[0].q.nll_ref, ref_s);
-        const double d_rtn_a = rows[1].q.nll_stage, d_rtn_s = rows[2].q.nll_stage;
-        const int gptq_wins = rows[3].q.nll_stage < d_rtn_s && rows[4].q.nll_stage < d_rtn_a;
-        const int int8_greedy = rows[0].greedy_equal == rows[0].greedy_n;
-        printf("GPTQ below RTN at %s (sym and asym ΔNLL): %s; int8 greedy tokens equal: %s\n", g4,
-               gptq_wins ? "yes" : "NO", int8_greedy ? "yes" : "NO");
+        int first = 0;
+        while (first < NR - 1 && !run[first])
+            first++;
+        printf("reference NLL %.6f (ref %.1f s)\n", rows[first].q.nll_ref, ref_s);
+        const int gptq_wins = rows[R_GPTQ_SYM].q.nll_stage < rows[R_RTN_SYM].q.nll_stage &&
+                              rows[R_GPTQ].q.nll_stage < rows[R_RTN].q.nll_stage;
+        const int int8_greedy = rows[R_INT8].greedy_equal == rows[R_INT8].greedy_n;
+        if (run[R_RTN] && run[R_RTN_SYM] && run[R_GPTQ_SYM] && run[R_GPTQ])
+            printf("GPTQ below RTN at %s (sym and asym ΔNLL): %s\n", g4, gptq_wins ? "yes" : "NO");
+        if (run[R_INT8])
+            printf("int8 greedy tokens equal: %s\n", int8_greedy ? "yes" : "NO");
         if (check) {
             exit_code = gptq_wins && int8_greedy ? RC_EXIT_PASS : RC_EXIT_BOUND;
             printf("VERDICT quant-quality: %s\n", exit_code ? "FAIL" : "PASS");
@@ -284,9 +425,12 @@ int rc_cmd_quant_quality(int argc, char **argv)
             cJSON_AddNumberToObject(root, "heldout_tokens", (double)T);
             cJSON_AddNumberToObject(root, "damp", gq.damp);
             cJSON_AddNumberToObject(root, "block", gq.block);
+            if (qonly)
+                cJSON_AddStringToObject(root, "quantize_only", qonly);
             cJSON *arr = cJSON_AddArrayToObject(root, "rows");
-            for (int i = 0; i < nr; i++)
-                cJSON_AddItemToArray(arr, row_json(&rows[i]));
+            for (int i = 0; i < NR; i++)
+                if (run[i])
+                    cJSON_AddItemToArray(arr, row_json(&rows[i], n_prompts));
             const int wrc = rc_write_json_file(json, root);
             if (wrc > exit_code)
                 exit_code = wrc;

@@ -28,9 +28,22 @@ typedef struct lin_ref {
 typedef struct find_ctx {
     const rc_model *m;
     const rc_quant_scheme *s; /* model/quant's policy decides which matrices are quantized */
+    const char *only;         /* rcq_opts.only */
     lin_ref *out;
     int n, cap;
 } find_ctx;
+
+/* 1 when name holds one of the comma-separated substrings of only (or only is NULL). */
+static int only_has(const char *only, const char *name)
+{
+    for (const char *p = only; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        const size_t n = strchr(p, ',') ? (size_t)(strchr(p, ',') - p) : strlen(p);
+        for (const char *h = name; n && *h; h++)
+            if (!strncmp(h, p, n))
+                return 1;
+    }
+    return !only;
+}
 
 static int find_visit(void *user, const char *name, int ndim, const int64_t *shape, const float **slot, int required)
 {
@@ -44,7 +57,8 @@ static int find_visit(void *user, const char *name, int ndim, const int64_t *sha
                                        &w->up,      &w->down,   &w->gdn_qkv, &w->gdn_z, &w->gdn_out};
         static const int input[] = {IN_ATTN, IN_ATTN, IN_ATTN, IN_CTX, IN_MLP, IN_MLP, IN_ACT, IN_ATTN, IN_ATTN, IN_GDN};
         for (int i = 0; i < (int)(sizeof input / sizeof input[0]); i++) {
-            if ((const float *const *)slot != slots[i] || f->n >= f->cap || !rc_quant_policy_quantizes(name, f->s))
+            if ((const float *const *)slot != slots[i] || f->n >= f->cap || !rc_quant_policy_quantizes(name, f->s) ||
+                !only_has(f->only, name))
                 continue;
             const rc_tensor *t = rc_tensors_find(&f->m->store, name);
             if (!t || t->data != *slot) /* shared or derived: left alone */
@@ -144,7 +158,7 @@ int rcq_quantize(rc_model *m, const rcq_opts *o, const int32_t *calib, int64_t T
     memset(out, 0, sizeof *out);
     const int L = m->cfg.n_layers;
     const rc_quant_scheme qs = rcq_quant_scheme(&o->scheme);
-    find_ctx f = {.m = m, .s = &qs, .cap = 10 * L};
+    find_ctx f = {.m = m, .s = &qs, .only = o->only, .cap = 10 * L};
     f.out = rc_calloc(f.cap, sizeof *f.out, e, "the linear layers");
     out->lin = f.out ? rc_calloc(f.cap, sizeof *out->lin, e, "the quantized layers") : NULL;
     if (!out->lin) {
@@ -152,6 +166,10 @@ int rcq_quantize(rc_model *m, const rcq_opts *o, const int32_t *calib, int64_t T
         return e->code;
     }
     rc_weights_visit(&m->cfg, &m->w, find_visit, &f);
+    if (o->only && f.n == 0) {
+        free(f.out);
+        return rc_fail(e, RC_E_USAGE, "quantize: '%s' names no matrix the policy quantizes", o->only);
+    }
     if (o->gptq && (!calib || T < 1)) {
         free(f.out);
         return rc_fail(e, RC_E_USAGE, "quantize: GPTQ needs calibration tokens");

@@ -13,6 +13,8 @@ typedef struct rcq_opts {
     int gptq;      /* 0: round to nearest (no calibration) */
     rc_gq_opts gq; /* damping, block */
     int progress;  /* "layer i/L" lines on stderr */
+    const char *only; /* NULL, or comma-separated substrings: only the policy's matrices whose HF name holds one
+                       * of them are quantized, the others stay fp32 (a sensitivity bisection) */
 } rcq_opts;
 
 typedef struct rcq_linear {
