@@ -1,5 +1,6 @@
-/* engine bench's read ceiling: 16-byte non-coherent loads over >= 1 GiB, every SM full, the XOR of what was read
- * kept live so the loads cannot be dropped (see eng_bw.h). */
+/* The one read-only kernel (engine bench's read ceiling, the kernel benchmarks' ceilings and their plain reads of a
+ * matrix's bytes): 16-byte non-coherent loads, every SM full, the XOR of what was read kept live so the loads
+ * cannot be dropped (see eng_bw.h). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,21 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+extern "C" cudaError_t engk_read_launch(const void *p, size_t bytes, void *sink, cudaStream_t s)
+{
+    int dev = 0, sms = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess)
+        return err;
+    if (bytes < 16 || bytes % 16)
+        return cudaErrorInvalidValue;
+    const int threads = 256, blocks = (sms > 0 ? sms : 1) * 8; /* 2048 threads per SM */
+    read_pass<<<blocks, threads, 0, s>>>((const uint4 *)p, bytes / 16, (unsigned *)sink);
+    return cudaGetLastError();
+}
+
 #define TRY(call)                                                                                                  \
     do {                                                                                                           \
         if (err == cudaSuccess && (err = (call)) != cudaSuccess)                                                   \
@@ -42,26 +58,20 @@ extern "C" cudaError_t engk_read_bandwidth(int device, size_t bytes, int reps, d
     void *buf = NULL;
     unsigned *sink = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
-    int sms = 0;
     bytes &= ~(size_t)63;
     if (reps < 1 || reps > 64)
         reps = 10;
     double sec[64];
     *what = "";
     TRY(cudaSetDevice(device));
-    TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     TRY(cudaMalloc(&buf, bytes));
     TRY(cudaMalloc((void **)&sink, sizeof *sink));
     TRY(cudaMemset(buf, 0x5a, bytes));
     TRY(cudaEventCreate(&e0));
     TRY(cudaEventCreate(&e1));
-    const int threads = 256, blocks = (sms > 0 ? sms : 1) * 8; /* 2048 threads per SM */
     for (int r = -1; r < reps && err == cudaSuccess; r++) {
         TRY(cudaEventRecord(e0, 0));
-        if (err == cudaSuccess) {
-            read_pass<<<blocks, threads>>>((const uint4 *)buf, bytes / 16, sink);
-            TRY(cudaGetLastError());
-        }
+        TRY(engk_read_launch(buf, bytes, sink, 0));
         TRY(cudaEventRecord(e1, 0));
         TRY(cudaEventSynchronize(e1));
         float ms = 0.0f;

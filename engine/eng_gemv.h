@@ -71,10 +71,6 @@ cudaError_t engk_gemv_variant(int v, int fuse, float *y, float *xn, const float 
                               int kind, const void *W, int f32, const float *b, const float *res, int N, int K,
                               int act, const engk_warm *warm, cudaStream_t s);
 
-/* Reads bytes (a multiple of 16) at p with the GEMV's 16-byte streaming loads and nothing else: the read
- * ceiling the micro-benchmark measures the GEMVs against. sink: 1024 floats (written only to keep the loads). */
-cudaError_t engk_read_ceiling(const void *p, int64_t bytes, float *sink, cudaStream_t s);
-
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,7 @@
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_rng.h>
 
+#include "eng_bw.h"
 #include "gpu_skip.h"
 
 void ekc_skip_unless_gpu(const char *test)
@@ -158,4 +159,15 @@ double ekc_time_us(cudaError_t (*fn)(void *ctx), void *ctx)
     EKC_CU(cudaEventDestroy(t0));
     EKC_CU(cudaEventDestroy(t1));
     return best;
+}
+
+double ekc_read_ceiling_gbs(void)
+{
+    double best = 0.0, median = 0.0;
+    const char *what = "";
+    int dev = 0;
+    EKC_CU(cudaGetDevice(&dev));
+    const cudaError_t err = engk_read_bandwidth(dev, (size_t)1 << 30, 10, &best, &median, &what);
+    ekc_cuda_ok(err, what, __FILE__, __LINE__);
+    return best / 1e9;
 }

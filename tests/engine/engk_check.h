@@ -46,8 +46,8 @@ int ekc_check(const char *what, const float *got, const float *want, const float
               int64_t n);
 
 /* --bench: mean device time of one call of fn(ctx) in microseconds (cudaEvents around a batch of back-to-back
- * calls after a warm-up; the best of three batches), and the read ceiling in GB/s: a read-only kernel over
- * 1 GiB, best of several passes (engk_read.cu). */
+ * calls after a warm-up; the best of three batches), and the read ceiling in GB/s: the engine's read-only kernel
+ * over 1 GiB, the best of 10 passes (engk_read_bandwidth, eng_bw.h). */
 double ekc_time_us(cudaError_t (*fn)(void *ctx), void *ctx);
 double ekc_read_ceiling_gbs(void);
 

@@ -704,7 +704,7 @@ static void bench_line(const char *kernel, const char *shape, int T, double us, 
 static int run_bench(void)
 {
     const double ceil_gbs = ekc_read_ceiling_gbs();
-    printf("bench read ceiling: %.1f GB/s (read-only kernel over 1 GiB, 16-byte loads, best of 3 batches)\n",
+    printf("bench read ceiling: %.1f GB/s (read-only kernel over 1 GiB, 16-byte loads, best of 10)\n",
            ceil_gbs);
     const int64_t big = (int64_t)TMAX * 2 * INTER; /* the largest activation: gate|up of T = 2048 */
     bench_ctx c = {0};

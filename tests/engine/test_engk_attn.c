@@ -18,9 +18,9 @@
 #include <cmocka.h>
 
 #include "eng_attn.h"
+#include "eng_bw.h"
 #include "eng_weights.h"
 #include "gpu_skip.h"
-#include "test_engk_attn_read.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull; /* xorshift64, seeded: the same inputs every run */
 
@@ -547,37 +547,21 @@ static cudaGraphExec_t decode_graph(int merge_only, const float *dq, float *dctx
     return ge;
 }
 
-static double read_ceiling(void *buf, size_t bytes, unsigned *sink)
-{
-    cudaEvent_t e0, e1;
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
-    double best = 1e30;
-    for (int i = 0; i < 6; i++) {
-        float ms = 0.0f;
-        CU(cudaEventRecord(e0, 0));
-        CU(engk_test_read(buf, bytes, sink, 0));
-        CU(cudaEventRecord(e1, 0));
-        CU(cudaEventSynchronize(e1));
-        CU(cudaEventElapsedTime(&ms, e0, e1));
-        if (i > 0 && ms < best)
-            best = ms;
-    }
-    CU(cudaEventDestroy(e0));
-    CU(cudaEventDestroy(e1));
-    return (double)bytes / (best * 1e-3);
-}
-
 static void bench(void)
 {
     const int H = 32, Hkv = 8, D = 128, reps = 20;
     const int64_t maxS = 32768, row = (int64_t)Hkv * D;
     const size_t kvb = (size_t)(maxS * row * 2), junkb = (size_t)512 << 20;
     void *dk = dmalloc((int64_t)kvb), *dv = dmalloc((int64_t)kvb), *junk = dmalloc((int64_t)junkb);
-    unsigned *sink = dmalloc(4096);
     CU(cudaMemset(dk, 0x3c, kvb)); /* bf16 1.15: finite */
     CU(cudaMemset(dv, 0x3c, kvb));
-    const double ceil_bps = read_ceiling(junk, junkb, sink);
+    double ceil_bps = 0.0, ceil_median = 0.0;
+    const char *what = "";
+    int dev = 0;
+    CU(cudaGetDevice(&dev));
+    const cudaError_t cerr = engk_read_bandwidth(dev, junkb, 5, &ceil_bps, &ceil_median, &what);
+    if (cerr != cudaSuccess)
+        fail_msg("%s failed in engk_read_bandwidth: %s", what, cudaGetErrorString(cerr));
     printf("bench read ceiling (512 MiB, 16-byte loads): %.0f GB/s\n", ceil_bps / 1e9);
     float *dq = dmalloc(2048 * H * D * 4), *dctx = dmalloc(2048 * H * D * 4);
     CU(cudaMemset(dq, 0, 2048 * H * D * 4));
@@ -715,7 +699,7 @@ static void bench(void)
     CU(cudaFree(dcp));
     CU(cudaEventDestroy(e0));
     CU(cudaEventDestroy(e1));
-    CU(cudaFree(dk)); CU(cudaFree(dv)); CU(cudaFree(junk)); CU(cudaFree(sink));
+    CU(cudaFree(dk)); CU(cudaFree(dv)); CU(cudaFree(junk));
     CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dpos));
 }
 
