@@ -50,6 +50,23 @@ void ekc_fill(float *x, int64_t n, double lo, double hi, unsigned long seed)
     gsl_rng_free(r);
 }
 
+double ekc_splitmix_unif(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+
+uint64_t ekc_xorshift64(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+
 void *ekc_dev_alloc(int64_t n, size_t size)
 {
     void *d = NULL;
@@ -81,6 +98,13 @@ void ekc_from_dev(void *h, const void *d, int64_t n, size_t size)
 void ekc_dev_free(void *d)
 {
     EKC_CU(cudaFree(d));
+}
+
+void *ekc_dev_nan(int64_t n, size_t size)
+{
+    void *d = ekc_dev_alloc(n, size);
+    ekc_poison(d, n, size);
+    return d;
 }
 
 double ekc_ulp(float x)
@@ -131,6 +155,18 @@ int ekc_check(const char *what, const float *got, const float *want, const float
     return bad > 0;
 }
 
+int64_t ekc_bits(const char *what, const float *got, const float *want, int64_t n)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof got[i]) != 0 && bad++ < 3)
+            printf("    %s: [%lld] got %.9g want %.9g\n", what, (long long)i, got[i], want[i]);
+    printf("  %-64s %s\n", what, bad ? "DIFFER" : "bit-identical");
+    if (bad)
+        printf("    %lld of %lld elements differ\n", (long long)bad, (long long)n);
+    return bad;
+}
+
 double ekc_time_us(cudaError_t (*fn)(void *ctx), void *ctx)
 {
     cudaEvent_t t0, t1;
@@ -159,6 +195,35 @@ double ekc_time_us(cudaError_t (*fn)(void *ctx), void *ctx)
     EKC_CU(cudaEventDestroy(t0));
     EKC_CU(cudaEventDestroy(t1));
     return best;
+}
+
+double ekc_time_median_ms(cudaError_t (*fn)(void *ctx), void *ctx, int reps)
+{
+    enum { MAXREP = 64 };
+    cudaEvent_t ev[MAXREP + 1];
+    float t[MAXREP];
+    reps = reps < 1 ? 1 : reps < MAXREP ? reps : MAXREP;
+    for (int i = 0; i <= reps; i++)
+        EKC_CU(cudaEventCreate(&ev[i]));
+    for (int i = 0; i < 3; i++)
+        EKC_CU(fn(ctx));
+    EKC_CU(cudaEventRecord(ev[0], 0));
+    for (int i = 0; i < reps; i++) {
+        EKC_CU(fn(ctx));
+        EKC_CU(cudaEventRecord(ev[i + 1], 0));
+    }
+    EKC_CU(cudaEventSynchronize(ev[reps]));
+    for (int i = 0; i < reps; i++) {
+        EKC_CU(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            const float tmp = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = tmp;
+        }
+    }
+    for (int i = 0; i <= reps; i++)
+        EKC_CU(cudaEventDestroy(ev[i]));
+    return t[reps / 2];
 }
 
 double ekc_read_ceiling_gbs(void)

@@ -27,6 +27,12 @@ void *ekc_hmalloc(int64_t n, size_t size); /* zeroed; n may be 0 */
  * cases that ran before it. */
 void ekc_fill(float *x, int64_t n, double lo, double hi, unsigned long seed);
 
+/* The seeded streams the cmocka checkers draw from (their cases were tuned on these values): the state advances
+ * with every draw, so a case's inputs depend on the draws before it. splitmix64: a double in [0, 1) from 53
+ * bits; xorshift64 (13, 7, 17): the next raw state. */
+double ekc_splitmix_unif(uint64_t *state);
+uint64_t ekc_xorshift64(uint64_t *state);
+
 /* Device buffers. Poison sets every byte to 0xff: NaN as fp32 and as bf16, so an element a kernel does not
  * write fails any comparison. Call it before every launch that writes the buffer. */
 void *ekc_dev_alloc(int64_t n, size_t size);
@@ -34,6 +40,7 @@ void ekc_poison(void *d, int64_t n, size_t size);
 void *ekc_to_dev(const void *h, int64_t n, size_t size);
 void ekc_from_dev(void *h, const void *d, int64_t n, size_t size); /* synchronizes the device first */
 void ekc_dev_free(void *d);
+void *ekc_dev_nan(int64_t n, size_t size); /* ekc_dev_alloc, then ekc_poison */
 
 double ekc_ulp(float x);      /* spacing of fp32 numbers at |x| (2^-149 at 0) */
 double ekc_ulp_bf16(double x); /* spacing of bf16 numbers at |x| */
@@ -45,10 +52,17 @@ double ekc_ulp_bf16(double x); /* spacing of bf16 numbers at |x| */
 int ekc_check(const char *what, const float *got, const float *want, const float *bound, const char *rule,
               int64_t n);
 
+/* Bit equality of got[n] and want[n] (a NaN passes only against the same bits): prints the first three elements
+ * that differ, then one line: what, "bit-identical" or "DIFFER" (and how many differ). Returns that count. */
+int64_t ekc_bits(const char *what, const float *got, const float *want, int64_t n);
+
 /* --bench: mean device time of one call of fn(ctx) in microseconds (cudaEvents around a batch of back-to-back
  * calls after a warm-up; the best of three batches), and the read ceiling in GB/s: the engine's read-only kernel
  * over 1 GiB, the best of 10 passes (engk_read_bandwidth, eng_bw.h). */
 double ekc_time_us(cudaError_t (*fn)(void *ctx), void *ctx);
+/* --bench: the median device time in ms of one call of fn(ctx): reps (<= 64) back-to-back calls after three
+ * warm-ups, a cudaEvent between every two. */
+double ekc_time_median_ms(cudaError_t (*fn)(void *ctx), void *ctx, int reps);
 double ekc_read_ceiling_gbs(void);
 
 #ifdef __cplusplus

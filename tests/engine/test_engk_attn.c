@@ -20,6 +20,7 @@
 #include "eng_attn.h"
 #include "eng_bw.h"
 #include "eng_weights.h"
+#include "engk_check.h"
 #include "gpu_skip.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull; /* xorshift64, seeded: the same inputs every run */
@@ -46,11 +47,6 @@ static void *dmalloc(int64_t bytes)
     return d;
 }
 
-static void fill_nan(void *d, int64_t bytes) /* 0xff bytes: NaN as fp32 and as bf16 */
-{
-    CU(cudaMemset(d, 0xff, (size_t)bytes));
-}
-
 static void upload(void *d, const void *h, int64_t bytes) { CU(cudaMemcpy(d, h, (size_t)bytes, cudaMemcpyHostToDevice)); }
 
 static float *download(const void *d, int64_t n)
@@ -63,10 +59,7 @@ static float *download(const void *d, int64_t n)
 
 static float urand(double lo, double hi)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)(lo + (hi - lo) * (double)(rng >> 11) * 0x1p-53);
+    return (float)(lo + (hi - lo) * (double)(ekc_xorshift64(&rng) >> 11) * 0x1p-53);
 }
 
 static float bf16_round(float f) { return eng_bf16_to_f32(eng_f32_to_bf16(f)); }
@@ -90,16 +83,6 @@ static int64_t mismatches(const char *what, const float *got, const double *want
     }
     printf("  %-64s max-abs %.3e = %.2f of bound  %s", what, worst, frac, bad ? "FAIL" : "ok");
     printf(bad ? " (%lld of %lld out of bounds)\n" : "\n", (long long)bad, (long long)n);
-    return bad;
-}
-
-static int64_t differ_bits(const char *what, const float *a, const float *b, int64_t n)
-{
-    int64_t bad = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (memcmp(a + i, b + i, sizeof *a) && bad++ < 5)
-            printf("    %s: [%lld] %.9g vs %.9g\n", what, (long long)i, a[i], b[i]);
-    printf("  %-64s %s\n", what, bad ? "DIFFER" : "bit-identical");
     return bad;
 }
 
@@ -129,8 +112,8 @@ static void kv_make(kvset *s, int S, int valid, int Hkv, int D, int f32)
     }
     s->dk = dmalloc(n * (int64_t)elt(f32));
     s->dv = dmalloc(n * (int64_t)elt(f32));
-    fill_nan(s->dk, n * (int64_t)elt(f32));
-    fill_nan(s->dv, n * (int64_t)elt(f32));
+    ekc_poison(s->dk, n * (int64_t)elt(f32), 1);
+    ekc_poison(s->dv, n * (int64_t)elt(f32), 1);
     const int64_t m = (int64_t)valid * s->row;
     if (f32) {
         upload(s->dk, s->k, m * 4);
@@ -160,7 +143,7 @@ static void *tile_buffer(const kvset *s, const void *src, int64_t p0, int64_t np
 {
     const int64_t rb = s->row * (int64_t)elt(s->f32);
     void *t = dmalloc(P * rb);
-    fill_nan(t, P * rb);
+    ekc_poison(t, P * rb, 1);
     CU(cudaMemcpy(t, (const char *)src + p0 * rb, (size_t)(np * rb), cudaMemcpyDeviceToDevice));
     return t;
 }
@@ -220,10 +203,10 @@ static void test_checker_fails(void **state)
     assert_int_equal(mismatches("checker: one element off by 1e-3 (must FAIL)", a, b, 40, 1e-4, 0), 1);
     float c[40];
     memcpy(c, a, sizeof c);
-    assert_int_equal(differ_bits("checker: same bits", a, c, 40), 0);
+    assert_int_equal(ekc_bits("checker: same bits", a, c, 40), 0);
     c[3] = -0.0f;
     a[3] = 0.0f;
-    assert_int_equal(differ_bits("checker: +0 vs -0 (must DIFFER)", a, c, 40), 1);
+    assert_int_equal(ekc_bits("checker: +0 vs -0 (must DIFFER)", a, c, 40), 1);
     a[5] = NAN;
     assert_int_equal(mismatches("checker: one NaN (must FAIL)", a, b, 40, 1.0, 1.0), 1);
 }
@@ -263,8 +246,8 @@ static int64_t check_decode(int f32, int kernel, int G, int D, int P, int64_t po
     int64_t *dpos = dmalloc(8);
     upload(dq, q, n * 4);
     upload(dpos, &pos, 8);
-    fill_nan(dctx, n * 4);
-    fill_nan(dpart, pf * 4);
+    ekc_poison(dctx, n * 4, 1);
+    ekc_poison(dpart, pf * 4, 1);
     CU(engk_attn_decode(dq, dctx, dpart, s.dk, s.dv, f32, dpos, max_tiles, P, H, Hkv, D, scale, window, 0));
     float *got = download(dctx, n);
     snprintf(what, sizeof what, "decode %s G=%d D=%d P=%d pos=%lld window=%d max_tiles=%d",
@@ -280,17 +263,17 @@ static int64_t check_decode(int f32, int kernel, int G, int D, int P, int64_t po
     static const int caps[] = {1, 3};
     for (size_t c = 0; c < 2; c++) {
         engk_attn_decode_blocks(caps[c]);
-        fill_nan(dctx2, n * 4);
-        fill_nan(dpart, pf * 4);
+        ekc_poison(dctx2, n * 4, 1);
+        ekc_poison(dpart, pf * 4, 1);
         CU(engk_attn_decode(dq, dctx2, dpart, s.dk, s.dv, f32, dpos, max_tiles, P, H, Hkv, D, scale, window, 0));
         engk_attn_decode_blocks(0);
         float *got2 = download(dctx2, n);
         snprintf(what, sizeof what, "  a grid of %d block(s) = the default grid", caps[c]);
-        fails += differ_bits(what, got2, got, n);
+        fails += ekc_bits(what, got2, got, n);
         free(got2);
     }
-    fill_nan(dctx2, n * 4);
-    fill_nan(dpart, pf * 4);
+    ekc_poison(dctx2, n * 4, 1);
+    ekc_poison(dpart, pf * 4, 1);
     const int64_t lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
     for (int64_t t = lo / P; t <= pos / P; t++) {
         const int64_t np = pos + 1 - t * P < P ? pos + 1 - t * P : P;
@@ -302,7 +285,7 @@ static int64_t check_decode(int f32, int kernel, int G, int D, int P, int64_t po
     }
     CU(engk_attn_decode_merge(dpart, dctx2, dpos, max_tiles, P, H, D, window, 0));
     float *got2 = download(dctx2, n);
-    fails += differ_bits("  per-tile launches = one launch", got2, got, n);
+    fails += ekc_bits("  per-tile launches = one launch", got2, got, n);
     engk_attn_decode_kernel(ENGK_DEC_AUTO);
     free(q); free(qr); free(want); free(got); free(got2);
     CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dpart)); CU(cudaFree(dpos));
@@ -405,12 +388,12 @@ static int64_t check_prefill(const pcase *c)
     float *dq = dmalloc(n * 4), *dctx = dmalloc(n * 4), *dctx2 = dmalloc(n * 4), *dctx3 = dmalloc(n * 4);
     float *dm = dmalloc((int64_t)T * H * 4), *dl = dmalloc((int64_t)T * H * 4), *dacc = dmalloc(n * 4);
     upload(dq, q, n * 4);
-    fill_nan(dctx, n * 4);
-    fill_nan(dctx2, n * 4);
-    fill_nan(dctx3, n * 4);
-    fill_nan(dm, (int64_t)T * H * 4);
-    fill_nan(dl, (int64_t)T * H * 4);
-    fill_nan(dacc, n * 4);
+    ekc_poison(dctx, n * 4, 1);
+    ekc_poison(dctx2, n * 4, 1);
+    ekc_poison(dctx3, n * 4, 1);
+    ekc_poison(dm, (int64_t)T * H * 4, 1);
+    ekc_poison(dl, (int64_t)T * H * 4, 1);
+    ekc_poison(dacc, n * 4, 1);
     run_rows(c, &s, dq, dctx, 0, T, scale);
     float *got = download(dctx, n);
     char what[160];
@@ -429,10 +412,10 @@ static int64_t check_prefill(const pcase *c)
         pcase cv = *c;
         cv.flags |= v ? ENGK_MMA_WARP32 : 0;
         const char *how = v ? " (32 rows per warp)" : "";
-        fill_nan(dctx2, n * 4);
-        fill_nan(dm, (int64_t)T * H * 4);
-        fill_nan(dl, (int64_t)T * H * 4);
-        fill_nan(dacc, n * 4);
+        ekc_poison(dctx2, n * 4, 1);
+        ekc_poison(dm, (int64_t)T * H * 4, 1);
+        ekc_poison(dl, (int64_t)T * H * 4, 1);
+        ekc_poison(dacc, n * 4, 1);
         for (int k = tlo; k < thi; k++) {
             const int64_t p0 = (int64_t)k * P, np = last + 1 - p0 < P ? last + 1 - p0 : P;
             void *tk = tile_buffer(&s, s.dk, p0, np, P), *tv = tile_buffer(&s, s.dv, p0, np, P);
@@ -445,16 +428,16 @@ static int64_t check_prefill(const pcase *c)
         }
         float *got2 = download(dctx2, n);
         snprintf(what, sizeof what, "  per-tile launches, state in memory%s = one launch", how);
-        fails += differ_bits(what, got2, got, n);
+        fails += ekc_bits(what, got2, got, n);
         free(got2);
         for (int ch = 3; ch <= 7; ch += 2) {
-            fill_nan(dctx3, n * 4);
+            ekc_poison(dctx3, n * 4, 1);
             run_rows(&cv, &s, dq, dctx3, 0, 1, scale);
             for (int r = 1; r < T; r += ch)
                 run_rows(&cv, &s, dq, dctx3, r, T - r < ch ? T - r : ch, scale);
             float *got3 = download(dctx3, n);
             snprintf(what, sizeof what, "  chunks 1 + %d + %d ...%s = one chunk", ch, ch, how);
-            fails += differ_bits(what, got3, got, n);
+            fails += ekc_bits(what, got3, got, n);
             free(got3);
         }
     }
@@ -468,10 +451,10 @@ static int64_t check_prefill(const pcase *c)
     for (size_t b = 0; mma && b < sizeof blk / sizeof blk[0]; b++) {
         pcase cb = *c;
         cb.flags |= blk[b].flag;
-        fill_nan(dctx3, n * 4);
+        ekc_poison(dctx3, n * 4, 1);
         run_rows(&cb, &s, dq, dctx3, 0, T, scale);
         float *got4 = download(dctx3, n);
-        fails += differ_bits(blk[b].what, got4, got, n);
+        fails += ekc_bits(blk[b].what, got4, got, n);
         free(got4);
     }
     free(q); free(qr); free(want); free(got);

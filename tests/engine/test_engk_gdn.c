@@ -18,10 +18,7 @@ static int failures;
 
 static float urand(float lo, float hi)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return lo + (hi - lo) * (float)(rng >> 40) * (1.0f / 16777216.0f);
+    return lo + (hi - lo) * (float)(ekc_xorshift64(&rng) >> 40) * (1.0f / 16777216.0f);
 }
 
 static float *hbuf(int64_t n)
@@ -57,17 +54,6 @@ static float *dev(const float *h, int64_t n)
     CU(cudaMalloc((void **)&d, (size_t)(n > 0 ? n : 1) * sizeof *d));
     if (h && n > 0)
         CU(cudaMemcpy(d, h, (size_t)n * sizeof *d, cudaMemcpyHostToDevice));
-    return d;
-}
-
-/* A device buffer of NaN: an element a kernel never writes fails the comparison. */
-static float *dev_nan(int64_t n)
-{
-    float *h = hbuf(n);
-    for (int64_t i = 0; i < n; i++)
-        h[i] = NAN;
-    float *d = dev(h, n);
-    free(h);
     return d;
 }
 
@@ -121,7 +107,7 @@ static void test_conv(int T, int C, int K, int fresh, int T1)
             const int src = T - (K - 1) + j;
             wst[(int64_t)j * C + c] = src >= 0 ? xc[(int64_t)src * C + c] : fresh ? 0.0f : st0[(int64_t)(T + j) * C + c];
         }
-    float *dx = dev(x, (int64_t)T * xs), *dw = dev(w, (int64_t)C * K), *du = dev_nan((int64_t)T * C);
+    float *dx = dev(x, (int64_t)T * xs), *dw = dev(w, (int64_t)C * K), *du = ekc_dev_nan((int64_t)T * C, 4);
     float *dst = dev(st0, (int64_t)(K - 1) * C);
     CU(engk_gdn_conv(du, dst, dx, xs, dw, T, C, K, fresh, 0));
     float *u1 = back(du, (int64_t)T * C), *s1 = back(dst, (int64_t)(K - 1) * C);
@@ -130,7 +116,7 @@ static void test_conv(int T, int C, int K, int fresh, int T1)
     snprintf(name, sizeof name, "conv state T=%d C=%d K=%d%s", T, C, K, fresh ? " fresh" : "");
     check_bits(name, s1, wst, (int64_t)(K - 1) * C);
     /* split: T1 rows, then the rest from the carried state */
-    float *du2 = dev_nan((int64_t)T * C);
+    float *du2 = ekc_dev_nan((int64_t)T * C, 4);
     CU(cudaMemcpy(dst, st0, (size_t)(K - 1) * C * sizeof(float), cudaMemcpyHostToDevice));
     CU(engk_gdn_conv(du2, dst, dx, xs, dw, T1, C, K, fresh, 0));
     CU(engk_gdn_conv(du2 + (int64_t)T1 * C, dst, dx + T1 * xs, xs, dw, T - T1, C, K, 0, 0));
@@ -168,8 +154,8 @@ static void test_prep(int T, int Hk, int Hv, int dk, int dv)
         }
     }
     float *du = dev(u, (int64_t)T * C), *dgin = dev(gin, (int64_t)T * xs), *dal = dev(alog, Hv), *ddt = dev(dt, Hv);
-    float *dq = dev_nan((int64_t)T * Hk * dk), *dkk = dev_nan((int64_t)T * Hk * dk), *db = dev_nan((int64_t)T * Hv),
-          *dg = dev_nan((int64_t)T * Hv);
+    float *dq = ekc_dev_nan((int64_t)T * Hk * dk, 4), *dkk = ekc_dev_nan((int64_t)T * Hk * dk, 4),
+          *db = ekc_dev_nan((int64_t)T * Hv, 4), *dg = ekc_dev_nan((int64_t)T * Hv, 4);
     CU(engk_gdn_prep(dq, dkk, db, dg, du, dgin, xs, boff, dal, ddt, T, Hk, Hv, dk, dv, qmul, 0));
     float *q = back(dq, (int64_t)T * Hk * dk), *k = back(dkk, (int64_t)T * Hk * dk), *b = back(db, (int64_t)T * Hv),
           *g = back(dg, (int64_t)T * Hv);
@@ -213,13 +199,13 @@ static void test_delta(int T, int Hk, int Hv, int dk, int dv, int fresh, int T1)
                 wS[((int64_t)h * dv + e) * dk + d] = S[(int64_t)d * dv + e];
     }
     float *dq = dev(qn, nq), *dk_ = dev(kn, nq), *du = dev(u, (int64_t)T * C), *db = dev(beta, (int64_t)T * Hv),
-          *dg = dev(g, (int64_t)T * Hv), *dS = dev(S0, ns), *dout = dev_nan((int64_t)T * Hv * dv);
+          *dg = dev(g, (int64_t)T * Hv), *dS = dev(S0, ns), *dout = ekc_dev_nan((int64_t)T * Hv * dv, 4);
     CU(engk_gdn_delta(dout, dS, dq, dk_, du, db, dg, T, (int)C, Hk, Hv, dk, dv, fresh, 0));
     float *o1 = back(dout, (int64_t)T * Hv * dv), *S1 = back(dS, ns);
     snprintf(name, sizeof name, "delta T=%d Hk=%d Hv=%d dk=%d dv=%d%s", T, Hk, Hv, dk, dv, fresh ? " fresh" : "");
     check(name, o1, want, (int64_t)T * Hv * dv, 2e-5, 1e-4);
     check("  final state", S1, wS, ns, 2e-5, 1e-4);
-    float *dout2 = dev_nan((int64_t)T * Hv * dv);
+    float *dout2 = ekc_dev_nan((int64_t)T * Hv * dv, 4);
     CU(cudaMemcpy(dS, S0, (size_t)ns * sizeof(float), cudaMemcpyHostToDevice));
     CU(engk_gdn_delta(dout2, dS, dq, dk_, du, db, dg, T1, (int)C, Hk, Hv, dk, dv, fresh, 0));
     CU(engk_gdn_delta(dout2 + (int64_t)T1 * Hv * dv, dS, dq + (int64_t)T1 * Hk * dk, dk_ + (int64_t)T1 * Hk * dk,
@@ -276,8 +262,9 @@ static void run_chunked(const gdn_in *I, int64_t b0, int fresh, const int *split
                         float **state_out)
 {
     const int T = I->T, Hk = I->Hk, Hv = I->Hv, dk = I->dk, dv = I->dv;
-    float *dcore = dev_nan((int64_t)T * Hv * dv), *dS = dev_nan(I->ns + engk_gdn_pend_floats(Hk, Hv, dk, dv));
-    float *dws = dev_nan(engk_gdn_chunk_ws_floats(T, Hv));
+    float *dcore = ekc_dev_nan((int64_t)T * Hv * dv, 4),
+          *dS = ekc_dev_nan(I->ns + engk_gdn_pend_floats(Hk, Hv, dk, dv), 4);
+    float *dws = ekc_dev_nan(engk_gdn_chunk_ws_floats(T, Hv), 4);
     if (!fresh)
         CU(cudaMemcpy(dS, I->S0, (size_t)I->ns * sizeof(float), cudaMemcpyHostToDevice));
     int64_t base = b0, pos = b0;
@@ -367,9 +354,10 @@ static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int step
     float *dgin = dev(gin, steps * nin), *dcw = dev(cw, C * K), *dal = dev(alog, Hv), *ddt = dev(dt, Hv),
           *dnw = dev(nw, dv);
     float *S1 = dev(S0, ns), *cs1 = dev(cs0, ncs), *S2 = dev(S0, ns), *cs2 = dev(cs0, ncs), *S3 = dev(S0, ns),
-          *cs3 = dev(cs0, ncs), *y3 = dev_nan(steps * Vd);
-    float *u = dev_nan(C), *qn = dev_nan((int64_t)Hk * dk), *kn = dev_nan((int64_t)Hk * dk), *b = dev_nan(Hv),
-          *g = dev_nan(Hv), *core = dev_nan(Vd), *y1 = dev_nan(steps * Vd), *y2 = dev_nan(steps * Vd);
+          *cs3 = dev(cs0, ncs), *y3 = ekc_dev_nan(steps * Vd, 4);
+    float *u = ekc_dev_nan(C, 4), *qn = ekc_dev_nan((int64_t)Hk * dk, 4), *kn = ekc_dev_nan((int64_t)Hk * dk, 4),
+          *b = ekc_dev_nan(Hv, 4), *g = ekc_dev_nan(Hv, 4), *core = ekc_dev_nan(Vd, 4),
+          *y1 = ekc_dev_nan(steps * Vd, 4), *y2 = ekc_dev_nan(steps * Vd, 4);
     for (int t = 0; t < steps; t++) {
         const float *x = dgin + t * nin;
         const int fr = fresh && t == 0;
@@ -413,7 +401,7 @@ static void test_norm_gate(int T, int Hv, int dv)
     for (int t = 0; t < T; t++)
         memcpy(zc + (int64_t)t * Hv * dv, z + t * zs, (size_t)Hv * dv * sizeof *zc);
     ref_rmsnorm_gated(want, x, zc, w, (int64_t)T * Hv, dv, 1e-6f);
-    float *dx = dev(x, n), *dz = dev(z, (int64_t)T * zs), *dw = dev(w, dv), *dy = dev_nan(n);
+    float *dx = dev(x, n), *dz = dev(z, (int64_t)T * zs), *dw = dev(w, dv), *dy = ekc_dev_nan(n, 4);
     CU(engk_gdn_norm_gate(dy, dx, dz, zs, dw, T, Hv, dv, 1e-6f, 0));
     float *y = back(dy, n);
     snprintf(name, sizeof name, "norm_gate T=%d Hv=%d dv=%d", T, Hv, dv);
@@ -481,7 +469,7 @@ static int bench(void)
     gdn_in_make(&I, 2048, 16, 32, 128, 128);
     const int64_t C = I.C, nin = C + 32 * 128 + 64;
     float *h = hrand(4 * C + nin, -1, 1);
-    bench_ctx b = {.I = &I, .core = dev_nan(2048 * I.ns / 128),
+    bench_ctx b = {.I = &I, .core = ekc_dev_nan(2048 * I.ns / 128, 4),
                    .S = dev(NULL, I.ns + engk_gdn_pend_floats(16, 32, 128, 128)),
                    .ws = dev(NULL, engk_gdn_chunk_ws_floats(2048, 32)), .conv_u = dev(NULL, C),
                    .conv_st = dev(h, 3 * C), .conv_w = dev(h, 4 * C), .gin = dev(h, nin), .alog = dev(h, 32),

@@ -21,6 +21,7 @@
 
 #include "eng_gemm.h"
 #include "eng_weights.h"
+#include "engk_check.h"
 #include "gpu_skip.h"
 #include "oputil.h"
 
@@ -62,17 +63,6 @@ static void *to_dev(const void *h, int64_t bytes)
 {
     void *d = dev(bytes);
     CU(cudaMemcpy(d, h, (size_t)bytes, cudaMemcpyHostToDevice));
-    return d;
-}
-
-/* n floats of NaN on the device, so an element the GEMM never writes fails every check. */
-static float *dev_nan(int64_t n)
-{
-    float *h = xmalloc((size_t)(n) * sizeof *h);
-    for (int64_t i = 0; i < n; i++)
-        h[i] = NAN;
-    float *d = to_dev(h, n * 4);
-    free(h);
     return d;
 }
 
@@ -256,12 +246,12 @@ static int64_t bf16_input_diffs(eng_gemm *g, float *const *h, const float *dx, c
     const int64_t ny = (int64_t)M * N;
     uint16_t *xb = eng_gemm_xbuf(g);
     CU(engk_to_bf16(xb, dx, (int64_t)M * K, 0));
-    float *y = dev_nan(ny), *got = xmalloc((size_t)ny * sizeof *got);
+    float *y = ekc_dev_nan(ny, 4), *got = xmalloc((size_t)ny * sizeof *got);
     int64_t fails = 0;
     char what[128];
     for (int v = 0; v < 5; v++) {
         rc_err e = {0};
-        CU(cudaMemset(y, 0xff, (size_t)ny * 4));
+        ekc_poison(y, ny, 4);
         if (v == 4)
             CU(cudaMemcpy(y, res, (size_t)ny * 4, cudaMemcpyHostToDevice));
         const float *b = v == 1 || v == 3 ? db : NULL, *r = v == 2 || v == 3 ? dres : v == 4 ? y : NULL;
@@ -301,7 +291,7 @@ static void test_values(void **state)
         uint16_t *dW = to_dev(W, (int64_t)N * K * 2);
         float *y[5], *h[5];
         for (int v = 0; v < 5; v++) {
-            y[v] = dev_nan(ny);
+            y[v] = ekc_dev_nan(ny, 4);
             h[v] = xmalloc((size_t)(ny) * sizeof *h[v]);
         }
         CU(cudaMemcpy(y[4], res, (size_t)ny * 4, cudaMemcpyHostToDevice));
@@ -357,14 +347,14 @@ enum { R = 300 };
 static void chunked(eng_gemm *g, float *out, const float *dx, const uint16_t *dW, const float *db, const float *res,
                     int M, int N, int K)
 {
-    float *dy = dev_nan((int64_t)M * N);
+    float *dy = ekc_dev_nan((int64_t)M * N, 4);
     for (int c0 = 0; c0 < R; c0 += M) {
         const int m = R - c0 < M ? R - c0 : M;
         if (res) {
-            CU(cudaMemset(dy, 0xff, (size_t)M * N * 4)); /* NaN past the chunk's rows */
+            ekc_poison(dy, (int64_t)M * N, 4); /* NaN past the chunk's rows */
             CU(cudaMemcpy(dy, res + (int64_t)c0 * N, (size_t)m * N * 4, cudaMemcpyHostToDevice));
         } else
-            CU(cudaMemset(dy, 0xff, (size_t)M * N * 4));
+            ekc_poison(dy, (int64_t)M * N, 4);
         run(g, dy, dx + (int64_t)c0 * K, dW, db, res ? dy : NULL, m, N, K);
         from_dev(out + (int64_t)c0 * N, dy, (int64_t)m * N);
     }
@@ -398,7 +388,7 @@ static void test_batch_invariance(void **state)
             static const char *const mnames[] = {"plain", "bias", "residual in place", "bias + residual in place"};
             const char *mname = mnames[mode];
             /* the reference: rows 0..R-1 of one 2048-row chunk */
-            float *dy = dev_nan((int64_t)MAX_ROWS * N);
+            float *dy = ekc_dev_nan((int64_t)MAX_ROWS * N, 4);
             if (rr)
                 CU(cudaMemcpy(dy, rr, (size_t)R * N * 4, cudaMemcpyHostToDevice));
             run(g, dy, dx, dW, bb, rr ? dy : NULL, MAX_ROWS, N, K);
@@ -433,7 +423,7 @@ static void test_refusals(void **state)
     (void)state;
     static const eng_gemm_shape sh[] = {{64, 64}};
     eng_gemm *g = open_gemm(sh, 1, 0);
-    float *y = dev_nan(64 * 64), *x = dev_nan(64 * 64), *b = dev_nan(64);
+    float *y = ekc_dev_nan(64 * 64, 4), *x = ekc_dev_nan(64 * 64, 4), *b = ekc_dev_nan(64, 4);
     uint16_t *W = dev(64 * 64 * 2);
     rc_err e = {0};
     assert_int_equal(eng_gemm_run(g, y, x, W, NULL, NULL, 0, 64, 64, 0, &e), RC_E_USAGE);

@@ -25,6 +25,7 @@
 #include "eng_kernels.h"
 #include "eng_sample.h"
 #include "eng_weights.h"
+#include "engk_check.h"
 
 #define CU(call)                                                                                                   \
     do {                                                                                                           \
@@ -36,20 +37,12 @@
 /* ---- seeded inputs (splitmix64) ---- */
 static uint64_t rng_state = 0x5eed;
 
-static double uniform(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-}
-
 static float *rand_floats(int64_t n, double lo, double hi)
 {
     float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
     assert_non_null(x);
     for (int64_t i = 0; i < n; i++)
-        x[i] = (float)(lo + (hi - lo) * uniform());
+        x[i] = (float)(lo + (hi - lo) * ekc_splitmix_unif(&rng_state));
     return x;
 }
 
@@ -76,17 +69,6 @@ static void *to_dev(const void *h, size_t bytes)
     return d;
 }
 
-static float *dev_nan(int64_t n)
-{
-    float *h = malloc((size_t)n * sizeof *h);
-    assert_non_null(h);
-    for (int64_t i = 0; i < n; i++)
-        h[i] = NAN;
-    float *d = to_dev(h, (size_t)n * sizeof *h);
-    free(h);
-    return d;
-}
-
 static void *from_dev(const void *d, size_t bytes)
 {
     void *h = malloc(bytes ? bytes : 1);
@@ -97,31 +79,20 @@ static void *from_dev(const void *d, size_t bytes)
     return h;
 }
 
-/* Elements whose bits differ (a NaN left in got counts); prints the first three. */
-static int64_t bit_diffs(const char *what, const float *got, const float *want, int64_t n)
-{
-    int64_t bad = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (memcmp(&got[i], &want[i], sizeof(float)) != 0 && bad++ < 3)
-            printf("    %s: [%lld] got %.9g want %.9g\n", what, (long long)i, got[i], want[i]);
-    printf("  %-64s %s\n", what, bad ? "FAIL" : "bit-identical");
-    return bad;
-}
-
 /* ---- the checker must be able to fail ---- */
 static void test_checker_fails(void **state)
 {
     (void)state;
     float a[5] = {1, 2, 3, 4, 5}, b[5] = {1, 2, 3, 4, 5};
-    assert_int_equal(bit_diffs("checker: equal", a, b, 5), 0);
+    assert_int_equal(ekc_bits("checker: equal", a, b, 5), 0);
     b[2] = nextafterf(b[2], 10.0f);
-    assert_int_equal(bit_diffs("checker: one ulp apart (must FAIL)", a, b, 5), 1);
+    assert_int_equal(ekc_bits("checker: one ulp apart (must DIFFER)", a, b, 5), 1);
     b[2] = 3;
     a[4] = NAN;
-    assert_int_equal(bit_diffs("checker: a NaN (must FAIL)", a, b, 5), 1);
+    assert_int_equal(ekc_bits("checker: a NaN (must DIFFER)", a, b, 5), 1);
     a[4] = -0.0f;
     b[4] = 0.0f;
-    assert_int_equal(bit_diffs("checker: -0 vs +0 (must FAIL)", a, b, 5), 1);
+    assert_int_equal(ekc_bits("checker: -0 vs +0 (must DIFFER)", a, b, 5), 1);
 }
 
 /* ---- plain GEMV: every variant and engk_gemv (bias, residual) against eng_dot_model and engk_matmul ---- */
@@ -155,16 +126,16 @@ static void test_gemv(void **state)
                 want_br[n] = res[n] + (want[n] + b[n]);
             }
             void *dW = to_dev(W, (size_t)N * K * es);
-            float *dx = to_dev(x, (size_t)K * 4), *db = to_dev(b, (size_t)N * 4), *dy = dev_nan(N);
+            float *dx = to_dev(x, (size_t)K * 4), *db = to_dev(b, (size_t)N * 4), *dy = ekc_dev_nan(N, 4);
             char what[128];
             for (int v = 0; v < engk_gemv_variants(); v++) {
-                CU(cudaMemset(dy, 0xff, (size_t)N * 4)); /* NaN */
+                ekc_poison(dy, N, 4); /* NaN */
                 CU(engk_gemv_variant(v, ENGK_FUSE_NONE, dy, NULL, dx, NULL, 0.0f, 0, dW, f32, NULL, NULL, N, K, 0, NULL,
                                      0));
                 float *got = from_dev(dy, (size_t)N * 4);
                 snprintf(what, sizeof what, "gemv %s N=%d K=%d vs eng_dot_model [%s]", f32 ? "f32" : "bf16", N, K,
                          engk_gemv_variant_name(v));
-                fails += bit_diffs(what, got, want, N);
+                fails += ekc_bits(what, got, want, N);
                 free(got);
             }
             /* bias, then the residual in place (y aliases res), as the engine's o / down projections */
@@ -172,7 +143,7 @@ static void test_gemv(void **state)
             CU(engk_gemv(dres, dx, dW, f32, db, dres, N, K, 0));
             float *got = from_dev(dres, (size_t)N * 4);
             snprintf(what, sizeof what, "gemv %s N=%d K=%d +bias +residual in place", f32 ? "f32" : "bf16", N, K);
-            fails += bit_diffs(what, got, want_br, N);
+            fails += ekc_bits(what, got, want_br, N);
             free(got);
             /* warming a next matrix (any readable range: W itself) changes no bit, warmed or gated off by *pos */
             for (int g = 0; g < 2; g++) {
@@ -182,15 +153,15 @@ static void test_gemv(void **state)
                 got = from_dev(dres, (size_t)N * 4);
                 snprintf(what, sizeof what, "gemv %s N=%d K=%d +bias +residual, %s", f32 ? "f32" : "bf16", N, K,
                          g ? "warm gated off (*pos 5 > 4)" : "warming W (*pos 5 <= 5)");
-                fails += bit_diffs(what, got, want_br, N);
+                fails += ekc_bits(what, got, want_br, N);
                 free(got);
             }
             /* the prefill kernel, one row */
-            float *dm = dev_nan(N);
+            float *dm = ekc_dev_nan(N, 4);
             CU(engk_matmul(dm, dx, dW, f32, NULL, NULL, 1, N, K, 0));
             got = from_dev(dm, (size_t)N * 4);
             snprintf(what, sizeof what, "gemv %s N=%d K=%d vs engk_matmul T=1", f32 ? "f32" : "bf16", N, K);
-            fails += bit_diffs(what, got, want, N);
+            fails += ekc_bits(what, got, want, N);
             free(got);
             free(W); free(x); free(b); free(res); free(want); free(want_br);
             CU(cudaFree(dW)); CU(cudaFree(dx)); CU(cudaFree(db)); CU(cudaFree(dy)); CU(cudaFree(dres)); CU(cudaFree(dm));
@@ -215,7 +186,8 @@ static void test_gemv_norm(void **state)
             void *dW = to_dev(W, (size_t)N * K * es);
             float *dx = to_dev(x, (size_t)K * 4), *dw = kind == 3 ? NULL : to_dev(w, (size_t)K * 4);
             float *db = bias ? to_dev(b, (size_t)N * 4) : NULL;
-            float *dn_ref = dev_nan(K), *dy_ref = dev_nan(N), *dn = dev_nan(K), *dy = dev_nan(N);
+            float *dn_ref = ekc_dev_nan(K, 4), *dy_ref = ekc_dev_nan(N, 4), *dn = ekc_dev_nan(K, 4),
+                  *dy = ekc_dev_nan(N, 4);
             CU(engk_rmsnorm(dn_ref, dx, dw, 1, K, 1e-5f, kind, 0));
             CU(engk_matmul(dy_ref, dn_ref, dW, f32, db, NULL, 1, N, K, 0));
             CU(engk_gemv_norm(dy, dn, dx, dw, 1e-5f, kind, dW, f32, db, N, K, 0));
@@ -224,25 +196,25 @@ static void test_gemv_norm(void **state)
             char what[128];
             snprintf(what, sizeof what, "norm(kind %d)+gemv %s N=%d K=%d%s: normed row", kind, f32 ? "f32" : "bf16", N,
                      K, bias ? " +bias" : "");
-            fails += bit_diffs(what, n_got, n_ref, K);
+            fails += ekc_bits(what, n_got, n_ref, K);
             snprintf(what, sizeof what, "norm(kind %d)+gemv %s N=%d K=%d%s: output", kind, f32 ? "f32" : "bf16", N, K,
                      bias ? " +bias" : "");
-            fails += bit_diffs(what, y_got, y_ref, N);
+            fails += ekc_bits(what, y_got, y_ref, N);
             {
                 const engk_warm wm = {dW, (int64_t)N * K * (int64_t)es, NULL, 0};
-                CU(cudaMemset(dy, 0xff, (size_t)N * 4)); /* NaN */
+                ekc_poison(dy, N, 4); /* NaN */
                 CU(engk_gemv_norm_w(dy, NULL, dx, dw, 1e-5f, kind, dW, f32, db, N, K, &wm, 0));
                 float *yw = from_dev(dy, (size_t)N * 4);
-                fails += bit_diffs("  warming W", yw, y_ref, N);
+                fails += ekc_bits("  warming W", yw, y_ref, N);
                 free(yw);
             }
             for (int v = 0; v < engk_gemv_variants(); v++) {
-                CU(cudaMemset(dy, 0xff, (size_t)N * 4)); /* NaN */
+                ekc_poison(dy, N, 4); /* NaN */
                 CU(engk_gemv_variant(v, ENGK_FUSE_NORM, dy, NULL, dx, dw, 1e-5f, kind, dW, f32, db, NULL, N, K, 0, NULL,
                                      0));
                 float *yv = from_dev(dy, (size_t)N * 4);
                 snprintf(what, sizeof what, "  [%s]", engk_gemv_variant_name(v));
-                fails += bit_diffs(what, yv, y_ref, N);
+                fails += ekc_bits(what, yv, y_ref, N);
                 free(yv);
             }
             /* and the host model of each row */
@@ -252,7 +224,7 @@ static void test_gemv_norm(void **state)
             }
             snprintf(what, sizeof what, "norm(kind %d)+gemv %s N=%d K=%d: vs eng_dot_model", kind, f32 ? "f32" : "bf16",
                      N, K);
-            fails += bit_diffs(what, y_got, y_ref, N);
+            fails += ekc_bits(what, y_got, y_ref, N);
             free(W); free(x); free(w); free(b); free(n_ref); free(y_ref); free(n_got); free(y_got);
             CU(cudaFree(dW)); CU(cudaFree(dx)); CU(cudaFree(dn_ref)); CU(cudaFree(dy_ref)); CU(cudaFree(dn));
             CU(cudaFree(dy));
@@ -278,7 +250,8 @@ static void test_gemv_glu(void **state)
                 void *dW = to_dev(W, (size_t)2 * I * K * es);
                 float *dx = to_dev(x, (size_t)K * 4), *dw = to_dev(w, (size_t)K * 4);
                 float *db = bias ? to_dev(b, (size_t)2 * I * 4) : NULL;
-                float *dn = dev_nan(K), *dgu = dev_nan(2 * I), *dref = dev_nan(I), *d1 = dev_nan(I), *d2 = dev_nan(I);
+                float *dn = ekc_dev_nan(K, 4), *dgu = ekc_dev_nan(2 * I, 4), *dref = ekc_dev_nan(I, 4),
+                      *d1 = ekc_dev_nan(I, 4), *d2 = ekc_dev_nan(I, 4);
                 CU(engk_rmsnorm(dn, dx, dw, 1, K, 1e-6f, 0, 0));
                 CU(engk_matmul(dgu, dn, dW, f32, db, NULL, 1, 2 * I, K, 0));
                 CU(engk_glu(dref, dgu, 1, I, act, 0));
@@ -289,18 +262,18 @@ static void test_gemv_glu(void **state)
                 char what[128];
                 snprintf(what, sizeof what, "norm+gate|up+%s %s I=%d K=%d%s", act ? "gelu_tanh" : "silu",
                          f32 ? "f32" : "bf16", I, K, bias ? " +bias" : "");
-                fails += bit_diffs(what, g1, ref, I);
+                fails += ekc_bits(what, g1, ref, I);
                 snprintf(what, sizeof what, "gate|up+%s (no norm) %s I=%d K=%d%s", act ? "gelu_tanh" : "silu",
                          f32 ? "f32" : "bf16", I, K, bias ? " +bias" : "");
-                fails += bit_diffs(what, g2, ref, I);
+                fails += ekc_bits(what, g2, ref, I);
                 for (int v = 0; v < engk_gemv_variants(); v++)
                     for (int nk = 0; nk < 2; nk++) {
-                        CU(cudaMemset(d1, 0xff, (size_t)I * 4)); /* NaN */
+                        ekc_poison(d1, I, 4); /* NaN */
                         CU(engk_gemv_variant(v, ENGK_FUSE_GLU, d1, NULL, nk ? dn : dx, nk ? NULL : dw, nk ? 0.0f : 1e-6f,
                                              nk ? -1 : 0, dW, f32, db, NULL, I, K, act, NULL, 0));
                         float *gv = from_dev(d1, (size_t)I * 4);
                         snprintf(what, sizeof what, "  %s [%s]", nk ? "no norm" : "norm", engk_gemv_variant_name(v));
-                        fails += bit_diffs(what, gv, ref, I);
+                        fails += ekc_bits(what, gv, ref, I);
                         free(gv);
                     }
                 free(W); free(x); free(w); free(b); free(ref); free(g1); free(g2);
@@ -395,7 +368,7 @@ static void test_pos_dev(void **state)
                 float *dqn = to_dev(qn, (size_t)D * 4), *dkn = to_dev(kn, (size_t)D * 4);
                 char *k1 = to_dev(kc, cache), *v1 = to_dev(vc, cache), *k2 = to_dev(kc, cache), *v2 = to_dev(vc, cache);
                 int64_t *dpos = to_dev(&pos, 8);
-                float *q1 = dev_nan(H * D), *q2 = dev_nan(H * D);
+                float *q1 = ekc_dev_nan(H * D, 4), *q2 = ekc_dev_nan(H * D, 4);
                 const int64_t at = pos * kvs * (int64_t)es;
                 CU(engk_qkv_post(dqkv, q1, k1 + at, v1 + at, f32, dqn, dkn, 0, 1e-6f, dcs, dcs + rot / 2, 1, H, Hkv, D,
                                  rot, 0));
@@ -406,7 +379,7 @@ static void test_pos_dev(void **state)
                      *hv2 = from_dev(v2, cache);
                 char what[128];
                 snprintf(what, sizeof what, "qkv_post_dev %s pos %lld: q", f32 ? "f32" : "bf16", (long long)pos);
-                fails += bit_diffs(what, hq2, hq1, H * D) != 0;
+                fails += ekc_bits(what, hq2, hq1, H * D) != 0;
                 const int kv_same = !memcmp(hk1, hk2, cache) && !memcmp(hv1, hv2, cache);
                 printf("  %-64s %s\n", "  K/V caches after the store (row at *pos_dev)", kv_same ? "bit-identical" : "FAIL");
                 fails += !kv_same;
@@ -432,8 +405,9 @@ static void test_graph_chain(void **state)
     float *x0 = rand_floats(Hd, -2, 2), *nw = rand_floats(Hd, 0.5, 1.5);
     void *dWq = to_dev(Wq, (size_t)Hd * Hd * 2), *dWgu = to_dev(Wgu, (size_t)2 * I * Hd * 2);
     void *dWd = to_dev(Wd, (size_t)Hd * I * 2), *dWl = to_dev(Wl, (size_t)V * Hd * 2);
-    float *dnw = to_dev(nw, (size_t)Hd * 4), *dx = dev_nan(Hd), *da = dev_nan(Hd), *dg = dev_nan(I);
-    float *da2 = dev_nan(Hd), *dl = dev_nan(V);
+    float *dnw = to_dev(nw, (size_t)Hd * 4), *dx = ekc_dev_nan(Hd, 4), *da = ekc_dev_nan(Hd, 4),
+          *dg = ekc_dev_nan(I, 4);
+    float *da2 = ekc_dev_nan(Hd, 4), *dl = ekc_dev_nan(V, 4);
     cudaStream_t st;
     CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     float *out[2][4];
@@ -442,7 +416,7 @@ static void test_graph_chain(void **state)
         float *bufs[] = {da, dg, da2, dl};
         const int lens[] = {Hd, I, Hd, V};
         for (int i = 0; i < 4; i++)
-            CU(cudaMemset(bufs[i], 0xff, (size_t)lens[i] * 4));
+            ekc_poison(bufs[i], lens[i], 4);
         CU(cudaDeviceSynchronize());
         cudaGraph_t g = NULL;
         cudaGraphExec_t ge = NULL;
@@ -481,7 +455,7 @@ static void test_graph_chain(void **state)
             nan += isnan(out[0][i][k]);
         if (nan) /* the direct chain must be complete, else the comparison proves nothing */
             printf("    %s: %d NaN in the direct launches\n", names[i], nan);
-        fails += nan + bit_diffs(names[i], out[1][i], out[0][i], lens[i]);
+        fails += nan + ekc_bits(names[i], out[1][i], out[0][i], lens[i]);
         free(out[0][i]);
         free(out[1][i]);
     }
@@ -496,7 +470,7 @@ static void test_graph_chain(void **state)
 static void test_errors(void **state)
 {
     (void)state;
-    float *d = dev_nan(64);
+    float *d = ekc_dev_nan(64, 4);
     assert_int_equal(engk_gemv(d, d, d, 1, NULL, NULL, 4, 12, 0), cudaErrorInvalidValue); /* K % 8 */
     assert_int_equal(engk_gemv(d, d, d, 1, NULL, NULL, 0, 8, 0), cudaErrorInvalidValue);
     assert_int_equal(engk_gemv_norm(d, NULL, d, d, 1e-6f, 0, d, 1, NULL, 4, 16384, 0), cudaErrorInvalidValue);
@@ -511,35 +485,6 @@ static void test_errors(void **state)
 
 /* ---- --bench: GB/s per llama3-8b decode shape against a read ceiling measured here ---- */
 /* The median of reps timings of one launch (events around each), after three warm-up launches. */
-static double time_ms(cudaError_t (*fn)(void *), void *arg, int reps)
-{
-    enum { MAXREP = 64 };
-    cudaEvent_t ev[MAXREP + 1];
-    float t[MAXREP];
-    reps = reps < MAXREP ? reps : MAXREP;
-    for (int i = 0; i <= reps; i++)
-        CU(cudaEventCreate(&ev[i]));
-    for (int i = 0; i < 3; i++)
-        CU(fn(arg));
-    CU(cudaEventRecord(ev[0], 0));
-    for (int i = 0; i < reps; i++) {
-        CU(fn(arg));
-        CU(cudaEventRecord(ev[i + 1], 0));
-    }
-    CU(cudaEventSynchronize(ev[reps]));
-    for (int i = 0; i < reps; i++) {
-        CU(cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]));
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            const float tmp = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = tmp;
-        }
-    }
-    for (int i = 0; i <= reps; i++)
-        CU(cudaEventDestroy(ev[i]));
-    return t[reps / 2];
-}
-
 typedef struct bench_op {
     int kind; /* 0 variant, 1 norm+gemv, 2 norm+glu, 3 read ceiling, 4 cublas, 5 argmax, 6 graph, 7 spin */
     int v, N, K;
@@ -675,7 +620,7 @@ static void bench(void)
         { /* what a plain read of this many bytes reaches: the ramp and tail every kernel of this size pays */
             bench_op r = {.kind = 3, .N = N, .K = K, .W = W, .y = y, .mbytes = (int64_t)bytes,
                           .nslot = (int64_t)wbytes / (int64_t)bytes};
-            const double ms = time_ms(run_op, &r, 20), gbs = bytes / ms / 1e6;
+            const double ms = ekc_time_median_ms(run_op, &r, 20), gbs = bytes / ms / 1e6;
             printf("%-26s %7d %6d %-40s %9.1f %8.0f %6.1f%%\n", shapes[s].name, N, K, "read-only kernel, same bytes",
                    1e3 * ms, gbs, 100.0 * gbs / ceil_gbs);
         }
@@ -687,7 +632,7 @@ static void bench(void)
                 o.kind = 4;
                 kname = "cublasGemmEx (peer, bf16 x)";
             }
-            const double ms = time_ms(run_op, &o, 20), gbs = bytes / ms / 1e6;
+            const double ms = ekc_time_median_ms(run_op, &o, 20), gbs = bytes / ms / 1e6;
             printf("%-26s %7d %6d %-40s %9.1f %8.0f %6.1f%%%s\n", shapes[s].name, N, K, kname, 1e3 * ms, gbs,
                    100.0 * gbs / ceil_gbs, v == pick ? (v == prev ? "  <- engine (old and new)" : "  <- engine (new)")
                                              : v == prev ? "  <- old" : "");
@@ -712,7 +657,7 @@ static void bench(void)
         for (size_t c = 0; c < sizeof ch_cases / sizeof ch_cases[0]; c++) {
             bench_op ch = {.W = W, .x = x, .nw = nw, .y = y, .handle = (void *)0, .warm_max = ch_cases[c].warm_max,
                            .gap = ch_cases[c].gap};
-            const double direct = time_ms(bench_chain, &ch, 20) / 2;
+            const double direct = ekc_time_median_ms(bench_chain, &ch, 20) / 2;
             cudaGraph_t g;
             ch.handle = cs;
             CU(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
@@ -720,7 +665,7 @@ static void bench(void)
             CU(cudaStreamEndCapture(cs, &g));
             bench_op gr = {.kind = 6};
             CU(cudaGraphInstantiateWithFlags(&gr.graph, g, 0));
-            const double graphed = time_ms(run_op, &gr, 20) / 2;
+            const double graphed = ekc_time_median_ms(run_op, &gr, 20) / 2;
             char kname[96];
             snprintf(kname, sizeof kname, "%s, direct", ch_cases[c].name);
             printf("%-26s %7s %6s %-40s %9.1f %8.0f %6.1f%%\n", "decode layer, 4 GEMVs", "", "", kname, 1e3 * direct,
@@ -733,10 +678,12 @@ static void bench(void)
         }
         CU(cudaStreamDestroy(cs));
         bench_op sp = {.kind = 7, .gap = 10000};
-        printf("%-26s %7s %6s %-40s %9.1f\n", "the gap alone", "", "", "engk_spin 10000 cycles", 1e3 * time_ms(run_op, &sp, 20));
+        printf("%-26s %7s %6s %-40s %9.1f\n", "the gap alone", "", "", "engk_spin 10000 cycles",
+               1e3 * ekc_time_median_ms(run_op, &sp, 20));
     }
     bench_op am = {.kind = 5, .N = 128256, .y = y, .scratch = xb};
-    printf("%-26s %7d %6s %-40s %9.1f\n", "argmax of the logits", 128256, "", "engk_argmax", 1e3 * time_ms(run_op, &am, 20));
+    printf("%-26s %7d %6s %-40s %9.1f\n", "argmax of the logits", 128256, "", "engk_argmax",
+           1e3 * ekc_time_median_ms(run_op, &am, 20));
 #ifdef ENG_TEST_CUBLAS
     if (handle)
         cublasDestroy((cublasHandle_t)handle);

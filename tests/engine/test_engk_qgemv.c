@@ -45,14 +45,7 @@ static const qcase cases[] = {
 static const int shapes[][2] = {{1, 128},  {37, 256}, {67, 384}, {5, 4096}, {131, 1024 + 128}, {33, 2048 + 640},
                                 {7, 592}, {9, 608},  {19, 14336}};
 
-static unsigned long long rng = 0x5eedull;
-static double unif(void)
-{
-    unsigned long long z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-}
+static uint64_t rng = 0x5eedull;
 
 /* A random rc_qtensor [n, k] of case c: codes over the family's full range, scales fp16 values in [0.5, 1.5) x 2^-6,
  * zeros in [0, 2^bits) or float offsets. */
@@ -66,16 +59,16 @@ static void make_qt(rc_qtensor *t, const qcase *c, int n, int k)
     }
     const int lo = c->family == RC_QF_SCALE ? -(1 << (c->bits - 1)) : 0, span = 1 << c->bits;
     for (int64_t i = 0; i < (int64_t)n * k; i++)
-        t->q[i] = (int8_t)(lo + (int)(unif() * span));
+        t->q[i] = (int8_t)(lo + (int)(ekc_splitmix_unif(&rng) * span));
     const int64_t ng = (int64_t)n * (k / g);
     for (int64_t j = 0; j < ng; j++) {
-        t->scale[j] = rc_f16_to_f32(rc_f32_to_f16((float)((0.5 + unif()) / 64.0)));
+        t->scale[j] = rc_f16_to_f32(rc_f32_to_f16((float)((0.5 + ekc_splitmix_unif(&rng)) / 64.0)));
         if (c->huge && (j & 1))
             t->scale[j] = ldexpf(t->scale[j], c->huge);
         if (c->family == RC_QF_AFFINE && c->zero)
-            t->zero[j] = (int16_t)(unif() * span);
+            t->zero[j] = (int16_t)(ekc_splitmix_unif(&rng) * span);
         else if (c->family == RC_QF_AFFINE)
-            t->offset[j] = (float)(-(unif() * span) / 64.0);
+            t->offset[j] = (float)(-(ekc_splitmix_unif(&rng) * span) / 64.0);
     }
     if (c->family == RC_QF_AFFINE && c->zero)
         rc_qtensor_set_offsets(t);
