@@ -248,18 +248,8 @@ cudaError_t launch(const Args &a, cudaStream_t s)
     constexpr int R = GLU ? 2 * RO : RO;
     const size_t smem = NORM ? (size_t)a.K * sizeof(float) : 0;
     const unsigned grid = (unsigned)(((int64_t)a.N + WARPS * RO - 1) / (WARPS * RO));
-    cudaLaunchAttribute at;
-    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(WARPS * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = &at;
-    cfg.numAttrs = programmatic(s) ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, k_gemv<W, R, U, WARPS, NORM, GLU, PF>, a.y, a.xn, a.x, a.nw, a.eps, a.kind,
-                              (const W *)a.W, a.b, a.res, a.N, a.K, a.act, a.warm);
+    return launch_dep(k_gemv<W, R, U, WARPS, NORM, GLU, PF>, dim3(grid), dim3(WARPS * 32), smem, s, a.y, a.xn, a.x,
+                      a.nw, a.eps, a.kind, (const W *)a.W, a.b, a.res, a.N, a.K, a.act, a.warm);
 }
 
 template <int V, bool NORM, bool GLU> cudaError_t launch_v(int f32, const Args &a, cudaStream_t s)
