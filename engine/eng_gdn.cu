@@ -304,51 +304,144 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step_v1(StepArgs a)
  * butterfly holds the same bits), so the same result. The prologue runs in parallel warps whose loads issue before
  * the state's: q (warp 0) and k (1) of key head kh (conv + silu, then the L2 norm in the warp), the slice's v (2),
  * the gates and exp(g) (3), silu(z) and the norm weight (4); one __syncthreads. Each block then stores its outputs
- * into the shared memory of its value head's ns slices (a cluster barrier armed at the start says the peers run);
- * after one cluster barrier every block holds the head's dv outputs and leaves once its gated norm is written. */
+ * into the shared memory of its value head's ns slices, and every block computes the gated norm of its slice from
+ * the head's dv outputs there. Three forms, the same arithmetic (ENG_GDN_STEP_*):
+ *  V2 (PDL = AX = false): a cluster barrier armed at the start says the peers run; the outputs go by plain stores
+ *     and one cluster barrier (which also says every block has read the old q/k conv state) precedes the norm.
+ *  V3 (PDL): V2 launched programmatically inside a captured graph (launch_dep's rule): it lets the next kernel
+ *     launch at once, loads the weights (conv taps, dt_bias, A_log, norm weight) and asks L2 for its S slice and
+ *     conv-state rows (a prefetch reads no value, so it may precede the writes it races), then dep_wait() before
+ *     gin, the conv state and S (the kernels before write them): its launch, the weight loads and, in decode where
+ *     S comes from DRAM, most of S's latency hide behind the kernels before.
+ *  V4 (PDL + AX): V3 with the outputs sent by st.async into an mbarrier of each receiving block (armed at the start
+ *     for dv * 4 bytes): the norm waits for its head's dv outputs alone, not for the whole cluster; the cluster
+ *     barrier that orders the q/k conv state rewrite after every block's reads is armed before the sends and waited
+ *     on at the end only. */
 constexpr int STEP_TPC = 8;
 static_assert(STEP_TPC * STEP_MAXW == STEP_THREADS && STEP_WARPS >= 5, "k_gdn_step: a thread per (column, group)");
 
-template <int NPL>
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 /* sm_90: clusters, st.async, mbarrier tx counts */
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+/* v into *p of cluster block `rank`, completing sizeof(float) bytes of that block's mbarrier *bar. */
+__device__ __forceinline__ void st_async_rank(float *p, float v, uint64_t *bar, unsigned rank)
+{
+    uint32_t rp, rb;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rp) : "r"(smem_u32(p)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(smem_u32(bar)), "r"(rank));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rp),
+                 "r"(__float_as_uint(v)), "r"(rb)
+                 : "memory");
+}
+
+/* Waits for phase 0 of the mbarrier *bar (acquire at cluster scope: the peers' st.async data is visible). A lost
+ * store would hang the step: after ~2^32 cycles it traps instead (a launch failure the checker reports). */
+__device__ __forceinline__ void mbar_wait0(uint64_t *bar)
+{
+    const long long t0 = clock64();
+    for (;;) {
+        uint32_t done;
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(smem_u32(bar))
+                     : "memory");
+        if (done)
+            return;
+        if (clock64() - t0 > (1ll << 32))
+            __trap();
+    }
+}
+#endif
+
+template <int NPL, bool PDL, bool AX>
 __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
 {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
     __shared__ float qn[32 * NPL], kn[32 * NPL], vv[STEP_MAXW], zs[STEP_MAXW], wn[STEP_MAXW], full[8 * STEP_MAXW],
         gates[2];
-    __cluster_barrier_arrive_relaxed(); /* waited on before the first store into a peer's shared memory */
+    __shared__ uint64_t xbar; /* AX: phase 0 completes once the head's dv outputs are in full */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
     const int dk = a.dk, dv = a.dv, K = a.K, W = dv / a.ns, x = blockIdx.x, e0 = x * W, y = blockIdx.y, kh = y / a.r;
+    if (AX) {
+        if (tid == 0) { /* one arrival (this one, with the bytes to expect), then the peers' complete_tx */
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&xbar)) : "memory");
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(&xbar)),
+                         "r"(dv * (int)sizeof(float))
+                         : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        __cluster_barrier_arrive(); /* release: waited on before the first st.async into a peer */
+    } else {
+        __cluster_barrier_arrive_relaxed(); /* waited on before the first store into a peer's shared memory */
+    }
+    if (PDL)
+        dep_launch();
     const int h = RC_FAULTS_BUILT && a.hm ? (y % a.r) * a.Hk + kh : y; /* fault gdn_key_head_modulo */
     const int64_t C = 2 * (int64_t)a.Hk * dk + (int64_t)a.Hv * dv;
     /* the prologue's loads: warps 0-2 a conv channel per (lane, i), its K taps of history (as k_gdn_step_v1) and
-     * weights; warps 3 and 4 their few values */
+     * weights; warps 3 and 4 their few values. PDL: the weights (no kernel writes them) before dep_wait. */
     const int lim = warp < 2 ? dk : warp == 2 ? W : 0;
     const int64_t cb = warp == 0   ? (int64_t)kh * dk
                        : warp == 1 ? (int64_t)a.Hk * dk + (int64_t)kh * dk
                                    : 2 * (int64_t)a.Hk * dk + (int64_t)h * dv + e0;
     float hv[STEP_KMAX][NPL], cw[STEP_KMAX][NPL];
+    auto taps = [&](auto f) { /* f(i, j, channel, on) over the lane's channels i and taps j */
 #pragma unroll
-    for (int i = 0; i < NPL; i++) {
-        const int64_t c = cb + lane + 32 * i;
-        const bool on = lane + 32 * i < lim;
+        for (int i = 0; i < NPL; i++)
 #pragma unroll
-        for (int j = 0; j < STEP_KMAX; j++) {
-            hv[j][i] = !on || j >= K ? 0.0f : j == K - 1 ? a.gin[c] : a.fresh ? 0.0f : a.cst[(int64_t)j * C + c];
-            cw[j][i] = on && j < K ? a.cw[c * K + j] : 0.0f;
-        }
-    }
+            for (int j = 0; j < STEP_KMAX; j++)
+                f(i, j, cb + lane + 32 * i, lane + 32 * i < lim);
+    };
+    auto hist = [&](int i, int j, int64_t c, bool on) {
+        hv[j][i] = !on || j >= K ? 0.0f : j == K - 1 ? a.gin[c] : a.fresh ? 0.0f : a.cst[(int64_t)j * C + c];
+    };
+    auto wts = [&](int i, int j, int64_t c, bool on) { cw[j][i] = on && j < K ? a.cw[c * K + j] : 0.0f; };
     const float *row = a.gin + C + (int64_t)a.Hv * dv; /* b [Hv] | a [Hv] */
-    if (warp == 3 && lane < 3) {
-        hv[0][0] = lane == 0 ? row[h] : lane == 1 ? row[a.Hv + h] : a.A_log[h];
-        hv[1][0] = lane == 1 ? a.dt[h] : 0.0f;
-    } else if (warp == 4 && lane < W) {
-        hv[0][0] = a.gin[C + (int64_t)h * dv + e0 + lane];
-        hv[1][0] = a.nw[e0 + lane];
-    }
     /* the state slice: thread (column e, group g) holds partials l = g + 8 t, values d = l + 32 i */
     const int e = tid / STEP_TPC, g = tid % STEP_TPC;
     const bool col = e < W;
     float *Sc = a.S + ((int64_t)h * dv + e0 + (col ? e : 0)) * dk;
+    if (!PDL) { /* V2's order: history and taps together, then warps 3 and 4 */
+        taps([&](int i, int j, int64_t c, bool on) {
+            hist(i, j, c, on);
+            wts(i, j, c, on);
+        });
+        if (warp == 3 && lane < 3) {
+            hv[0][0] = lane == 0 ? row[h] : lane == 1 ? row[a.Hv + h] : a.A_log[h];
+            hv[1][0] = lane == 1 ? a.dt[h] : 0.0f;
+        } else if (warp == 4 && lane < W) {
+            hv[0][0] = a.gin[C + (int64_t)h * dv + e0 + lane];
+            hv[1][0] = a.nw[e0 + lane];
+        }
+    } else { /* the weights, L2 prefetches (no value read, so no order to keep), dep_wait, then the rest */
+        taps(wts);
+        float wg = 0.0f; /* dt_bias, A_log (warp 3), norm weight (4) */
+        if (warp == 3 && lane < 3)
+            wg = lane == 1 ? a.dt[h] : lane == 2 ? a.A_log[h] : 0.0f;
+        else if (warp == 4 && lane < W)
+            wg = a.nw[e0 + lane];
+        if (!a.fresh) {
+            if (col && 32 * g < dk)
+                prefetch_l2(Sc + 32 * g);
+            taps([&](int, int j, int64_t c, bool on) {
+                if (on && j < K - 1)
+                    prefetch_l2(a.cst + (int64_t)j * C + c);
+            });
+        }
+        dep_wait(); /* gin, the conv state and S belong to the kernels before */
+        taps(hist);
+        if (warp == 3 && lane < 3) {
+            hv[0][0] = lane == 0 ? row[h] : lane == 1 ? row[a.Hv + h] : wg;
+            hv[1][0] = lane == 1 ? wg : 0.0f;
+        } else if (warp == 4 && lane < W) {
+            hv[0][0] = a.gin[C + (int64_t)h * dv + e0 + lane];
+            hv[1][0] = wg;
+        }
+    }
     float s[4][NPL];
 #pragma unroll
     for (int t = 0; t < 4; t++)
@@ -434,10 +527,18 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
 #pragma unroll
     for (int off = STEP_TPC / 2; off; off >>= 1)
         oo += __shfl_xor_sync(FULL, oo, off);
-    __cluster_barrier_wait(); /* every peer has started: its shared memory takes our stores */
-    if (col && g < a.ns) /* output e of slice x into slice g of this value head */
-        *(float *)__cluster_map_shared_rank(&full[x * W + e], (unsigned)((y % a.r) * a.ns + g)) = oo;
-    __cluster_barrier_arrive(); /* release: the stores above, and every block is done with the old conv state */
+    const unsigned dst0 = (unsigned)((y % a.r) * a.ns); /* cluster rank of slice 0 of this value head */
+    __cluster_barrier_wait(); /* every peer has started (AX: its mbarrier is armed): it takes our stores */
+    if (AX)
+        __cluster_barrier_arrive(); /* release: this block is done reading the old conv state */
+    if (col && g < a.ns) { /* output e of slice x into slice g of this value head */
+        if (AX)
+            st_async_rank(&full[x * W + e], oo, &xbar, dst0 + g);
+        else
+            *(float *)__cluster_map_shared_rank(&full[x * W + e], dst0 + g) = oo;
+    }
+    if (!AX)
+        __cluster_barrier_arrive(); /* release: the stores above, and every block is done with the old conv state */
 #pragma unroll
     for (int t = 0; t < 4; t++) /* the new state after the arrive, which would otherwise wait for these stores */
 #pragma unroll
@@ -451,16 +552,11 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
         for (int j = 0; j < STEP_KMAX - 1; j++)
             if (j < K - 1)
                 a.cst[(int64_t)j * C + cb + lane] = a.shift ? hv[j][0] : hv[j + 1][0];
-    __cluster_barrier_wait();
-    if (warp < 2 && __clusterRelativeBlockRank() == 0) /* the q/k conv state of key head kh */
-#pragma unroll
-        for (int i = 0; i < NPL; i++)
-            if (lane + 32 * i < dk)
-#pragma unroll
-                for (int j = 0; j < STEP_KMAX - 1; j++)
-                    if (j < K - 1)
-                        a.cst[(int64_t)j * C + cb + lane + 32 * i] = a.shift ? hv[j][i] : hv[j + 1][i];
+    if (!AX)
+        __cluster_barrier_wait(); /* the peers' outputs are here */
     if (warp == 2) { /* the gated RMSNorm of head h as k_gdn_norm_gate, from the head's dv outputs here */
+        if (AX)
+            mbar_wait0(&xbar);
         float ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < 8; j++)
@@ -471,6 +567,16 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
         if (lane < W)
             a.y[(int64_t)h * dv + e0 + lane] = full[x * W + lane] * inv * wn[lane] * zs[lane];
     }
+    if (AX)
+        __cluster_barrier_wait(); /* every block of the cluster has read the old conv state */
+    if (warp < 2 && __clusterRelativeBlockRank() == 0) /* the q/k conv state of key head kh */
+#pragma unroll
+        for (int i = 0; i < NPL; i++)
+            if (lane + 32 * i < dk)
+#pragma unroll
+                for (int j = 0; j < STEP_KMAX - 1; j++)
+                    if (j < K - 1)
+                        a.cst[(int64_t)j * C + cb + lane + 32 * i] = a.shift ? hv[j][i] : hv[j + 1][i];
 #else
     __trap();
 #endif
@@ -808,7 +914,7 @@ int engk_gdn_step_fits(int Hk, int Hv, int dk, int dv, int K)
     return step_slices(Hk, Hv, dk, dv, K) > 0;
 }
 
-/* form 1: k_gdn_step_v1, else k_gdn_step */
+/* the fused step in form `form` (ENG_GDN_STEP_V1 .. V4) */
 static cudaError_t step_launch(int form, float *y, float *state, float *conv_state, const float *gin,
                                const float *conv_w, const float *A_log, const float *dt_bias, const float *norm_w,
                                int Hk, int Hv, int dk, int dv, int K, float qmul, float eps, int fresh, cudaStream_t s)
@@ -816,33 +922,41 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
     const int ns = step_slices(Hk, Hv, dk, dv, K);
     if (!ns)
         return cudaErrorNotSupported;
+    if (form < ENG_GDN_STEP_V1 || form > ENG_GDN_STEP_V4)
+        return cudaErrorInvalidValue;
     const StepArgs a = {y, state, conv_state, gin, conv_w, A_log, dt_bias, norm_w, Hk, Hv, dk, dv, K, ns, Hv / Hk,
                         fresh, rc_fault_active("gdn_conv_state_shift") ? 1 : 0,
                         rc_fault_active("gdn_key_head_modulo") ? 1 : 0, qmul, eps};
     const int W = dv / ns, cpw = (W + STEP_WARPS - 1) / STEP_WARPS;
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = (unsigned)ns;
     attr[0].val.clusterDim.y = (unsigned)(Hv / Hk);
     attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization; /* V3, V4: as launch_dep */
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)ns, (unsigned)Hv);
     cfg.blockDim = dim3(STEP_THREADS);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = s;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = form >= ENG_GDN_STEP_V3 && programmatic(s) ? 2 : 1;
     cudaError_t err;
-    if (form == 1) {
+    if (form == ENG_GDN_STEP_V1) {
 #define STEP(n, c) (cudaLaunchKernelEx(&cfg, k_gdn_step_v1<n, c>, a))
 #define STEP_C(n) (cpw == 1 ? STEP(n, 1) : cpw == 2 ? STEP(n, 2) : STEP(n, 4))
         err = dk <= 32 ? STEP_C(1) : dk <= 64 ? STEP_C(2) : dk <= 128 ? STEP_C(4) : STEP_C(8);
 #undef STEP_C
 #undef STEP
     } else {
-#define STEP(n) (cudaLaunchKernelEx(&cfg, k_gdn_step<n>, a))
+#define STEP_F(n, p, x) (cudaLaunchKernelEx(&cfg, k_gdn_step<n, p, x>, a))
+#define STEP(n)                                                                                                        \
+    (form == ENG_GDN_STEP_V2 ? STEP_F(n, false, false) : form == ENG_GDN_STEP_V3 ? STEP_F(n, true, false)               \
+                                                                                 : STEP_F(n, true, true))
         err = dk <= 32 ? STEP(1) : dk <= 64 ? STEP(2) : dk <= 128 ? STEP(4) : STEP(8);
 #undef STEP
+#undef STEP_F
     }
     return err != cudaSuccess ? err : cudaGetLastError();
 }
@@ -851,15 +965,15 @@ cudaError_t engk_gdn_step(float *y, float *state, float *conv_state, const float
                           const float *A_log, const float *dt_bias, const float *norm_w, int Hk, int Hv, int dk, int dv,
                           int K, float qmul, float eps, int fresh, cudaStream_t s)
 {
-    return step_launch(0, y, state, conv_state, gin, conv_w, A_log, dt_bias, norm_w, Hk, Hv, dk, dv, K, qmul, eps,
-                       fresh, s);
+    return step_launch(ENG_GDN_STEP_FORM, y, state, conv_state, gin, conv_w, A_log, dt_bias, norm_w, Hk, Hv, dk, dv,
+                       K, qmul, eps, fresh, s);
 }
 
-cudaError_t engk_gdn_step_v1(float *y, float *state, float *conv_state, const float *gin, const float *conv_w,
-                             const float *A_log, const float *dt_bias, const float *norm_w, int Hk, int Hv, int dk,
-                             int dv, int K, float qmul, float eps, int fresh, cudaStream_t s)
+cudaError_t engk_gdn_step_form(int form, float *y, float *state, float *conv_state, const float *gin,
+                               const float *conv_w, const float *A_log, const float *dt_bias, const float *norm_w,
+                               int Hk, int Hv, int dk, int dv, int K, float qmul, float eps, int fresh, cudaStream_t s)
 {
-    return step_launch(1, y, state, conv_state, gin, conv_w, A_log, dt_bias, norm_w, Hk, Hv, dk, dv, K, qmul, eps,
+    return step_launch(form, y, state, conv_state, gin, conv_w, A_log, dt_bias, norm_w, Hk, Hv, dk, dv, K, qmul, eps,
                        fresh, s);
 }
 
@@ -916,9 +1030,10 @@ cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, 
     return cudaGetLastError();
 }
 
-/* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1 the first
- * fused form (where it applies), 2 unfused. */
-cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[3], int *fused_out)
+/* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1-4 the
+ * fused forms V1-V4 (where they apply), 5 unfused (ENG_GDN_STEP_NTIMES phases). */
+cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[ENG_GDN_STEP_NTIMES],
+                                int *fused_out)
 {
     const int fused = engk_gdn_step_fits(Hk, Hv, dk, dv, K);
     *fused_out = fused;
@@ -939,17 +1054,18 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
     float *gin = buf, *u = gin + nin, *qn = u + C, *kn = qn + (int64_t)Hk * dk, *beta = kn + (int64_t)Hk * dk,
           *g = beta + Hv, *core = g + Hv, *S = core + (int64_t)Hv * dv, *cst = S + ns, *cw = cst + (int64_t)(K - 1) * C,
           *alog = cw + (int64_t)C * K, *dt = alog + Hv, *nw = dt + Hv;
-    float ms[3] = {0.0f, 0.0f, 0.0f};
-    for (int phase = 0; phase < 3 && err == cudaSuccess; phase++) {
-        if (phase == 1 && !fused)
+    float ms[ENG_GDN_STEP_NTIMES] = {0.0f};
+    const int unfused = ENG_GDN_STEP_NTIMES - 1;
+    for (int phase = 0; phase < ENG_GDN_STEP_NTIMES && err == cudaSuccess; phase++) {
+        if (phase > 0 && phase < unfused && !fused)
             continue; /* the steps captured as one graph, as decode */
         cudaGraph_t graph = NULL;
         cudaGraphExec_t exec = NULL;
         err = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
         for (int i = 0; i < reps && err == cudaSuccess; i++) {
-            if (phase < 2 && fused) {
-                err = (phase ? engk_gdn_step_v1 : engk_gdn_step)(core, S, cst, gin, cw, alog, dt, nw, Hk, Hv, dk, dv,
-                                                                 K, 1.0f, 1e-6f, 0, s);
+            if (phase < unfused && fused) {
+                err = engk_gdn_step_form(phase ? phase : ENG_GDN_STEP_FORM, core, S, cst, gin, cw, alog, dt, nw, Hk,
+                                         Hv, dk, dv, K, 1.0f, 1e-6f, 0, s);
                 continue;
             }
             err = engk_gdn_conv(u, cst, gin, nin, cw, 1, C, K, 0, s);
@@ -982,7 +1098,7 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
         if (graph)
             cudaGraphDestroy(graph);
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < ENG_GDN_STEP_NTIMES; i++)
         us[i] = 1e3 * ms[i] / reps;
     for (int i = 0; i < 2; i++)
         if (t[i])
@@ -996,10 +1112,10 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
 cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *step_us, double *unfused_us,
                                 int *fused)
 {
-    double us[3];
+    double us[ENG_GDN_STEP_NTIMES];
     const cudaError_t err = engk_gdn_step_times(Hk, Hv, dk, dv, K, us, fused);
     *step_us = us[0];
-    *unfused_us = us[2];
+    *unfused_us = us[ENG_GDN_STEP_NTIMES - 1];
     return err;
 }
 

@@ -55,18 +55,28 @@ int engk_gdn_step_fits(int Hk, int Hv, int dk, int dv, int K);
 cudaError_t engk_gdn_step(float *y, float *state, float *conv_state, const float *gin, const float *conv_w,
                           const float *A_log, const float *dt_bias, const float *norm_w, int Hk, int Hv, int dk, int dv,
                           int K, float qmul, float eps, int fresh, cudaStream_t s);
-/* The first fused form (k_gdn_step_v1), same contract and bits, slower: kept to hold engk_gdn_step to. */
-cudaError_t engk_gdn_step_v1(float *y, float *state, float *conv_state, const float *gin, const float *conv_w,
-                             const float *A_log, const float *dt_bias, const float *norm_w, int Hk, int Hv, int dk,
-                             int dv, int K, float qmul, float eps, int fresh, cudaStream_t s);
+/* The forms of the fused step, one contract and the same bits (eng_gdn.cu says how each runs): V1 a warp per state
+ * column, outputs pulled from the peers (kept to hold the others to); V2 a column over 8 threads, outputs pushed,
+ * one cluster barrier before the norm; V3 V2 launched programmatically inside a captured graph (weights loaded,
+ * the next kernel let go, before dep_wait); V4 V3 with the outputs sent by st.async to an mbarrier per block, so
+ * the norm waits for its head alone. ENG_GDN_STEP_FORM, the switch, is the form engk_gdn_step runs. */
+#define ENG_GDN_STEP_V1 1
+#define ENG_GDN_STEP_V2 2
+#define ENG_GDN_STEP_V3 3
+#define ENG_GDN_STEP_V4 4
+#define ENG_GDN_STEP_FORM ENG_GDN_STEP_V2
+cudaError_t engk_gdn_step_form(int form, float *y, float *state, float *conv_state, const float *gin,
+                               const float *conv_w, const float *A_log, const float *dt_bias, const float *norm_w,
+                               int Hk, int Hv, int dk, int dv, int K, float qmul, float eps, int fresh, cudaStream_t s);
 /* engine bench: device time of one decode step's DeltaNet kernels of a linear layer of this shape as the engine
  * runs them (the fused step where engk_gdn_step_fits says so: *fused = 1) and of the four unfused kernels (conv,
  * prep, delta, norm_gate at T = 1), no GEMVs; mean over 200 steps replayed as one CUDA graph, in us. */
 cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *step_us, double *unfused_us,
                                 int *fused);
-/* The same timing for us[0] the step as the engine runs it, us[1] engk_gdn_step_v1 (0 where no fused form applies),
- * us[2] the four unfused kernels. */
-cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[3], int *fused);
+/* The same timing for us[0] the step as the engine runs it, us[f] form f (ENG_GDN_STEP_V1 .. V4; 0 where no fused
+ * form applies), us[ENG_GDN_STEP_NTIMES - 1] the four unfused kernels. */
+#define ENG_GDN_STEP_NTIMES 6
+cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[ENG_GDN_STEP_NTIMES], int *fused);
 /* y[T, Hv, dv] = rmsnorm_w(x[T, Hv, dv]; w [dv], eps) * silu(z), z rows of stride zs (z[t, h, i] at
  * z[t * zs + h * dv + i]); y may alias x. */
 cudaError_t engk_gdn_norm_gate(float *y, const float *x, const float *z, int64_t zs, const float *w, int T, int Hv,

@@ -335,9 +335,68 @@ static void test_chunked(int T, int Hk, int Hv, int dk, int dv, int64_t b0, int 
     gdn_in_free(&I);
 }
 
-/* ---- the fused decode step: `steps` steps of engk_gdn_step vs the four kernels run in a row at T = 1 and vs the
- * first fused form (engk_gdn_step_v1), bit for bit (outputs, delta-rule state, conv state), and the output vs ref's
- * gated norm of the unfused core (tolerance) ---- */
+/* ---- the fused decode step: `steps` steps of every form (ENG_GDN_STEP_V1 .. V4), launched one by one and captured
+ * as one graph (where V3 and V4 launch programmatically: each step overlaps the one before it), vs the four kernels
+ * run in a row at T = 1, bit for bit (outputs of every step, delta-rule state, conv state); the four kernels' outputs
+ * all finite (so no form can pass by leaving a NaN-poisoned output alone), and the engine's form vs ref's gated norm
+ * of the unfused core (tolerance) ---- */
+typedef struct step_in {
+    int Hk, Hv, dk, dv, K, fresh, steps;
+    int64_t nin, Vd, ns, ncs;
+    float qmul, *dgin, *dcw, *dal, *ddt, *dnw;
+} step_in;
+
+/* The steps of `form` (0: the four kernels) from S0 / cs0 on a stream of its own (captured as one graph when
+ * graph), outputs into a NaN-poisoned y; returns y, S and the conv state on the host, and for form 0 the last
+ * step's core (before the gated norm). */
+static void step_run(const step_in *I, int form, int graph, const float *S0, const float *cs0, float **hy, float **hS,
+                     float **hc, float **hcore)
+{
+    const int Hk = I->Hk, Hv = I->Hv, dk = I->dk, dv = I->dv, K = I->K, C = (int)(I->nin - I->Vd - 2 * Hv);
+    const int64_t Vd = I->Vd, nin = I->nin;
+    float *S = dev(S0, I->ns), *cs = dev(cs0, I->ncs), *y = ekc_dev_nan(I->steps * Vd, 4);
+    float *u = ekc_dev_nan(C, 4), *qn = ekc_dev_nan((int64_t)Hk * dk, 4), *kn = ekc_dev_nan((int64_t)Hk * dk, 4),
+          *b = ekc_dev_nan(Hv, 4), *g = ekc_dev_nan(Hv, 4), *core = ekc_dev_nan(Vd, 4);
+    cudaStream_t st;
+    cudaGraph_t gr = NULL;
+    cudaGraphExec_t ge = NULL;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CU(cudaDeviceSynchronize()); /* the poisoning above ran on the legacy stream, which st does not wait for */
+    if (graph)
+        CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int t = 0; t < I->steps; t++) {
+        const float *x = I->dgin + t * nin;
+        const int fr = I->fresh && t == 0;
+        if (form) {
+            CU(engk_gdn_step_form(form, y + t * Vd, S, cs, x, I->dcw, I->dal, I->ddt, I->dnw, Hk, Hv, dk, dv, K,
+                                  I->qmul, 1e-6f, fr, st));
+            continue;
+        }
+        CU(engk_gdn_conv(u, cs, x, nin, I->dcw, 1, C, K, fr, st));
+        CU(engk_gdn_prep(qn, kn, b, g, u, x, nin, C + Vd, I->dal, I->ddt, 1, Hk, Hv, dk, dv, I->qmul, st));
+        CU(engk_gdn_delta(core, S, qn, kn, u, b, g, 1, C, Hk, Hv, dk, dv, fr, st));
+        CU(engk_gdn_norm_gate(y + t * Vd, core, x + C, nin, I->dnw, 1, Hv, dv, 1e-6f, st));
+    }
+    if (graph) {
+        CU(cudaStreamEndCapture(st, &gr));
+        CU(cudaGraphInstantiate(&ge, gr, 0));
+        CU(cudaGraphLaunch(ge, st));
+    }
+    CU(cudaStreamSynchronize(st));
+    *hy = back(y, I->steps * Vd);
+    *hS = back(S, I->ns);
+    *hc = back(cs, I->ncs);
+    if (!form)
+        *hcore = back(core, Vd);
+    if (ge)
+        CU(cudaGraphExecDestroy(ge));
+    if (gr)
+        CU(cudaGraphDestroy(gr));
+    CU(cudaStreamDestroy(st));
+    cudaFree(S); cudaFree(cs); cudaFree(y); cudaFree(u); cudaFree(qn); cudaFree(kn); cudaFree(b); cudaFree(g);
+    cudaFree(core);
+}
+
 static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int steps)
 {
     char name[112];
@@ -346,49 +405,49 @@ static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int step
                Hk, Hv, dk, dv, K);
         return;
     }
-    const int64_t C = 2 * (int64_t)Hk * dk + (int64_t)Hv * dv, Vd = (int64_t)Hv * dv, nin = C + Vd + 2 * Hv;
-    const int64_t ns = Vd * dk, ncs = (int64_t)(K - 1) * C;
-    float *gin = hrand(steps * nin, -2, 2), *cw = hrand(C * K, -0.6f, 0.6f), *S0 = hrand(ns, -0.5f, 0.5f);
-    float *cs0 = hrand(ncs, -2, 2), *alog = hrand(Hv, -1.5f, 1.0f), *dt = hrand(Hv, -1, 1), *nw = hrand(dv, 0.5f, 1.5f);
-    const float qmul = (float)pow((double)dk, -0.5);
-    float *dgin = dev(gin, steps * nin), *dcw = dev(cw, C * K), *dal = dev(alog, Hv), *ddt = dev(dt, Hv),
-          *dnw = dev(nw, dv);
-    float *S1 = dev(S0, ns), *cs1 = dev(cs0, ncs), *S2 = dev(S0, ns), *cs2 = dev(cs0, ncs), *S3 = dev(S0, ns),
-          *cs3 = dev(cs0, ncs), *y3 = ekc_dev_nan(steps * Vd, 4);
-    float *u = ekc_dev_nan(C, 4), *qn = ekc_dev_nan((int64_t)Hk * dk, 4), *kn = ekc_dev_nan((int64_t)Hk * dk, 4),
-          *b = ekc_dev_nan(Hv, 4), *g = ekc_dev_nan(Hv, 4), *core = ekc_dev_nan(Vd, 4),
-          *y1 = ekc_dev_nan(steps * Vd, 4), *y2 = ekc_dev_nan(steps * Vd, 4);
-    for (int t = 0; t < steps; t++) {
-        const float *x = dgin + t * nin;
-        const int fr = fresh && t == 0;
-        CU(engk_gdn_conv(u, cs1, x, nin, dcw, 1, (int)C, K, fr, 0));
-        CU(engk_gdn_prep(qn, kn, b, g, u, x, nin, C + Vd, dal, ddt, 1, Hk, Hv, dk, dv, qmul, 0));
-        CU(engk_gdn_delta(core, S1, qn, kn, u, b, g, 1, (int)C, Hk, Hv, dk, dv, fr, 0));
-        CU(engk_gdn_norm_gate(y1 + t * Vd, core, x + C, nin, dnw, 1, Hv, dv, 1e-6f, 0));
-        CU(engk_gdn_step(y2 + t * Vd, S2, cs2, x, dcw, dal, ddt, dnw, Hk, Hv, dk, dv, K, qmul, 1e-6f, fr, 0));
-        CU(engk_gdn_step_v1(y3 + t * Vd, S3, cs3, x, dcw, dal, ddt, dnw, Hk, Hv, dk, dv, K, qmul, 1e-6f, fr, 0));
-    }
-    float *hcore = back(core, Vd), *hy1 = back(y1, steps * Vd), *hy2 = back(y2, steps * Vd);
-    float *hS1 = back(S1, ns), *hS2 = back(S2, ns), *hc1 = back(cs1, ncs), *hc2 = back(cs2, ncs);
-    float *hy3 = back(y3, steps * Vd), *hS3 = back(S3, ns), *hc3 = back(cs3, ncs);
-    float *want = hbuf(Vd), *zc = hbuf(Vd);
-    memcpy(zc, gin + (steps - 1) * nin + C, (size_t)Vd * sizeof *zc);
-    ref_rmsnorm_gated(want, hcore, zc, nw, Hv, dv, 1e-6f);
+    step_in I = {.Hk = Hk, .Hv = Hv, .dk = dk, .dv = dv, .K = K, .fresh = fresh, .steps = steps};
+    const int64_t C = 2 * (int64_t)Hk * dk + (int64_t)Hv * dv, Vd = (int64_t)Hv * dv;
+    I.Vd = Vd;
+    I.nin = C + Vd + 2 * Hv;
+    I.ns = Vd * dk;
+    I.ncs = (int64_t)(K - 1) * C;
+    float *gin = hrand(steps * I.nin, -2, 2), *cw = hrand(C * K, -0.6f, 0.6f), *S0 = hrand(I.ns, -0.5f, 0.5f);
+    float *cs0 = hrand(I.ncs, -2, 2), *alog = hrand(Hv, -1.5f, 1.0f), *dt = hrand(Hv, -1, 1), *nw = hrand(dv, 0.5f, 1.5f);
+    I.qmul = (float)pow((double)dk, -0.5);
+    I.dgin = dev(gin, steps * I.nin);
+    I.dcw = dev(cw, C * K);
+    I.dal = dev(alog, Hv);
+    I.ddt = dev(dt, Hv);
+    I.dnw = dev(nw, dv);
+    float *y1, *S1, *c1, *hcore;
+    step_run(&I, 0, 0, S0, cs0, &y1, &S1, &c1, &hcore);
     snprintf(name, sizeof name, "step Hk=%d Hv=%d dk=%d dv=%d K=%d x%d%s", Hk, Hv, dk, dv, K, steps,
              fresh ? " fresh" : "");
-    check(name, hy2 + (steps - 1) * Vd, want, Vd, 1e-6, 2e-6);
-    check_bits("  = the four kernels: outputs", hy2, hy1, steps * Vd);
-    check_bits("  delta-rule state", hS2, hS1, ns);
-    check_bits("  conv state", hc2, hc1, ncs);
-    check_bits("  = engk_gdn_step_v1: outputs", hy2, hy3, steps * Vd);
-    check_bits("  delta-rule state", hS2, hS3, ns);
-    check_bits("  conv state", hc2, hc3, ncs);
-    cudaFree(dgin); cudaFree(dcw); cudaFree(dal); cudaFree(ddt); cudaFree(dnw); cudaFree(S1); cudaFree(cs1);
-    cudaFree(S2); cudaFree(cs2); cudaFree(u); cudaFree(qn); cudaFree(kn); cudaFree(b); cudaFree(g); cudaFree(core);
-    cudaFree(y1); cudaFree(y2); cudaFree(S3); cudaFree(cs3); cudaFree(y3);
-    free(hy3); free(hS3); free(hc3);
-    free(gin); free(cw); free(S0); free(cs0); free(alog); free(dt); free(nw); free(hcore); free(hy1); free(hy2);
-    free(hS1); free(hS2); free(hc1); free(hc2); free(want); free(zc);
+    int64_t nonfinite = 0;
+    for (int64_t i = 0; i < steps * Vd; i++)
+        nonfinite += !isfinite(y1[i]);
+    printf("%-44s %s (%lld of %lld outputs not finite)\n", name, nonfinite ? "FAIL" : "ok", (long long)nonfinite,
+           (long long)(steps * Vd));
+    failures += nonfinite != 0;
+    float *want = hbuf(Vd), *zc = hbuf(Vd);
+    memcpy(zc, gin + (steps - 1) * I.nin + C, (size_t)Vd * sizeof *zc);
+    ref_rmsnorm_gated(want, hcore, zc, nw, Hv, dv, 1e-6f);
+    for (int form = ENG_GDN_STEP_V1; form <= ENG_GDN_STEP_V4; form++)
+        for (int graph = 0; graph < 2; graph++) {
+            float *y, *S, *c;
+            char what[64];
+            step_run(&I, form, graph, S0, cs0, &y, &S, &c, NULL);
+            if (form == ENG_GDN_STEP_FORM && !graph) /* the engine's form: the last output vs ref's gated norm */
+                check("  engk_gdn_step vs ref gated norm", y + (steps - 1) * Vd, want, Vd, 1e-6, 2e-6);
+            snprintf(what, sizeof what, "  V%d%s = the four kernels: outputs", form, graph ? " as a graph" : "");
+            check_bits(what, y, y1, steps * Vd);
+            check_bits("    delta-rule state", S, S1, I.ns);
+            check_bits("    conv state", c, c1, I.ncs);
+            free(y); free(S); free(c);
+        }
+    cudaFree(I.dgin); cudaFree(I.dcw); cudaFree(I.dal); cudaFree(I.ddt); cudaFree(I.dnw);
+    free(gin); free(cw); free(S0); free(cs0); free(alog); free(dt); free(nw); free(y1); free(S1); free(c1);
+    free(hcore); free(want); free(zc);
 }
 
 /* ---- gated norm and the attention output gate ---- */
@@ -452,11 +511,12 @@ static cudaError_t bench_fn(void *p)
     case 3:
         return engk_gdn_prep(I->dq, I->dk_, I->db, I->dg, b->conv_u, b->gin, C + (int64_t)Hv * dv + 2 * Hv,
                              C + (int64_t)Hv * dv, b->alog, b->dt, 1, Hk, Hv, dk, dv, 0.088f, 0);
-    case 5:
-    case 6:
-        return (b->which == 5 ? engk_gdn_step : engk_gdn_step_v1)(b->core, b->S, b->conv_st, b->gin, b->conv_w,
-                                                                   b->alog, b->dt, b->nw, Hk, Hv, dk, dv, 4, 0.088f,
-                                                                   1e-6f, 0, 0);
+    case 10 + ENG_GDN_STEP_V1:
+    case 10 + ENG_GDN_STEP_V2:
+    case 10 + ENG_GDN_STEP_V3:
+    case 10 + ENG_GDN_STEP_V4:
+        return engk_gdn_step_form(b->which - 10, b->core, b->S, b->conv_st, b->gin, b->conv_w, b->alog, b->dt, b->nw,
+                                  Hk, Hv, dk, dv, 4, 0.088f, 1e-6f, 0, 0);
     default:
         return engk_gdn_norm_gate(b->core, b->core, b->gin + C, C + (int64_t)Hv * dv + 2 * Hv, b->nw, 1, Hv, dv, 1e-6f,
                                   0);
@@ -490,17 +550,25 @@ static int bench(void)
     printf("decode step, GDN kernels of one linear layer: %.2f us/layer (conv %.2f, prep %.2f, delta %.2f, norm_gate "
            "%.2f); state read+write floor %.2f us; target <= 4 us/layer\n",
            sum, us[2], us[3], us[1], us[4], floor_us);
+    double v[ENG_GDN_STEP_NTIMES] = {0.0};
     if (engk_gdn_step_fits(16, 32, 128, 128, 4)) {
-        const double v2 = (b.which = 5, ekc_time_us(bench_fn, &b)), v1 = (b.which = 6, ekc_time_us(bench_fn, &b));
-        printf("decode step, fused, one launch each: engk_gdn_step %.2f us/layer, engk_gdn_step_v1 %.2f us/layer\n",
-               v2, v1);
+        for (int f = ENG_GDN_STEP_V1; f <= ENG_GDN_STEP_V4; f++)
+            v[f] = (b.which = 10 + f, ekc_time_us(bench_fn, &b));
+        printf("decode step, fused, one launch each (no graph, so no programmatic launch): V1 %.2f, V2 %.2f, V3 %.2f, "
+               "V4 %.2f us/layer\n",
+               v[1], v[2], v[3], v[4]);
     }
-    double g[3];
+    double g[ENG_GDN_STEP_NTIMES];
     int fused = 0;
     CU(engk_gdn_step_times(16, 32, 128, 128, 4, g, &fused));
-    printf("decode step as a graph of 200 steps (as decode runs): %s %.2f us/layer, engk_gdn_step_v1 %.2f, four "
-           "kernels %.2f; state floor %.2f us; target <= 4 us/layer\n",
-           fused ? "engk_gdn_step" : "unfused", g[0], g[1], g[2], floor_us);
+    if (fused)
+        printf("decode step as a graph of 200 steps (as decode runs): engk_gdn_step (V%d) %.2f us/layer; V1 %.2f, V2 "
+               "%.2f, V3 %.2f, V4 %.2f; four kernels %.2f; state read+write floor %.2f us; target <= 4 us/layer\n",
+               ENG_GDN_STEP_FORM, g[0], g[1], g[2], g[3], g[4], g[ENG_GDN_STEP_NTIMES - 1], floor_us);
+    else
+        printf("decode step as a graph of 200 steps (as decode runs): unfused %.2f us/layer; state read+write floor "
+               "%.2f us; target <= 4 us/layer\n",
+               g[0], floor_us);
     cudaFree(b.core); cudaFree(b.S); cudaFree(b.ws); cudaFree(b.conv_u); cudaFree(b.conv_st); cudaFree(b.conv_w);
     cudaFree(b.gin); cudaFree(b.alog); cudaFree(b.dt); cudaFree(b.nw);
     free(h);
