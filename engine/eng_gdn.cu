@@ -582,6 +582,22 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
 #endif
 }
 
+/* The launch floor of the fused step (--bench): its grid and clusters, one cluster barrier, PDL as V3. */
+template <bool PDL>
+__global__ void __launch_bounds__(STEP_THREADS) k_gdn_step_nop(StepArgs)
+{
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+    __cluster_barrier_arrive_relaxed();
+    if (PDL) {
+        dep_launch();
+        dep_wait();
+    }
+    __cluster_barrier_wait();
+#else
+    __trap();
+#endif
+}
+
 __global__ void k_sigmoid_gate(float *ctx, const float *gate, int64_t total)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -914,7 +930,8 @@ int engk_gdn_step_fits(int Hk, int Hv, int dk, int dv, int K)
     return step_slices(Hk, Hv, dk, dv, K) > 0;
 }
 
-/* the fused step in form `form` (ENG_GDN_STEP_V1 .. V4) */
+/* the fused step in form `form` (ENG_GDN_STEP_V1 .. V4; STEP_NOP, STEP_NOP_PDL: its launch floor) */
+constexpr int STEP_NOP = ENG_GDN_STEP_V4 + 1, STEP_NOP_PDL = ENG_GDN_STEP_V4 + 2;
 static cudaError_t step_launch(int form, float *y, float *state, float *conv_state, const float *gin,
                                const float *conv_w, const float *A_log, const float *dt_bias, const float *norm_w,
                                int Hk, int Hv, int dk, int dv, int K, float qmul, float eps, int fresh, cudaStream_t s)
@@ -922,7 +939,7 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
     const int ns = step_slices(Hk, Hv, dk, dv, K);
     if (!ns)
         return cudaErrorNotSupported;
-    if (form < ENG_GDN_STEP_V1 || form > ENG_GDN_STEP_V4)
+    if (form < ENG_GDN_STEP_V1 || form > STEP_NOP_PDL)
         return cudaErrorInvalidValue;
     const StepArgs a = {y, state, conv_state, gin, conv_w, A_log, dt_bias, norm_w, Hk, Hv, dk, dv, K, ns, Hv / Hk,
                         fresh, rc_fault_active("gdn_conv_state_shift") ? 1 : 0,
@@ -941,7 +958,8 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
     cfg.dynamicSmemBytes = 0;
     cfg.stream = s;
     cfg.attrs = attr;
-    cfg.numAttrs = form >= ENG_GDN_STEP_V3 && programmatic(s) ? 2 : 1;
+    const bool pdl = form == ENG_GDN_STEP_V3 || form == ENG_GDN_STEP_V4 || form == STEP_NOP_PDL;
+    cfg.numAttrs = pdl && programmatic(s) ? 2 : 1;
     cudaError_t err;
     if (form == ENG_GDN_STEP_V1) {
 #define STEP(n, c) (cudaLaunchKernelEx(&cfg, k_gdn_step_v1<n, c>, a))
@@ -949,11 +967,15 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
         err = dk <= 32 ? STEP_C(1) : dk <= 64 ? STEP_C(2) : dk <= 128 ? STEP_C(4) : STEP_C(8);
 #undef STEP_C
 #undef STEP
+    } else if (form >= STEP_NOP) {
+        err = form == STEP_NOP ? cudaLaunchKernelEx(&cfg, k_gdn_step_nop<false>, a)
+                               : cudaLaunchKernelEx(&cfg, k_gdn_step_nop<true>, a);
     } else {
 #define STEP_F(n, p, x) (cudaLaunchKernelEx(&cfg, k_gdn_step<n, p, x>, a))
-#define STEP(n)                                                                                                        \
-    (form == ENG_GDN_STEP_V2 ? STEP_F(n, false, false) : form == ENG_GDN_STEP_V3 ? STEP_F(n, true, false)               \
-                                                                                 : STEP_F(n, true, true))
+#define STEP(n)                                                                                                     \
+    (form == ENG_GDN_STEP_V2   ? STEP_F(n, false, false)                                                             \
+     : form == ENG_GDN_STEP_V3 ? STEP_F(n, true, false)                                                              \
+                               : STEP_F(n, true, true))
         err = dk <= 32 ? STEP(1) : dk <= 64 ? STEP(2) : dk <= 128 ? STEP(4) : STEP(8);
 #undef STEP
 #undef STEP_F
@@ -973,6 +995,8 @@ cudaError_t engk_gdn_step_form(int form, float *y, float *state, float *conv_sta
                                const float *conv_w, const float *A_log, const float *dt_bias, const float *norm_w,
                                int Hk, int Hv, int dk, int dv, int K, float qmul, float eps, int fresh, cudaStream_t s)
 {
+    if (form < ENG_GDN_STEP_V1 || form > ENG_GDN_STEP_V4)
+        return cudaErrorInvalidValue;
     return step_launch(form, y, state, conv_state, gin, conv_w, A_log, dt_bias, norm_w, Hk, Hv, dk, dv, K, qmul, eps,
                        fresh, s);
 }
@@ -1031,7 +1055,7 @@ cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, 
 }
 
 /* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1-4 the
- * fused forms V1-V4 (where they apply), 5 unfused (ENG_GDN_STEP_NTIMES phases). */
+ * fused forms V1-V4 (where they apply), then unfused and the launch floor (eng_gdn.h). */
 cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[ENG_GDN_STEP_NTIMES],
                                 int *fused_out)
 {
@@ -1055,17 +1079,20 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
           *g = beta + Hv, *core = g + Hv, *S = core + (int64_t)Hv * dv, *cst = S + ns, *cw = cst + (int64_t)(K - 1) * C,
           *alog = cw + (int64_t)C * K, *dt = alog + Hv, *nw = dt + Hv;
     float ms[ENG_GDN_STEP_NTIMES] = {0.0f};
-    const int unfused = ENG_GDN_STEP_NTIMES - 1;
+    const int unfused = ENG_GDN_TIME_UNFUSED;
     for (int phase = 0; phase < ENG_GDN_STEP_NTIMES && err == cudaSuccess; phase++) {
-        if (phase > 0 && phase < unfused && !fused)
+        if (phase > 0 && phase != unfused && !fused)
             continue; /* the steps captured as one graph, as decode */
         cudaGraph_t graph = NULL;
         cudaGraphExec_t exec = NULL;
         err = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
         for (int i = 0; i < reps && err == cudaSuccess; i++) {
-            if (phase < unfused && fused) {
-                err = engk_gdn_step_form(phase ? phase : ENG_GDN_STEP_FORM, core, S, cst, gin, cw, alog, dt, nw, Hk,
-                                         Hv, dk, dv, K, 1.0f, 1e-6f, 0, s);
+            if (phase != unfused && fused) {
+                const int form = phase == 0                  ? ENG_GDN_STEP_FORM
+                                 : phase == ENG_GDN_TIME_NOP     ? STEP_NOP
+                                 : phase == ENG_GDN_TIME_NOP_PDL ? STEP_NOP_PDL
+                                                                 : phase;
+                err = step_launch(form, core, S, cst, gin, cw, alog, dt, nw, Hk, Hv, dk, dv, K, 1.0f, 1e-6f, 0, s);
                 continue;
             }
             err = engk_gdn_conv(u, cst, gin, nin, cw, 1, C, K, 0, s);
@@ -1115,7 +1142,7 @@ cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *s
     double us[ENG_GDN_STEP_NTIMES];
     const cudaError_t err = engk_gdn_step_times(Hk, Hv, dk, dv, K, us, fused);
     *step_us = us[0];
-    *unfused_us = us[ENG_GDN_STEP_NTIMES - 1];
+    *unfused_us = us[ENG_GDN_TIME_UNFUSED];
     return err;
 }
 

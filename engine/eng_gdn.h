@@ -74,8 +74,13 @@ cudaError_t engk_gdn_step_form(int form, float *y, float *state, float *conv_sta
 cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *step_us, double *unfused_us,
                                 int *fused);
 /* The same timing for us[0] the step as the engine runs it, us[f] form f (ENG_GDN_STEP_V1 .. V4; 0 where no fused
- * form applies), us[ENG_GDN_STEP_NTIMES - 1] the four unfused kernels. */
-#define ENG_GDN_STEP_NTIMES 6
+ * form applies), us[ENG_GDN_TIME_UNFUSED] the four unfused kernels, and the launch floor of the fused step's grid:
+ * us[ENG_GDN_TIME_NOP] a kernel of its grid and clusters that only passes one cluster barrier, us[.._NOP_PDL] the
+ * same launched as V3 is (0 where no fused form applies). */
+#define ENG_GDN_TIME_UNFUSED 5
+#define ENG_GDN_TIME_NOP 6
+#define ENG_GDN_TIME_NOP_PDL 7
+#define ENG_GDN_STEP_NTIMES 8
 cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[ENG_GDN_STEP_NTIMES], int *fused);
 /* y[T, Hv, dv] = rmsnorm_w(x[T, Hv, dv]; w [dv], eps) * silu(z), z rows of stride zs (z[t, h, i] at
  * z[t * zs + h * dv + i]); y may alias x. */
