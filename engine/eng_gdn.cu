@@ -314,9 +314,9 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step_v1(StepArgs a)
  *     gin, the conv state and S (the kernels before write them): its launch, the weight loads and, in decode where
  *     S comes from DRAM, most of S's latency hide behind the kernels before.
  *  V4 (PDL + AX): V3 with the outputs sent by st.async into an mbarrier of each receiving block (armed at the start
- *     for dv * 4 bytes): the norm waits for its head's dv outputs alone, not for the whole cluster; the cluster
- *     barrier that orders the q/k conv state rewrite after every block's reads is armed before the sends and waited
- *     on at the end only. */
+ *     for the (ns - 1) W peers' values and W arrivals of its own slice's writers): the norm waits for its head's dv
+ *     outputs alone, not for the whole cluster; the cluster barrier that orders the q/k conv state rewrite after
+ *     every block's reads is armed before the sends and waited on at the end only. */
 constexpr int STEP_TPC = 8;
 static_assert(STEP_TPC * STEP_MAXW == STEP_THREADS && STEP_WARPS >= 5, "k_gdn_step: a thread per (column, group)");
 
@@ -367,10 +367,10 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
     const int dk = a.dk, dv = a.dv, K = a.K, W = dv / a.ns, x = blockIdx.x, e0 = x * W, y = blockIdx.y, kh = y / a.r;
     if (AX) {
-        if (tid == 0) { /* one arrival (this one, with the bytes to expect), then the peers' complete_tx */
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&xbar)) : "memory");
+        if (tid == 0) { /* arrivals: this one (with the peers' bytes to expect) and the W own-slice writers */
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(&xbar)), "r"(1 + W) : "memory");
             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(&xbar)),
-                         "r"(dv * (int)sizeof(float))
+                         "r"((dv - W) * (int)sizeof(float))
                          : "memory");
             asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         }
@@ -532,10 +532,15 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
     if (AX)
         __cluster_barrier_arrive(); /* release: this block is done reading the old conv state */
     if (col && g < a.ns) { /* output e of slice x into slice g of this value head */
-        if (AX)
-            st_async_rank(&full[x * W + e], oo, &xbar, dst0 + g);
-        else
+        if (!AX)
             *(float *)__cluster_map_shared_rank(&full[x * W + e], dst0 + g) = oo;
+        else if (g != x)
+            st_async_rank(&full[x * W + e], oo, &xbar, dst0 + g);
+        else { /* this block's own slice: a plain store, then an arrival (release) on xbar */
+            full[x * W + e] = oo;
+            asm volatile("{\n\t.reg .b64 tok;\n\tmbarrier.arrive.shared::cta.b64 tok, [%0];\n\t}" ::"r"(smem_u32(&xbar))
+                         : "memory");
+        }
     }
     if (!AX)
         __cluster_barrier_arrive(); /* release: the stores above, and every block is done with the old conv state */
