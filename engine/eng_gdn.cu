@@ -1085,12 +1085,14 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
           *alog = cw + (int64_t)C * K, *dt = alog + Hv, *nw = dt + Hv;
     float ms[ENG_GDN_STEP_NTIMES] = {0.0f};
     const int unfused = ENG_GDN_TIME_UNFUSED;
-    for (int phase = 0; phase < ENG_GDN_STEP_NTIMES && err == cudaSuccess; phase++) {
+    cudaError_t first = err, ferr = cudaSuccess; /* setup error; a phase's (it reads -1, the others still run) */
+    for (int phase = 0; phase < ENG_GDN_STEP_NTIMES && first == cudaSuccess; phase++) {
         if (phase > 0 && phase != unfused && !fused)
             continue; /* the steps captured as one graph, as decode */
         cudaGraph_t graph = NULL;
         cudaGraphExec_t exec = NULL;
         err = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+        const int capturing = err == cudaSuccess;
         for (int i = 0; i < reps && err == cudaSuccess; i++) {
             if (phase != unfused && fused) {
                 const int form = phase == 0                  ? ENG_GDN_STEP_FORM
@@ -1109,8 +1111,10 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
             if (err == cudaSuccess)
                 err = engk_gdn_norm_gate(core, core, gin + C, nin, nw, 1, Hv, dv, 1e-6f, s);
         }
-        const cudaError_t end = cudaStreamEndCapture(s, &graph);
-        err = err != cudaSuccess ? err : end;
+        if (capturing) {
+            const cudaError_t end = cudaStreamEndCapture(s, &graph);
+            err = err != cudaSuccess ? err : end;
+        }
         if (err == cudaSuccess)
             err = cudaGraphInstantiate(&exec, graph, 0);
         if (err == cudaSuccess)
@@ -1129,6 +1133,13 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
             cudaGraphExecDestroy(exec);
         if (graph)
             cudaGraphDestroy(graph);
+        if (err != cudaSuccess) {
+            ms[phase] = -1e-3f * reps;
+            ferr = ferr != cudaSuccess ? ferr : err;
+            (void)cudaGetLastError(); /* a launch refused is not sticky: the next phases still run */
+            if (cudaDeviceSynchronize() != cudaSuccess)
+                first = err; /* a fault in a kernel is: stop */
+        }
     }
     for (int i = 0; i < ENG_GDN_STEP_NTIMES; i++)
         us[i] = 1e3 * ms[i] / reps;
@@ -1138,7 +1149,7 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
     if (s)
         cudaStreamDestroy(s);
     cudaFree(buf);
-    return err;
+    return first != cudaSuccess ? first : ferr;
 }
 
 cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *step_us, double *unfused_us,

@@ -348,8 +348,8 @@ typedef struct step_in {
 
 /* The steps of `form` (0: the four kernels) from S0 / cs0 on a stream of its own (captured as one graph when
  * graph), outputs into a NaN-poisoned y; returns y, S and the conv state on the host, and for form 0 the last
- * step's core (before the gated norm). */
-static void step_run(const step_in *I, int form, int graph, const float *S0, const float *cs0, float **hy, float **hS,
+ * step's core (before the gated norm). A form's launch refused: that error, nothing returned. */
+static cudaError_t step_run(const step_in *I, int form, int graph, const float *S0, const float *cs0, float **hy, float **hS,
                      float **hc, float **hcore)
 {
     const int Hk = I->Hk, Hv = I->Hv, dk = I->dk, dv = I->dv, K = I->K, C = (int)(I->nin - I->Vd - 2 * Hv);
@@ -364,12 +364,13 @@ static void step_run(const step_in *I, int form, int graph, const float *S0, con
     CU(cudaDeviceSynchronize()); /* the poisoning above ran on the legacy stream, which st does not wait for */
     if (graph)
         CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int t = 0; t < I->steps; t++) {
+    cudaError_t err = cudaSuccess;
+    for (int t = 0; t < I->steps && err == cudaSuccess; t++) {
         const float *x = I->dgin + t * nin;
         const int fr = I->fresh && t == 0;
         if (form) {
-            CU(engk_gdn_step_form(form, y + t * Vd, S, cs, x, I->dcw, I->dal, I->ddt, I->dnw, Hk, Hv, dk, dv, K,
-                                  I->qmul, 1e-6f, fr, st));
+            err = engk_gdn_step_form(form, y + t * Vd, S, cs, x, I->dcw, I->dal, I->ddt, I->dnw, Hk, Hv, dk, dv, K,
+                                     I->qmul, 1e-6f, fr, st);
             continue;
         }
         CU(engk_gdn_conv(u, cs, x, nin, I->dcw, 1, C, K, fr, st));
@@ -378,23 +379,31 @@ static void step_run(const step_in *I, int form, int graph, const float *S0, con
         CU(engk_gdn_norm_gate(y + t * Vd, core, x + C, nin, I->dnw, 1, Hv, dv, 1e-6f, st));
     }
     if (graph) {
-        CU(cudaStreamEndCapture(st, &gr));
-        CU(cudaGraphInstantiate(&ge, gr, 0));
-        CU(cudaGraphLaunch(ge, st));
+        const cudaError_t end = cudaStreamEndCapture(st, &gr);
+        err = err != cudaSuccess ? err : end;
+        if (err == cudaSuccess)
+            err = cudaGraphInstantiate(&ge, gr, 0);
+        if (err == cudaSuccess)
+            err = cudaGraphLaunch(ge, st);
     }
-    CU(cudaStreamSynchronize(st));
-    *hy = back(y, I->steps * Vd);
-    *hS = back(S, I->ns);
-    *hc = back(cs, I->ncs);
-    if (!form)
-        *hcore = back(core, Vd);
+    if (err == cudaSuccess)
+        err = cudaStreamSynchronize(st); /* a fault in the kernel shows here */
+    if (err == cudaSuccess) {
+        *hy = back(y, I->steps * Vd);
+        *hS = back(S, I->ns);
+        *hc = back(cs, I->ncs);
+        if (!form)
+            *hcore = back(core, Vd);
+    } else
+        (void)cudaGetLastError();
     if (ge)
-        CU(cudaGraphExecDestroy(ge));
+        cudaGraphExecDestroy(ge);
     if (gr)
-        CU(cudaGraphDestroy(gr));
-    CU(cudaStreamDestroy(st));
+        cudaGraphDestroy(gr);
+    cudaStreamDestroy(st);
     cudaFree(S); cudaFree(cs); cudaFree(y); cudaFree(u); cudaFree(qn); cudaFree(kn); cudaFree(b); cudaFree(g);
     cudaFree(core);
+    return err;
 }
 
 static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int steps)
@@ -420,7 +429,7 @@ static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int step
     I.ddt = dev(dt, Hv);
     I.dnw = dev(nw, dv);
     float *y1, *S1, *c1, *hcore;
-    step_run(&I, 0, 0, S0, cs0, &y1, &S1, &c1, &hcore);
+    CU(step_run(&I, 0, 0, S0, cs0, &y1, &S1, &c1, &hcore));
     snprintf(name, sizeof name, "step Hk=%d Hv=%d dk=%d dv=%d K=%d x%d%s", Hk, Hv, dk, dv, K, steps,
              fresh ? " fresh" : "");
     int64_t nonfinite = 0;
@@ -436,10 +445,19 @@ static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int step
         for (int graph = 0; graph < 2; graph++) {
             float *y, *S, *c;
             char what[64];
-            step_run(&I, form, graph, S0, cs0, &y, &S, &c, NULL);
+            snprintf(what, sizeof what, "  V%d%s = the four kernels: outputs", form, graph ? " as a graph" : "");
+            const cudaError_t err = step_run(&I, form, graph, S0, cs0, &y, &S, &c, NULL);
+            if (err != cudaSuccess) {
+                printf("%-44s FAIL (%s)\n", what, cudaGetErrorString(err));
+                failures++;
+                if (cudaDeviceSynchronize() != cudaSuccess) { /* a fault, not a refused launch: nothing more runs */
+                    printf("FAIL: the device faulted in V%d%s; stopping\n", form, graph ? " as a graph" : "");
+                    exit(1);
+                }
+                continue;
+            }
             if (form == ENG_GDN_STEP_FORM && !graph) /* the engine's form: the last output vs ref's gated norm */
                 check("  engk_gdn_step vs ref gated norm", y + (steps - 1) * Vd, want, Vd, 1e-6, 2e-6);
-            snprintf(what, sizeof what, "  V%d%s = the four kernels: outputs", form, graph ? " as a graph" : "");
             check_bits(what, y, y1, steps * Vd);
             check_bits("    delta-rule state", S, S1, I.ns);
             check_bits("    conv state", c, c1, I.ncs);
@@ -560,7 +578,7 @@ static int bench(void)
     }
     double g[ENG_GDN_STEP_NTIMES];
     int fused = 0;
-    CU(engk_gdn_step_times(16, 32, 128, 128, 4, g, &fused));
+    const cudaError_t gerr = engk_gdn_step_times(16, 32, 128, 128, 4, g, &fused); /* a failed form reads -1 */
     if (fused)
         printf("decode step as a graph of 200 steps (as decode runs): engk_gdn_step (V%d) %.2f us/layer; V1 %.2f, V2 "
                "%.2f, V3 %.2f, V4 %.2f; four kernels %.2f; launch floor (its grid, one cluster barrier) %.2f, "
@@ -571,6 +589,10 @@ static int bench(void)
         printf("decode step as a graph of 200 steps (as decode runs): unfused %.2f us/layer; state read+write floor "
                "%.2f us; target <= 4 us/layer\n",
                g[0], floor_us);
+    if (gerr != cudaSuccess) {
+        printf("FAIL: engk_gdn_step_times: %s (a form that failed reads -1.00 above)\n", cudaGetErrorString(gerr));
+        return 1;
+    }
     cudaFree(b.core); cudaFree(b.S); cudaFree(b.ws); cudaFree(b.conv_u); cudaFree(b.conv_st); cudaFree(b.conv_w);
     cudaFree(b.gin); cudaFree(b.alog); cudaFree(b.dt); cudaFree(b.nw);
     free(h);
