@@ -119,31 +119,30 @@ __device__ __forceinline__ void dec_round(Chunk<KV> (&c)[DEC_LOADS / CPL][CPL], 
 
 /* ---------------- decode: the merge folded into the partial kernels (engk_attn_decode_fused) ---------------- */
 
-/* k_dec_merge's result for one (head h, dim d) of the live tiles tlo..thi, in its arithmetic and order: w_k =
- * expf(m_k - M); slice ks < MERGE_SLICES walks tiles tlo + ks, tlo + ks + MERGE_SLICES, ... with l = fmaf(l_k, w_k,
- * l) and a = fmaf(acc_k, w_k, a) from 0; the slices summed 0, 1, ... in order, where a slice without tiles adds its
- * +0.0f (x + 0.0f is idempotent, so one add stands for all of them); a / l. The partials come through L2 (__ldcg):
- * other blocks wrote them in this launch. */
-__device__ __forceinline__ float merge_elem(const float *pa, const float *pm, const float *pl, int64_t h, int H, int D,
-                                            int d, int tlo, int thi, float M)
+/* k_dec_merge's acc / l for one (head h, dim d) of the live tiles tlo..thi, in its arithmetic and order: slice ks <
+ * MERGE_SLICES walks tiles tlo + ks, tlo + ks + MERGE_SLICES, ... with a = fmaf(acc_k, w_k, a) from 0, w_k =
+ * expf(m_k - M); the slices summed 0, 1, ... in order (a slice without tiles adds its 0.0f); / lt (the slices' l
+ * summed alike, merge_tail). Walked in rounds of MERGE_SLICES tiles, one per slice, so a round's loads are
+ * independent (in flight together) while each slice still sees its tiles in order. The partials come through L2
+ * (__ldcg): other blocks wrote them in this launch. */
+__device__ __forceinline__ float merge_elem(const float *pa, const float *pm, int64_t h, int H, int D, int d, int tlo,
+                                            int thi, float M, float lt)
 {
-    const int n = thi - tlo + 1, ns = n < MERGE_SLICES ? n : MERGE_SLICES;
-    float v = 0.0f, lt = 0.0f;
-    for (int ks = 0; ks < ns; ks++) {
-        float l = 0.0f, a = 0.0f;
-        for (int k = tlo + ks; k <= thi; k += MERGE_SLICES) {
-            const int64_t s = (int64_t)k * H + h;
-            const float w = expf(__ldcg(pm + s) - M);
-            l = fmaf(__ldcg(pl + s), w, l);
-            a = fmaf(__ldcg(pa + s * D + d), w, a);
-        }
-        v = ks ? v + a : a;
-        lt = ks ? lt + l : l;
-    }
-    if (ns < MERGE_SLICES) {
-        v = v + 0.0f;
-        lt = lt + 0.0f;
-    }
+    float acc[MERGE_SLICES];
+#pragma unroll
+    for (int ks = 0; ks < MERGE_SLICES; ks++)
+        acc[ks] = 0.0f;
+    for (int k0 = tlo; k0 <= thi; k0 += MERGE_SLICES)
+#pragma unroll
+        for (int ks = 0; ks < MERGE_SLICES; ks++)
+            if (k0 + ks <= thi) {
+                const int64_t s = (int64_t)(k0 + ks) * H + h;
+                acc[ks] = fmaf(__ldcg(pa + s * D + d), expf(__ldcg(pm + s) - M), acc[ks]);
+            }
+    float v = acc[0];
+#pragma unroll
+    for (int ks = 1; ks < MERGE_SLICES; ks++)
+        v += acc[ks];
     return v / lt;
 }
 
@@ -156,20 +155,23 @@ __device__ __forceinline__ float merge_one(float a, float m, float l)
     return v / lt;
 }
 
-/* The fused kernels' tail after an item of kv head g when several tiles are live (nt = thi - tlo + 1 > 1): every
- * thread fences its partial stores and the block arrives on cnt[g]; the block that arrives last (all nt partials
- * of g written) resets cnt[g] to 0 for the next launch, fences (acquire) and merges the group's G heads into ctx,
- * each element by merge_elem: the bits do not depend on which block is last. Called by all NT threads of the block
- * with the same arguments; sM: G + 1 floats of shared memory the item is done with (M per head, then the flag). */
+/* The fused kernels' tail after an item of kv head g when several tiles are live (thi > tlo): every thread fences
+ * its partial stores and the block arrives on cnt[g]; the block that arrives last (all thi - tlo + 1 partials of g
+ * written) resets cnt[g] to 0 for the next launch, fences (acquire) and merges the group's G heads into ctx: the
+ * bits do not depend on which block is last. Per head one warp, lane ks the slice ks: M = max m_k (exact: any order
+ * gives k_dec_merge's), the slice's l = fmaf(l_k, w_k, l) over its tiles in order, lt = the 32 lanes' l summed
+ * 0, 1, ... in order; then each (head, dim) by merge_elem. Called by all NT threads of the block with the same
+ * arguments; sM: 2 G + 1 floats of shared memory the item is done with (M, lt per head, then the flag). */
 template <int NT>
 __device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, int G, int tlo, int thi,
                            int max_tiles, int H, int D, float *sM)
 {
-    volatile int *last = reinterpret_cast<volatile int *>(sM + G);
+    volatile int *last = reinterpret_cast<volatile int *>(sM + 2 * G);
     __threadfence(); /* this thread's partial stores, visible on the device before the block's arrival */
     __syncthreads();
     if (threadIdx.x == 0) {
         const unsigned nt = (unsigned)(thi - tlo + 1);
+        __threadfence(); /* cumulative: the block's stores that the barrier ordered before this thread (release) */
         const int is_last = atomicAdd(cnt + g, 1u) == nt - 1u;
         if (is_last) {
             atomicExch(cnt + g, 0u); /* every arrival of this launch is counted: nobody else touches cnt[g] */
@@ -182,19 +184,31 @@ __device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, 
         return;
     const float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int hh = warp; hh < G; hh += NT / 32) { /* M per head: max is exact, so any order gives k_dec_merge's */
+    static_assert(MERGE_SLICES == 32, "a lane per slice");
+    for (int hh = warp; hh < G; hh += NT / 32) {
+        const int64_t h = (int64_t)g * G + hh;
         float M = -INFINITY;
-        for (int k = tlo + lane; k <= thi; k += 32)
-            M = fmaxf(M, __ldcg(pm + (int64_t)k * H + (int64_t)g * G + hh));
+        for (int k = tlo + lane; k <= thi; k += MERGE_SLICES)
+            M = fmaxf(M, __ldcg(pm + (int64_t)k * H + h));
         M = warp_max(M);
-        if (lane == 0)
+        float l = 0.0f;
+        for (int k = tlo + lane; k <= thi; k += MERGE_SLICES) {
+            const int64_t s = (int64_t)k * H + h;
+            l = fmaf(__ldcg(pl + s), expf(__ldcg(pm + s) - M), l);
+        }
+        float lt = __shfl_sync(FULL, l, 0);
+        for (int j = 1; j < MERGE_SLICES; j++)
+            lt += __shfl_sync(FULL, l, j);
+        if (lane == 0) {
             sM[hh] = M;
+            sM[G + hh] = lt;
+        }
     }
     __syncthreads();
     for (int i = threadIdx.x; i < G * D; i += NT) {
         const int hh = i / D, d = i - hh * D;
         const int64_t h = (int64_t)g * G + hh;
-        ctx[h * D + d] = merge_elem(pa, pm, pl, h, H, D, d, tlo, thi, sM[hh]);
+        ctx[h * D + d] = merge_elem(pa, pm, h, H, D, d, tlo, thi, sM[hh], sM[G + hh]);
     }
 }
 
@@ -204,9 +218,10 @@ __device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, 
  * head m = max s_j, p_j = expf(s_j - m), l = tile_probs' lane-strided sum + butterfly; then acc[d] = sum_j p_j v_j[d]
  * in a fixed tree: per thread its keys in round and step order (fmaf), xor butterfly over its warp's KPW key
  * lanes, then warps 0..7 in order through shared memory. Partials: acc [max_tiles][H][D], m and l
- * [max_tiles][H]. With cnt (engk_attn_decode_fused) the merge is folded in: a single live tile is merged by its block
- * (merge_one), several by the block that writes a kv head's last partial (merge_tail); ctx as k_dec_merge's. */
-template <typename KV, int CPL, int LK>
+ * [max_tiles][H]. FUSE (engk_attn_decode_fused; a template, so the partials-only kernel keeps its code): the merge
+ * is folded in: a single live tile is merged by its block (merge_one), several by the block that writes a kv head's
+ * last partial (merge_tail); ctx as k_dec_merge's. */
+template <typename KV, int CPL, int LK, bool FUSE>
 __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
     k_dec_part(const float *q, float *part, float *ctx, unsigned *cnt, const KV *Kc, const KV *Vc,
                const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv,
@@ -226,7 +241,7 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
     float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
     const int region = G * D > DEC_WARPS * HG * D ? G * D : DEC_WARPS * HG * D;
     float *qs = sd, *red = sd, *sp = sd + region; /* red reuses qs once the scores are done */
-    const bool one = cnt && thi == tlo; /* fused, a single live tile: this item's block writes ctx */
+    const bool one = FUSE && thi == tlo; /* fused, a single live tile: this item's block writes ctx */
     for (int64_t it = blockIdx.x; it < items; it += gridDim.x) {
         const int k = tlo + (int)(it / Hkv), g = (int)(it % Hkv);
         const int64_t t0 = (int64_t)k * P, a = t0 > lo ? t0 : lo, b = t0 + P - 1 < pos ? t0 + P - 1 : pos;
@@ -373,7 +388,7 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
             }
             __syncthreads();
         }
-        if (cnt && !one)
+        if (FUSE && !one)
             merge_tail<DEC_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, red);
     }
 }
@@ -441,8 +456,8 @@ size_t dec_smem(int G, int D, int P);
 
 /* The partials of the live tiles in [kmin, kmax] on a fixed grid: as many blocks as the device holds at once (at
  * most one per item, at most dec_blocks_cap). */
-template <typename KV, int CPL, int LK>
-cudaError_t launch_dec(const float *q, float *part, float *ctx, unsigned *cnt, const KV *K, const KV *V,
+template <typename KV, int CPL, int LK, bool FUSE>
+cudaError_t launch_dec_f(const float *q, float *part, float *ctx, unsigned *cnt, const KV *K, const KV *V,
                        const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
                        int Hkv, int D, float scale, int window, cudaStream_t s)
 {
@@ -460,8 +475,21 @@ cudaError_t launch_dec(const float *q, float *part, float *ctx, unsigned *cnt, c
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    return launch_dep(k_dec_part<KV, CPL, LK>, dim3((unsigned)blocks), dim3(DEC_THREADS), dec_smem(H / Hkv, D, P), s,
+    return launch_dep(k_dec_part<KV, CPL, LK, FUSE>, dim3((unsigned)blocks), dim3(DEC_THREADS), dec_smem(H / Hkv, D, P), s,
                       q, part, ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window);
+}
+
+/* ctx, cnt: engk_attn_decode_fused's (the merge folded in), or NULL (the partials alone) */
+template <typename KV, int CPL, int LK>
+cudaError_t launch_dec(const float *q, float *part, float *ctx, unsigned *cnt, const KV *K, const KV *V,
+                       const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
+                       int Hkv, int D, float scale, int window, cudaStream_t s)
+{
+    if (cnt)
+        return launch_dec_f<KV, CPL, LK, true>(q, part, ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H,
+                                               Hkv, D, scale, window, s);
+    return launch_dec_f<KV, CPL, LK, false>(q, part, ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H,
+                                            Hkv, D, scale, window, s);
 }
 
 template <typename KV>

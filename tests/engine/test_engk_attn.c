@@ -3,9 +3,10 @@
  * NaN-poisoned outputs, partials and KV past the last position), plus the bit-identities the engine relies on:
  * offload-style per-tile launches = one launch, decode bits independent of the grid, and a prefill row's bits
  * independent of the rows sharing its chunk, block or warp (16 or 32 rows per warp). Decode runs both partial
- * kernels: tensor cores (bf16, sm_80+) and the fp32 CUDA-core one. --bench: decode attention µs and KV GB/s of both
- * against a measured read ceiling (llama3-8b heads, 2k / 8k / 32k), prefill TFLOP/s at T = 2048, 8192 (32 rows per
- * warp next to 16). */
+ * kernels: tensor cores (bf16, sm_80+) and the fp32 CUDA-core one, and the fused form (the merge folded into the
+ * partial kernel: engk_attn_decode_fused) bit for bit against partials + merge. --bench: decode attention µs and KV
+ * GB/s of both against a measured read ceiling (llama3-8b heads, 16 tokens .. 32k), the fused form next to them,
+ * prefill TFLOP/s at T = 2048, 8192 (32 rows per warp next to 16). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
