@@ -47,7 +47,7 @@ typedef struct bench_run {
     int steps, rounds, nrows;
     roofs rf;
     char device[256];
-    row rows[MAX_PROMPTS + 1];
+    row rows[2 * MAX_PROMPTS + 1]; /* stream, resident (and with --decode-fusion both a fused resident row) */
 } bench_run;
 
 static int cmp_double(const void *a, const void *b)
@@ -320,6 +320,8 @@ static int run_mode(bench_run *b, const eng_opts *o, const char *key, const long
         rc = measure(E, b, (int)prompts[0], NULL, &e);
         if (!rc && eng_decode_graphed(E))
             snprintf(d + strlen(d), sizeof d - strlen(d), ", decode graph");
+        if (!rc && eng_decode_fused(E))
+            snprintf(d + strlen(d), sizeof d - strlen(d), ", attention merge fused");
     }
     for (int i = 0; i < np; i++) {
         row *r = &b->rows[b->nrows++];
@@ -407,7 +409,7 @@ int eng_bench_main(int argc, char **argv)
     o.log = stderr;
     o.max_ctx = 1024;
     o.prefill_chunk = 0; /* 0: each prompt in one pass, as HF prefills it; --prefill-chunk N overrides it */
-    int f32 = 0, mem_flag = 0, np = 1, no_stream = 0, wq_on = 0;
+    int f32 = 0, mem_flag = 0, np = 1, no_stream = 0, wq_on = 0, fusion_both = 0;
     eng_qfmt wq = {0, 0, 0};
     long steps = 16, rounds = 3, prompts[MAX_PROMPTS] = {16};
     unsigned long long seed = 1;
@@ -416,6 +418,11 @@ int eng_bench_main(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const int has = i + 1 < argc;
+        if (!strcmp(a, "--decode-fusion") && has && !strcmp(argv[i + 1], "both")) { /* resident rows of each form */
+            fusion_both = 1;
+            i++;
+            continue;
+        }
         int r = eng_cli_option(argc, argv, &i, &o, &f32, &mem_flag);
         if (r < 0)
             return ENG_EXIT_ERROR;
@@ -548,8 +555,15 @@ int eng_bench_main(int argc, char **argv)
         alt.resident_layers = 2;
     /* the streaming row first: it is short, and a run cut short (a timeout) keeps it */
     int worst = no_stream ? ENG_EXIT_OK : run_mode(&b, &alt, mem_flag ? "flags" : "stream", prompts, 1);
+    if (fusion_both)
+        full.decode_fusion = 0;
     int r2 = run_mode(&b, &full, "resident", prompts, np);
     worst = r2 > worst ? r2 : worst;
+    if (fusion_both) { /* the same engine with the decode attention's merge folded in (same bits) */
+        full.decode_fusion = 1;
+        r2 = run_mode(&b, &full, "res+fuse", prompts, np);
+        worst = r2 > worst ? r2 : worst;
+    }
     gdn_step_line(c, b.rf.read);
     eng_weights_free(w);
     return worst;

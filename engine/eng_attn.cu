@@ -117,17 +117,115 @@ __device__ __forceinline__ void dec_round(Chunk<KV> (&c)[DEC_LOADS / CPL][CPL], 
     }
 }
 
+/* ---------------- decode: the merge folded into the partial kernels (engk_attn_decode_fused) ---------------- */
+
+/* k_dec_merge's acc / l for one (head h, dim d) of the live tiles tlo..thi, in its arithmetic and order: slice ks <
+ * MERGE_SLICES walks tiles tlo + ks, tlo + ks + MERGE_SLICES, ... with a = fmaf(acc_k, w_k, a) from 0, w_k =
+ * expf(m_k - M); the slices summed 0, 1, ... in order (a slice without tiles adds its 0.0f); / lt (the slices' l
+ * summed alike, merge_tail). Walked in rounds of MERGE_SLICES tiles, one per slice, so a round's loads are
+ * independent (in flight together) while each slice still sees its tiles in order. The partials come through L2
+ * (__ldcg): other blocks wrote them in this launch. */
+__device__ __forceinline__ float merge_elem(const float *pa, const float *pm, int64_t h, int H, int D, int d, int tlo,
+                                            int thi, float M, float lt)
+{
+    float acc[MERGE_SLICES];
+#pragma unroll
+    for (int ks = 0; ks < MERGE_SLICES; ks++)
+        acc[ks] = 0.0f;
+    for (int k0 = tlo; k0 <= thi; k0 += MERGE_SLICES)
+#pragma unroll
+        for (int ks = 0; ks < MERGE_SLICES; ks++)
+            if (k0 + ks <= thi) {
+                const int64_t s = (int64_t)(k0 + ks) * H + h;
+                acc[ks] = fmaf(__ldcg(pa + s * D + d), expf(__ldcg(pm + s) - M), acc[ks]);
+            }
+    float v = acc[0];
+#pragma unroll
+    for (int ks = 1; ks < MERGE_SLICES; ks++)
+        v += acc[ks];
+    return v / lt;
+}
+
+/* merge_elem of a single live tile from its partial (a, m, l): k_dec_merge's M = fmaxf over -inf and m (-inf for a
+ * NaN m), then one slice of one tile, the 31 empty slices' +0.0f, a / l. */
+__device__ __forceinline__ float merge_one(float a, float m, float l)
+{
+    const float M = fmaxf(-INFINITY, m), w = expf(m - M);
+    const float v = fmaf(a, w, 0.0f) + 0.0f, lt = fmaf(l, w, 0.0f) + 0.0f;
+    return v / lt;
+}
+
+/* The fused kernels' tail after an item of kv head g when several tiles are live (thi > tlo): every thread fences
+ * its partial stores and the block arrives on cnt[g]; the block that arrives last (all thi - tlo + 1 partials of g
+ * written) resets cnt[g] to 0 for the next launch, fences (acquire) and merges the group's G heads into ctx: the
+ * bits do not depend on which block is last. Per head one warp, lane ks the slice ks: M = max m_k (exact: any order
+ * gives k_dec_merge's), the slice's l = fmaf(l_k, w_k, l) over its tiles in order, lt = the 32 lanes' l summed
+ * 0, 1, ... in order; then each (head, dim) by merge_elem. Called by all NT threads of the block with the same
+ * arguments; sM: 2 G + 1 floats of shared memory the item is done with (M, lt per head, then the flag). */
+template <int NT>
+__device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, int G, int tlo, int thi,
+                           int max_tiles, int H, int D, float *sM)
+{
+    volatile int *last = reinterpret_cast<volatile int *>(sM + 2 * G);
+    __threadfence(); /* this thread's partial stores, visible on the device before the block's arrival */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned nt = (unsigned)(thi - tlo + 1);
+        __threadfence(); /* cumulative: the block's stores that the barrier ordered before this thread (release) */
+        const int is_last = atomicAdd(cnt + g, 1u) == nt - 1u;
+        if (is_last) {
+            atomicExch(cnt + g, 0u); /* every arrival of this launch is counted: nobody else touches cnt[g] */
+            __threadfence();         /* the other blocks' partials are read after their arrivals */
+        }
+        *last = is_last;
+    }
+    __syncthreads();
+    if (!*last)
+        return;
+    const float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    static_assert(MERGE_SLICES == 32, "a lane per slice");
+    for (int hh = warp; hh < G; hh += NT / 32) {
+        const int64_t h = (int64_t)g * G + hh;
+        float M = -INFINITY;
+        for (int k = tlo + lane; k <= thi; k += MERGE_SLICES)
+            M = fmaxf(M, __ldcg(pm + (int64_t)k * H + h));
+        M = warp_max(M);
+        float l = 0.0f;
+        for (int k = tlo + lane; k <= thi; k += MERGE_SLICES) {
+            const int64_t s = (int64_t)k * H + h;
+            l = fmaf(__ldcg(pl + s), expf(__ldcg(pm + s) - M), l);
+        }
+        float lt = __shfl_sync(FULL, l, 0);
+        for (int j = 1; j < MERGE_SLICES; j++)
+            lt += __shfl_sync(FULL, l, j);
+        if (lane == 0) {
+            sM[hh] = M;
+            sM[G + hh] = lt;
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < G * D; i += NT) {
+        const int hh = i / D, d = i - hh * D;
+        const int64_t h = (int64_t)g * G + hh;
+        ctx[h * D + d] = merge_elem(pa, pm, h, H, D, d, tlo, thi, sM[hh], sM[G + hh]);
+    }
+}
+
 /* Work items (tile k, kv head g) of the live tiles in [kmin, kmax], k-major, strided over a fixed grid (the grid
  * never depends on pos; a tile's arithmetic never depends on the grid). Per item, for the group's G heads:
  * s_j = scale * (q . k_j), each by LK lanes (chunk order, fmaf in order, xor butterfly over the LK lanes); then per
  * head m = max s_j, p_j = expf(s_j - m), l = tile_probs' lane-strided sum + butterfly; then acc[d] = sum_j p_j v_j[d]
  * in a fixed tree: per thread its keys in round and step order (fmaf), xor butterfly over its warp's KPW key
  * lanes, then warps 0..7 in order through shared memory. Partials: acc [max_tiles][H][D], m and l
- * [max_tiles][H]. */
-template <typename KV, int CPL, int LK>
+ * [max_tiles][H]. FUSE (engk_attn_decode_fused; a template, so the partials-only kernel keeps its code): the merge
+ * is folded in: a single live tile is merged by its block (merge_one), several by the block that writes a kv head's
+ * last partial (merge_tail); ctx as k_dec_merge's. */
+template <typename KV, int CPL, int LK, bool FUSE>
 __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
-    k_dec_part(const float *q, float *part, const KV *Kc, const KV *Vc, const int64_t *pos_dev, int64_t kv_pos0,
-               int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale, int window)
+    k_dec_part(const float *q, float *part, float *ctx, unsigned *cnt, const KV *Kc, const KV *Vc,
+               const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv,
+               int D, float scale, int window)
 {
     dep_wait(); /* q, the new K/V row and *pos_dev come from the kernels before: launch_dep */
     dep_launch();
@@ -143,6 +241,7 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
     float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
     const int region = G * D > DEC_WARPS * HG * D ? G * D : DEC_WARPS * HG * D;
     float *qs = sd, *red = sd, *sp = sd + region; /* red reuses qs once the scores are done */
+    const bool one = FUSE && thi == tlo; /* fused, a single live tile: this item's block writes ctx */
     for (int64_t it = blockIdx.x; it < items; it += gridDim.x) {
         const int k = tlo + (int)(it / Hkv), g = (int)(it % Hkv);
         const int64_t t0 = (int64_t)k * P, a = t0 > lo ? t0 : lo, b = t0 + P - 1 < pos ? t0 + P - 1 : pos;
@@ -283,10 +382,14 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
                     for (int w = 1; w < DEC_WARPS; w++)
                         v += red[(w * HG + hh) * D + d];
                     pa[(slot + hg + hh) * D + d] = v;
+                    if (one) /* m and l of this head: written by another warp before the barrier above */
+                        ctx[((int64_t)g * G + hg + hh) * D + d] = merge_one(v, pm[slot + hg + hh], pl[slot + hg + hh]);
                 }
             }
             __syncthreads();
         }
+        if (FUSE && !one)
+            merge_tail<DEC_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, red);
     }
 }
 
@@ -353,10 +456,10 @@ size_t dec_smem(int G, int D, int P);
 
 /* The partials of the live tiles in [kmin, kmax] on a fixed grid: as many blocks as the device holds at once (at
  * most one per item, at most dec_blocks_cap). */
-template <typename KV, int CPL, int LK>
-cudaError_t launch_dec(const float *q, float *part, const KV *K, const KV *V, const int64_t *pos_dev, int64_t kv_pos0,
-                       int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale, int window,
-                       cudaStream_t s)
+template <typename KV, int CPL, int LK, bool FUSE>
+cudaError_t launch_dec_f(const float *q, float *part, float *ctx, unsigned *cnt, const KV *K, const KV *V,
+                       const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
+                       int Hkv, int D, float scale, int window, cudaStream_t s)
 {
     static int dev_c = -1, sms = 0;
     int dev = 0;
@@ -372,29 +475,42 @@ cudaError_t launch_dec(const float *q, float *part, const KV *K, const KV *V, co
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    return launch_dep(k_dec_part<KV, CPL, LK>, dim3((unsigned)blocks), dim3(DEC_THREADS), dec_smem(H / Hkv, D, P), s,
-                      q, part, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window);
+    return launch_dep(k_dec_part<KV, CPL, LK, FUSE>, dim3((unsigned)blocks), dim3(DEC_THREADS), dec_smem(H / Hkv, D, P), s,
+                      q, part, ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window);
+}
+
+/* ctx, cnt: engk_attn_decode_fused's (the merge folded in), or NULL (the partials alone) */
+template <typename KV, int CPL, int LK>
+cudaError_t launch_dec(const float *q, float *part, float *ctx, unsigned *cnt, const KV *K, const KV *V,
+                       const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
+                       int Hkv, int D, float scale, int window, cudaStream_t s)
+{
+    if (cnt)
+        return launch_dec_f<KV, CPL, LK, true>(q, part, ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H,
+                                               Hkv, D, scale, window, s);
+    return launch_dec_f<KV, CPL, LK, false>(q, part, ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H,
+                                            Hkv, D, scale, window, s);
 }
 
 template <typename KV>
-cudaError_t dec_part(const float *q, float *part, const void *K, const void *V, const int64_t *pos_dev,
-                     int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale,
-                     int window, cudaStream_t s)
+cudaError_t dec_part(const float *q, float *part, float *ctx, unsigned *cnt, const void *K, const void *V,
+                     const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv,
+                     int D, float scale, int window, cudaStream_t s)
 {
     const KV *k = static_cast<const KV *>(K), *v = static_cast<const KV *>(V);
     const int cpl = dec_cpl(D), lanes = dec_lanes(D);
     if (cpl == 1)
         switch (lanes) {
-        case 1: return launch_dec<KV, 1, 1>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
-        case 2: return launch_dec<KV, 1, 2>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
-        case 4: return launch_dec<KV, 1, 4>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
-        case 8: return launch_dec<KV, 1, 8>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
-        case 16: return launch_dec<KV, 1, 16>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
-        default: return launch_dec<KV, 1, 32>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        case 1: return launch_dec<KV, 1, 1>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        case 2: return launch_dec<KV, 1, 2>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        case 4: return launch_dec<KV, 1, 4>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        case 8: return launch_dec<KV, 1, 8>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        case 16: return launch_dec<KV, 1, 16>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+        default: return launch_dec<KV, 1, 32>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
         }
     switch (cpl) {
-    case 2: return launch_dec<KV, 2, 32>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
-    case 4: return launch_dec<KV, 4, 32>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+    case 2: return launch_dec<KV, 2, 32>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+    case 4: return launch_dec<KV, 4, 32>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
     default: return cudaErrorInvalidValue; /* head_dim > 1024 */
     }
 }
@@ -979,11 +1095,13 @@ __device__ __forceinline__ void lds_run(unsigned (&w)[2], const uint16_t *p)
  * 8, 16); the tile's m is the max over the warps, each warp's acc and l scaled by f = expf(m_w - m), and the warps
  * summed 0..3 in order. Each step's order is fixed by n and P, never by the grid or which block runs the item. A
  * warp issues its next group's K loads when its S is done and the V loads when its P V is done, so one item's
- * softmax, P V and the block's merge run under the next item's loads. */
-template <int D, bool SPLIT>
+ * softmax, P V and the block's merge run under the next item's loads. FUSE (engk_attn_decode_fused): the merge
+ * folded in, as in k_dec_part (merge_one for a single live tile, else merge_tail). */
+template <int D, bool SPLIT, bool FUSE>
 __global__ void __launch_bounds__(DMMA_THREADS)
-    k_dec_mma(const float *q, float *part, const uint16_t *Kc, const uint16_t *Vc, const int64_t *pos_dev,
-              int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, float scale, int window)
+    k_dec_mma(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *Kc, const uint16_t *Vc,
+              const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv,
+              float scale, int window)
 {
     dep_wait(); /* q, the new K/V row and *pos_dev come from the kernels before: launch_dep */
     dep_launch();
@@ -1209,19 +1327,29 @@ __global__ void __launch_bounds__(DMMA_THREADS)
         __syncthreads();
         const int64_t slot = (int64_t)k * H + (int64_t)g * G; /* (tile, first head of the group) */
         const int gd = G * D;
+        const bool one = FUSE && thi == tlo; /* a single live tile: this item's block writes ctx */
         for (int i = 4 * tid; i < gd; i += 4 * DMMA_THREADS) {
             const float4 v0 = *reinterpret_cast<const float4 *>(sacc + i);
             const float4 v1 = *reinterpret_cast<const float4 *>(sacc + gd + i);
             const float4 v2 = *reinterpret_cast<const float4 *>(sacc + 2 * gd + i);
             const float4 v3 = *reinterpret_cast<const float4 *>(sacc + 3 * gd + i);
-            *reinterpret_cast<float4 *>(pa + slot * D + i) =
-                make_float4(((v0.x + v1.x) + v2.x) + v3.x, ((v0.y + v1.y) + v2.y) + v3.y,
-                            ((v0.z + v1.z) + v2.z) + v3.z, ((v0.w + v1.w) + v2.w) + v3.w);
+            const float4 a = make_float4(((v0.x + v1.x) + v2.x) + v3.x, ((v0.y + v1.y) + v2.y) + v3.y,
+                                         ((v0.z + v1.z) + v2.z) + v3.z, ((v0.w + v1.w) + v2.w) + v3.w);
+            *reinterpret_cast<float4 *>(pa + slot * D + i) = a;
+            if (one) { /* the 4 dims are of head i / D (D % 16 == 0); its m and l as stored in pm, pl below */
+                const int hh = i / D;
+                const float m = stm[hh];
+                const float l = ((swl[hh] + swl[DMMA_N + hh]) + swl[2 * DMMA_N + hh]) + swl[3 * DMMA_N + hh];
+                *reinterpret_cast<float4 *>(ctx + (int64_t)g * gd + i) =
+                    make_float4(merge_one(a.x, m, l), merge_one(a.y, m, l), merge_one(a.z, m, l), merge_one(a.w, m, l));
+            }
         }
         if (tid < G) {
             pm[slot + tid] = stm[tid];
             pl[slot + tid] = ((swl[tid] + swl[DMMA_N + tid]) + swl[2 * DMMA_N + tid]) + swl[3 * DMMA_N + tid];
         }
+        if (FUSE && !one)
+            merge_tail<DMMA_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, sacc);
     }
 #else
     __trap(); /* the host launches this only on sm_80+ (dec_mma_ok) */
@@ -1261,10 +1389,10 @@ int dec_mma_ok(int H, int Hkv, int D, int f32)
 
 /* The grid: as many blocks as the device holds at once (occupancy at this shared memory), at most one per item, at
  * most dec_blocks_cap. */
-template <int D, bool SPLIT>
-cudaError_t launch_dmma(const float *q, float *part, const uint16_t *K, const uint16_t *V, const int64_t *pos_dev,
-                        int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, float scale,
-                        int window, cudaStream_t s)
+template <int D, bool SPLIT, bool FUSE>
+cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *K, const uint16_t *V,
+                        const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
+                        int Hkv, float scale, int window, cudaStream_t s)
 {
     static int dev_c = -1, sms = 0, per_sm = 0;
     static size_t smem_c = 0;
@@ -1274,7 +1402,7 @@ cudaError_t launch_dmma(const float *q, float *part, const uint16_t *K, const ui
     if (err == cudaSuccess && (dev != dev_c || smem != smem_c)) {
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (err == cudaSuccess)
-            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT>, DMMA_THREADS, smem);
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT, FUSE>, DMMA_THREADS, smem);
         dev_c = err == cudaSuccess ? dev : -1;
         smem_c = smem;
     }
@@ -1285,32 +1413,36 @@ cudaError_t launch_dmma(const float *q, float *part, const uint16_t *K, const ui
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    return launch_dep(k_dec_mma<D, SPLIT>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part, K, V,
-                      pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window);
+    return launch_dep(k_dec_mma<D, SPLIT, FUSE>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part, ctx,
+                      cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window);
 }
 
-template <bool SPLIT>
-cudaError_t dec_mma_d(const float *q, float *part, const uint16_t *k, const uint16_t *v, const int64_t *pos_dev,
-                      int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale,
-                      int window, cudaStream_t s)
+template <bool SPLIT, bool FUSE>
+cudaError_t dec_mma_d(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *k, const uint16_t *v,
+                      const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
+                      int Hkv, int D, float scale, int window, cudaStream_t s)
 {
     switch (D) {
-    case 16: return launch_dmma<16, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 32: return launch_dmma<32, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 64: return launch_dmma<64, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 128: return launch_dmma<128, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    default: return launch_dmma<256, SPLIT>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 16: return launch_dmma<16, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 32: return launch_dmma<32, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 64: return launch_dmma<64, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 128: return launch_dmma<128, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    default: return launch_dmma<256, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
     }
 }
 
-cudaError_t dec_mma_part(const float *q, float *part, const void *K, const void *V, const int64_t *pos_dev,
-                         int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv, int D, float scale,
-                         int window, cudaStream_t s)
+/* ctx, cnt: engk_attn_decode_fused's (the merge folded in), or NULL (the partials alone) */
+cudaError_t dec_mma_part(const float *q, float *part, float *ctx, unsigned *cnt, const void *K, const void *V,
+                         const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
+                         int Hkv, int D, float scale, int window, cudaStream_t s)
 {
     const uint16_t *k = static_cast<const uint16_t *>(K), *v = static_cast<const uint16_t *>(V);
-    return dec_kernel == ENGK_DEC_MMA_BF16
-               ? dec_mma_d<false>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
-               : dec_mma_d<true>(q, part, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+    const bool bf = dec_kernel == ENGK_DEC_MMA_BF16;
+    if (cnt)
+        return bf ? dec_mma_d<false, true>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
+                  : dec_mma_d<true, true>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+    return bf ? dec_mma_d<false, false>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
+              : dec_mma_d<true, false>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
 }
 
 size_t dec_smem(int G, int D, int P) /* qs [G][D], later red [DEC_WARPS][HG][D]; sp [G][P] */
@@ -1341,9 +1473,9 @@ cudaError_t engk_attn_decode_tile(const float *q, float *part, const void *Kt, c
 {
     const int64_t kv0 = (int64_t)k * P;
     if (dec_mma_ok(H, Hkv, D, f32))
-        return dec_mma_part(q, part, Kt, Vt, pos_dev, kv0, k, k, max_tiles, P, H, Hkv, D, scale, window, s);
-    return f32 ? dec_part<float>(q, part, Kt, Vt, pos_dev, kv0, k, k, max_tiles, P, H, Hkv, D, scale, window, s)
-               : dec_part<uint16_t>(q, part, Kt, Vt, pos_dev, kv0, k, k, max_tiles, P, H, Hkv, D, scale, window, s);
+        return dec_mma_part(q, part, NULL, NULL, Kt, Vt, pos_dev, kv0, k, k, max_tiles, P, H, Hkv, D, scale, window, s);
+    return f32 ? dec_part<float>(q, part, NULL, NULL, Kt, Vt, pos_dev, kv0, k, k, max_tiles, P, H, Hkv, D, scale, window, s)
+               : dec_part<uint16_t>(q, part, NULL, NULL, Kt, Vt, pos_dev, kv0, k, k, max_tiles, P, H, Hkv, D, scale, window, s);
 }
 
 cudaError_t engk_attn_decode_merge(const float *part, float *ctx, const int64_t *pos_dev, int max_tiles, int P,
@@ -1353,18 +1485,35 @@ cudaError_t engk_attn_decode_merge(const float *part, float *ctx, const int64_t 
     return launch_dep(k_dec_merge, grid, dim3(MERGE_THREADS), 0, s, part, ctx, pos_dev, max_tiles, P, H, D, window);
 }
 
+/* The partials of every live tile over the resident cache; with cnt the merge folded in (ctx written). */
+static cudaError_t decode_parts(const float *q, float *ctx, float *part, unsigned *cnt, const void *K, const void *V,
+                                int f32, const int64_t *pos_dev, int max_tiles, int P, int H, int Hkv, int D,
+                                float scale, int window, cudaStream_t s)
+{
+    const int kmax = max_tiles - 1;
+    return dec_mma_ok(H, Hkv, D, f32)
+               ? dec_mma_part(q, part, ctx, cnt, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
+           : f32 ? dec_part<float>(q, part, ctx, cnt, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
+                 : dec_part<uint16_t>(q, part, ctx, cnt, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+}
+
 cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void *K, const void *V, int f32,
                              const int64_t *pos_dev, int max_tiles, int P, int H, int Hkv, int D, float scale,
                              int window, cudaStream_t s)
 {
-    const int kmax = max_tiles - 1;
-    cudaError_t err = dec_mma_ok(H, Hkv, D, f32)
-                          ? dec_mma_part(q, part, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
-                      : f32 ? dec_part<float>(q, part, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s)
-                          : dec_part<uint16_t>(q, part, K, V, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D, scale, window, s);
+    cudaError_t err = decode_parts(q, ctx, part, NULL, K, V, f32, pos_dev, max_tiles, P, H, Hkv, D, scale, window, s);
     if (err != cudaSuccess)
         return err;
     return engk_attn_decode_merge(part, ctx, pos_dev, max_tiles, P, H, D, window, s);
+}
+
+cudaError_t engk_attn_decode_fused(const float *q, float *ctx, float *part, unsigned *cnt, const void *K,
+                                   const void *V, int f32, const int64_t *pos_dev, int max_tiles, int P, int H,
+                                   int Hkv, int D, float scale, int window, cudaStream_t s)
+{
+    if (!cnt)
+        return cudaErrorInvalidValue;
+    return decode_parts(q, ctx, part, cnt, K, V, f32, pos_dev, max_tiles, P, H, Hkv, D, scale, window, s);
 }
 
 void engk_attn_decode_blocks(int n) { dec_blocks_cap = n > 0 ? n : 0; }

@@ -35,6 +35,14 @@ int64_t engk_attn_part_floats(int max_tiles, int H, int D);
 cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void *K, const void *V, int f32,
                              const int64_t *pos_dev, int max_tiles, int P, int H, int Hkv, int D, float scale,
                              int window, cudaStream_t s);
+/* engk_attn_decode in one launch, the same bits: the merge is folded into the partial kernel. A single live tile
+ * is merged by the block that computes it; with several, each block arrives (after a device fence) on cnt[kv head]
+ * and the one that arrives last merges the group's heads from the partials in k_dec_merge's fixed order and
+ * arithmetic, then resets cnt[kv head] to 0. cnt: Hkv counters, zero before the first launch (cudaMemset) and left
+ * zero by every completed launch; launches sharing cnt must not run concurrently. */
+cudaError_t engk_attn_decode_fused(const float *q, float *ctx, float *part, unsigned *cnt, const void *K,
+                                   const void *V, int f32, const int64_t *pos_dev, int max_tiles, int P, int H,
+                                   int Hkv, int D, float scale, int window, cudaStream_t s);
 /* The partial of tile k alone, with K/V[j - k*P] holding position j (an uploaded tile buffer): the same kernel
  * and slot as engk_attn_decode's, so per-tile launches + engk_attn_decode_merge give the same bits. */
 cudaError_t engk_attn_decode_tile(const float *q, float *part, const void *Kt, const void *Vt, int f32,

@@ -105,6 +105,12 @@ int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *me
         if (!eng_cli_int(a, val, 0, 1024, &v))
             return -1;
         o->device = (int)v;
+    } else if (!strcmp(a, "--decode-fusion")) {
+        if (strcmp(val, "on") && strcmp(val, "off")) {
+            fprintf(stderr, "engine: error: --decode-fusion needs on or off, got '%s'\n", val);
+            return -1;
+        }
+        o->decode_fusion = !strcmp(val, "on");
     } else
         return 0;
     (*i)++;

@@ -51,7 +51,8 @@ struct eng {
     float *d_st_m, *d_st_l, *d_st_acc;
     /* split-KV decode: tile partials (the position is the device scalar d_pos below) */
     float *d_part;
-    int max_tiles;
+    unsigned *d_acnt; /* the fused merge's counters, after the partials in d_part (decode_fusion) */
+    int max_tiles, dec_fuse;
     /* recurrent state of each GDN layer (NULL elsewhere), on the device in every mode: S [Hv, dv, dk] at position
      * gdn_base followed by the pending rows of gdn_base's DeltaNet chunk (engk_gdn_chunked), conv [K-1, C]; fp32 */
     float **d_gS, **d_gcs;
@@ -142,7 +143,8 @@ static int halloc_at(void **p, int64_t bytes, int64_t *acct, const char *what, r
 
 static int64_t kvrow(const rc_layer_desc *d) { return (int64_t)d->n_kv_heads * d->head_dim; }
 
-/* Floats of the decode partials: the largest layer's (H, D) over max_tiles tiles. */
+/* Floats of the decode partials: the largest layer's (H, D) over max_tiles tiles; then (part_words) the fused
+ * merge's arrival counters, one 4-byte word per KV head of the widest layer (engk_attn_decode_fused). */
 static int64_t part_floats(const rc_config *c, int max_tiles)
 {
     int64_t n = 0;
@@ -152,6 +154,30 @@ static int64_t part_floats(const rc_config *c, int max_tiles)
             n = f;
     }
     return n;
+}
+
+static int64_t part_words(const rc_config *c, int max_tiles)
+{
+    int hkv = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        hkv = c->layers[l].n_kv_heads > hkv ? c->layers[l].n_kv_heads : hkv;
+    return part_floats(c, max_tiles) + hkv;
+}
+
+/* The decode attention's form (ENG_AUTO: $REFCHAIN_DECODE_FUSION, else ENG_DECODE_FUSION): 1 = the merge folded into
+ * the partial kernel (engk_attn_decode_fused), 0 = partials + merge kernel. The same bits either way. */
+static int decode_fusion(int opt, rc_err *e)
+{
+    if (opt == 0 || opt == 1)
+        return opt;
+    const char *v = getenv("REFCHAIN_DECODE_FUSION");
+    if (!v || !*v)
+        return ENG_DECODE_FUSION;
+    if (!strcmp(v, "1") || !strcmp(v, "on"))
+        return 1;
+    if (!strcmp(v, "0") || !strcmp(v, "off"))
+        return 0;
+    return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_DECODE_FUSION must be 1, on, 0 or off, got '%s'", v);
 }
 
 /* The prefill GEMM's widest K and, when a layer has a bias and a residual on one matmul (o, down), the width of
@@ -255,7 +281,7 @@ static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, int gemm
     s->kv_offload = (4 * (int64_t)P * kvr + 2 * (int64_t)C * kvr) * w->elt + (int64_t)C * (2 * heads + qd) * 4;
     s->workspace = 4 * ((int64_t)C * (2 * Hd + nqkv + 2 * qd + 3 * I) + Hd + (int64_t)c->n_ropes * 2 * C * half) +
                    (int64_t)C * 4 + Hd * 4 + ENG_DEC_BYTES; /* + ids + final norm weight + decode scalars */
-    s->workspace += 4 * part_floats(c, engk_attn_max_tiles(max_ctx, P)); /* decode attention partials */
+    s->workspace += 4 * part_words(c, engk_attn_max_tiles(max_ctx, P)); /* decode attention partials, counters */
     if (gemm) {
         int max_k, scratch_n;
         gemm_dims(w, &max_k, &scratch_n);
@@ -286,6 +312,7 @@ void eng_opts_default(eng_opts *o)
     o->kv_tile = ENG_DEFAULT_TILE;
     o->max_ctx = ENG_DEFAULT_CTX;
     o->prefill_chunk = ENG_DEFAULT_CHUNK;
+    o->decode_fusion = ENG_AUTO;
 }
 
 int eng_available(int device, char *why, size_t cap)
@@ -691,7 +718,9 @@ static int open_workspace(eng *E, rc_err *e)
     if (E->w->dq_max)
         ATTEMPT(DALLOC(E->d_wdq, E->w->dq_max * E->elt, acct, "the dequant scratch"));
     E->max_tiles = engk_attn_max_tiles(E->max_ctx, E->P);
-    ATTEMPT(DALLOC(E->d_part, 4 * part_floats(c, E->max_tiles), acct, "decode attention partials"));
+    ATTEMPT(DALLOC(E->d_part, 4 * part_words(c, E->max_tiles), acct, "decode attention partials"));
+    E->d_acnt = (unsigned *)(E->d_part + part_floats(c, E->max_tiles)); /* zero, and left zero by every launch */
+    CK(cudaMemset(E->d_acnt, 0, (size_t)(4 * (part_words(c, E->max_tiles) - part_floats(c, E->max_tiles)))));
     ATTEMPT(DALLOC(E->d_dec, ENG_DEC_BYTES, acct, "decode scalars"));
     E->d_pos = E->d_dec;
     E->d_next = (int32_t *)((char *)E->d_dec + 8);
@@ -741,12 +770,16 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     int rc = eng_config_check(&w->cfg, e);
     if (rc)
         return rc;
+    const int fuse = decode_fusion(o.decode_fusion, e);
+    if (fuse < 0)
+        return e->code;
     eng *E = rc_calloc(1, sizeof *E, e, "engine");
     if (!E)
         return e->code;
     E->w = w;
     E->c = &w->cfg;
     E->o = o;
+    E->dec_fuse = fuse;
     E->L = w->cfg.n_layers;
     E->P = o.kv_tile;
     E->max_ctx = o.max_ctx;
@@ -1033,6 +1066,18 @@ static void host_embed(const eng *E, const int32_t *ids, int T, float *x)
 }
 
 /* ---- attention of one layer over the cache, in tiles of P positions ---- */
+/* The decode row's split-KV attention over a resident cache (position from pos_dev), in the chosen form. */
+static cudaError_t decode_attention(eng *E, const void *K, const void *V, const int64_t *pos_dev,
+                                    const rc_layer_desc *d)
+{
+    const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
+    if (E->dec_fuse)
+        return engk_attn_decode_fused(E->d_q, E->d_ctx, E->d_part, E->d_acnt, K, V, E->f32, pos_dev, E->max_tiles,
+                                      E->P, H, Hkv, D, d->attn_scale, d->window, E->s_comp);
+    return engk_attn_decode(E->d_q, E->d_ctx, E->d_part, K, V, E->f32, pos_dev, E->max_tiles, E->P, H, Hkv, D,
+                            d->attn_scale, d->window, E->s_comp);
+}
+
 /* Decode: split-KV tile partials + a fixed-order merge (the position from the device scalar d_pos); prefill:
  * the tiled online-softmax kernel. KV offload walks the same tiles, each uploaded into one of two buffers. */
 static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
@@ -1045,8 +1090,7 @@ static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
     const int dec = E->decoding;
     if (!E->plan.kv_offload) {
         if (dec)
-            CK(engk_attn_decode(E->d_q, E->d_ctx, E->d_part, E->d_k[l], E->d_v[l], E->f32, E->d_pos, E->max_tiles,
-                                E->P, H, Hkv, D, d->attn_scale, d->window, E->s_comp));
+            CK(decode_attention(E, E->d_k[l], E->d_v[l], E->d_pos, d));
         else
             CK(engk_attn_prefill(E->d_q, E->d_ctx, NULL, NULL, NULL, E->d_k[l], E->d_v[l], E->f32, 0, last, tlo, thi,
                                  E->P, T, pos0, H, Hkv, D, d->attn_scale, d->window, ENGK_INIT | ENGK_FINAL,
@@ -1231,8 +1275,7 @@ static int ring_decode(eng *E, int l, const float *cs, int rot, const float *qn,
     CK(engk_ring_move_dev(E->d_rv[l], E->d_lv, rb, E->d_pos, rel, W, rows, 0, E->s_comp));
     CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_lk, E->d_lv, rel, 0, E->f32, qn, kn, c->qk_norm, c->eps, cs,
                          cs + rot / 2, H, Hkv, D, rot, E->s_comp));
-    CK(engk_attn_decode(E->d_q, E->d_ctx, E->d_part, E->d_lk, E->d_lv, E->f32, rel, E->max_tiles, E->P, H, Hkv, D,
-                        d->attn_scale, d->window, E->s_comp));
+    CK(decode_attention(E, E->d_lk, E->d_lv, rel, d));
     CK(engk_ring_move_dev(E->d_rk[l], E->d_lk, rb, E->d_pos, rel, W, rows, 1, E->s_comp));
     CK(engk_ring_move_dev(E->d_rv[l], E->d_lv, rb, E->d_pos, rel, W, rows, 1, E->s_comp));
     return RC_OK;
@@ -1819,6 +1862,8 @@ int eng_decode_greedy(eng *E, int32_t id, int32_t *next, float *logits, rc_err *
 }
 
 int eng_decode_graphed(const eng *E) { return E->graphed; }
+
+int eng_decode_fused(const eng *E) { return E->dec_fuse; }
 
 /* ---- harness stage adapter ---- */
 typedef struct eng_stage {
