@@ -810,12 +810,14 @@ const Variant variants[] = {
     {"s2u2w8", launch_sq<2, 2, 8, false>, launch_sq<2, 2, 8, true>, false},
     {"s1u2w16", launch_sq<1, 2, 16, false>, launch_sq<1, 2, 16, true>, false},
     /* k_qgemv_mma: m<warps a tile's k is split over>[t<tiles a block>]u<ring>; the fallback (s2u2w8) where it
-     * does not run */
+     * does not run. More tiles a block: x's prologue (max, fp16 pieces) paid once for more rows */
     {"m8u4", launch_mq<8, 1, 4, false>, launch_mq<8, 1, 4, true>, true},
     {"m8u8", launch_mq<8, 1, 8, false>, launch_mq<8, 1, 8, true>, true},
     {"m4u8", launch_mq<4, 1, 8, false>, launch_mq<4, 1, 8, true>, true},
     {"m4t2u4", launch_mq<4, 2, 4, false>, launch_mq<4, 2, 4, true>, true},
     {"m16u2", launch_mq<16, 1, 2, false>, launch_mq<16, 1, 2, true>, true},
+    {"m8t2u4", launch_mq<8, 2, 4, false>, launch_mq<8, 2, 4, true>, true},
+    {"m4t4u4", launch_mq<4, 4, 4, false>, launch_mq<4, 4, 4, true>, true},
 };
 constexpr int NVARIANTS = (int)(sizeof variants / sizeof variants[0]);
 constexpr int OLD_DEFAULT = 5; /* r2u2r, plain and GLU: k_qgemv as it ran before k_qgemv_s */

@@ -221,11 +221,10 @@ static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
     float *dx = ekc_to_dev(x, K, 4), *db = ekc_to_dev(b, rows, 4), *dres = ekc_to_dev(res, N, 4);
     float *dy = ekc_dev_alloc(rows, 4), *dg = ekc_dev_alloc(N, 4);
     int fails = 0, ran = 0;
-    mref r0 = {0}, r1 = {0};
-    if (!glu) {
-        r0 = mma_ref(&t, x, NULL, NULL, N, K);
+    /* plain: without and with b / res; GLU: the 2N plain rows with b */
+    mref r0 = mma_ref(&t, x, glu ? b : NULL, NULL, rows, K), r1 = {0};
+    if (!glu)
         r1 = mma_ref(&t, x, b, res, N, K);
-    }
     for (int v = 0; v < engk_qgemv_variants(); v++) {
         if (!engk_qgemv_variant_mma(v, glu, &q, N, K))
             continue;
@@ -236,9 +235,7 @@ static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
             continue;
         }
         /* GLU: the 2N plain rows (with b) under the bound, then the fused kernel bit-equal to them + engk_glu */
-        mref rg = mma_ref(&t, x, b, NULL, rows, K);
-        fails += check_mma_run(v, c->name, &rg, dy, dx, dm, &q, db, NULL, rows, K, xs);
-        mref_free(&rg);
+        fails += check_mma_run(v, c->name, &r0, dy, dx, dm, &q, db, NULL, rows, K, xs);
         float *got = ekc_hmalloc(N, 4), *want = ekc_hmalloc(N, 4);
         for (int act = 0; act < 2; act++) {
             ekc_poison(dy, rows, 4);
