@@ -202,12 +202,16 @@ static const qcase mma_cases[] = {
     {"int8 per-row scale", RC_QF_SCALE, 8, 0, 0, 0},
     {"int4 g128 scale", RC_QF_SCALE, 4, 128, 0, 0},
     {"int4 g128 affine", RC_QF_AFFINE, 4, 128, 1, 0},
+    {"int8 g128 scale", RC_QF_SCALE, 8, 128, 0, 0},   /* two steps a group */
+    {"int4 g256 affine", RC_QF_AFFINE, 4, 256, 1, 0}, /* two steps a group (K = 128: skipped) */
 };
 
 /* Every m* variant on one format and shape: plain (bound, tripwire, run twice), with and without b / res; the fused
  * GLU (I = N) against the same variant's plain rows + engk_glu, bit for bit. */
 static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
 {
+    if (c->group && K % c->group)
+        return 0;
     rc_qtensor t;
     make_qt(&t, c, glu ? 2 * N : N, K);
     eng_qfmt q;
@@ -266,6 +270,8 @@ static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
 /* A row's bits do not depend on N (the grid): rows [0, n) of an N-row matrix, packed alone, give the same bits. */
 static int check_mma_grid(const qcase *c, int N, int n, int K)
 {
+    if (c->group && K % c->group)
+        return 0;
     rc_qtensor t;
     make_qt(&t, c, N, K);
     eng_qfmt q;
