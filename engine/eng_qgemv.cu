@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include <cuda_fp16.h>
+
 #include "eng_kdev.cuh"
 
 namespace {
@@ -434,6 +436,319 @@ cudaError_t launch_sq(float *y, const float *x, const void *W, const eng_qfmt *q
     return launch_s<1, 8, RO, U, WARPS, GLU, false>(y, x, m, b, res, N, K, act, s);
 }
 
+/* ---- k_qgemv_mma: the tensor-core variant (sm_80+; see eng_qgemv.h for its order and precision) ----
+ * A warp owns a tile of 16 rows (GLU: 8 gate rows n and their up rows I + n) and computes them with
+ * mma.sync.m16n8k16 (f16 inputs, f32 accumulation): A = the codes as exact fp16 integers, B column 0 = x's high
+ * fp16 part, column 1 = its low part (x scaled by an exact power of two), columns 2..7 zero. A step is 16 bytes of
+ * each row per lane: lane (g = lane / 4, t = lane % 4) holds bytes [16 t, 16 t + 16) of the step's 64 bytes of
+ * rows g and g + 8 (int4: 128 k, 8 MMAs; int8: 64 k, 4 MMAs). The MMAs permute k within a step; B uses the same
+ * permutation, so each product pairs a code with its own x: thread t's A slots (2t, 2t+1 | 2t+8, 2t+9) of MMA i
+ * hold, int8: k = 16 t + 4 i + (0, 1 | 2, 3); int4 (MMA 2 w + h, word w): k = 32 t + 8 w + 2 h + (0, 4 | 1, 5). */
+
+template <int BITS> __host__ __device__ constexpr int mma_stepk() { return BITS == 4 ? 128 : 64; } /* k a step covers */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 /* the device helpers of k_qgemv_mma (its body is empty before) */
+/* fp16x2 a - b; exact here (integers below 2048) */
+__device__ __forceinline__ unsigned hsub2u(unsigned a, unsigned b)
+{
+    unsigned r;
+    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+/* c += A B: m16n8k16, row-major A (a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)),
+ * column-major B (b0 = (k 2t..2t+1, n g), b1 = (k 2t+8..2t+9, n g)), c0, c1 = (g, 2t, 2t+1), c2, c3 = (g+8, ...). */
+__device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Nibbles s / 4 and s / 4 + 4 of w (biased to unsigned) as fp16x2 1024 + u, minus 1024 + bias: the exact code. */
+template <unsigned SUB> __device__ __forceinline__ unsigned nib2(unsigned w, int s)
+{
+    return hsub2u(((w >> s) & 0x000F000Fu) | 0x64006400u, SUB);
+}
+
+/* Bytes (sel: 0x4140 = bytes 0, 1; 0x4342 = bytes 2, 3) of w (biased to unsigned) as fp16x2 1024 + u, minus 1152. */
+__device__ __forceinline__ unsigned byte2(unsigned w, unsigned sel)
+{
+    return hsub2u(__byte_perm(w, 0x64646464u, sel), 0x64806480u);
+}
+
+/* One step's MMAs into c (from zero) for the lane's 16 bytes wa (row g) and wb (row g + 8); xp: the lane's B pieces
+ * (16 bytes each, 8 uint4 apart): int4 piece w holds the fp16 x of word w's k in the order 0 4 1 5 2 6 3 7 (b0, b1
+ * of MMA 2 w, then of MMA 2 w + 1); int8 piece p the 8 k of words 2 p, 2 p + 1 in order. */
+template <int FAM, int BITS>
+__device__ __forceinline__ void mma_step(float (&c)[4], const uint4 &wa, const uint4 &wb, const uint4 *xp)
+{
+    constexpr unsigned FLIP = FAM == 2 ? 0u : BITS == 8 ? 0x80808080u : 0x88888888u;
+    constexpr unsigned SUB4 = FAM == 2 ? 0x64006400u : 0x64086408u; /* 1024 (+ 8) */
+    if (BITS == 4) {
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            const uint4 bx = xp[8 * w];
+            const unsigned a = (&wa.x)[w] ^ FLIP, b = (&wb.x)[w] ^ FLIP;
+            mma16816(c, nib2<SUB4>(a, 0), nib2<SUB4>(b, 0), nib2<SUB4>(a, 4), nib2<SUB4>(b, 4), bx.x, bx.y);
+            mma16816(c, nib2<SUB4>(a, 8), nib2<SUB4>(b, 8), nib2<SUB4>(a, 12), nib2<SUB4>(b, 12), bx.z, bx.w);
+        }
+    } else {
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            const uint4 bx = xp[8 * p];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const unsigned a = (&wa.x)[2 * p + h] ^ FLIP, b = (&wb.x)[2 * p + h] ^ FLIP;
+                mma16816(c, byte2(a, 0x4140u), byte2(b, 0x4140u), byte2(a, 0x4342u), byte2(b, 0x4342u),
+                         (&bx.x)[2 * h], (&bx.x)[2 * h + 1]);
+            }
+        }
+    }
+}
+
+/* x = hi + lo + r, hi = fp16(x), lo = fp16(x - hi) (x - hi exact in f32): |r| <= 2^-22 |x| + 2^-25. */
+__device__ __forceinline__ void split_f16(float v, unsigned &hi, unsigned &lo)
+{
+    const __half h = __float2half_rn(v);
+    hi = __half_as_ushort(h);
+    lo = __half_as_ushort(__float2half_rn(__fsub_rn(v, __half2float(h))));
+}
+
+#endif
+
+/* Shared memory of k_qgemv_mma (uint4 units): the B pieces, step-major, [step][piece q][hi, lo][t] (the 8 B lanes
+ * of one load read 128 contiguous bytes); a zero block (the lanes of columns 2..7 read it); the affine family's
+ * per-step sums of x (f32). */
+size_t mma_smem(int K, int bits, int family)
+{
+    const int SK = bits == 4 ? 128 : 64, S = K / SK, NQ = SK / 32;
+    return ((size_t)S * NQ * 8 + (size_t)NQ * 8) * 16 + (family == 2 ? (size_t)S * 4 : 0);
+}
+
+/* KS warps split a tile's k steps (warp ks: steps ks, ks + KS, ...), TILES tiles a block, a ring of U steps in
+ * flight per lane (loaded before dep_wait: weights). Per row: each step's MMAs from zero, v = (c0 + c1) 2^e, then
+ * acc = fma(s, v, acc) (+ fma(m, sum of the step's x, acc)) in the warp's step order (PERROW: acc += v, times s at
+ * the end); the KS warps' accs summed in warp order; + b, res +. None of it depends on the grid or on U. */
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW>
+__global__ void __launch_bounds__(KS * TILES * 32)
+    k_qgemv_mma(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int WARPS = KS * TILES, NT = WARPS * 32, SK = mma_stepk<BITS>(), NQ = SK / 32, PPS = SK / 8;
+    extern __shared__ uint4 xq[];
+    __shared__ float red[WARPS][16], wmx[WARPS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int tile = warp / KS, ks = warp % KS;
+    const int S = K / SK, nj = ks < S ? (S - ks + KS - 1) / KS : 0; /* this warp's steps */
+    const int64_t tl0 = (int64_t)blockIdx.x * TILES + tile;
+    /* the lane's A rows g and g + 8; a row past N computes row 0's (or N's) sums, never stored */
+    int64_t ra, rb;
+    if (GLU) {
+        const int64_t o = tl0 * 8 + g;
+        ra = o < N ? o : 0;
+        rb = o < N ? N + o : N;
+    } else {
+        const int64_t oa = tl0 * 16 + g, ob = oa + 8;
+        ra = oa < N ? oa : 0;
+        rb = ob < N ? ob : 0;
+    }
+    const uint4 *w16 = reinterpret_cast<const uint4 *>(m.codes);
+    const unsigned wa0 = (unsigned)(ra * (m.row_bytes / 16)) + t, wb0 = (unsigned)(rb * (m.row_bytes / 16)) + t;
+    const unsigned sa0 = (unsigned)(ra * m.ng), sb0 = (unsigned)(rb * m.ng);
+    uint4 cha[U], chb[U];
+    float csa[U], csb[U], cma[U], cmb[U];
+    /* ring slot u <- step j: the two rows' 16 bytes and (not PERROW) their group's scales and offsets */
+    const auto load = [&](int u, unsigned j) {
+        cha[u] = ld_stream16(w16 + wa0 + 4 * j);
+        chb[u] = ld_stream16(w16 + wb0 + 4 * j);
+        if (!PERROW) {
+            csa[u] = __ldg(m.scale + sa0 + (j >> gshift));
+            csb[u] = __ldg(m.scale + sb0 + (j >> gshift));
+            cma[u] = FAM == 2 ? __ldg(m.offset + sa0 + (j >> gshift)) : 0.0f;
+            cmb[u] = FAM == 2 ? __ldg(m.offset + sb0 + (j >> gshift)) : 0.0f;
+        }
+    };
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (u < nj)
+            load(u, (unsigned)(ks + KS * u));
+    dep_launch(); /* the codes and scales above are weights; x, b, res and y belong to the kernels before */
+    dep_wait();
+    /* max |x| (NaN ignored; exact, so in any order), then 2^e with max |x| 2^-e in [2^14, 2^15) */
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+    float mx = 0.0f;
+    for (int L = threadIdx.x; L < K / 4; L += NT) {
+        const float4 v = x4[L];
+        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    mx = warp_max(mx);
+    if (lane == 0)
+        wmx[warp] = mx;
+    __syncthreads();
+    mx = wmx[0];
+    for (int w = 1; w < WARPS; w++)
+        mx = fmaxf(mx, wmx[w]);
+    const int E = max((int)((__float_as_uint(mx) >> 23) & 255u) - 127, -100); /* floor(log2 max|x|), >= -100 */
+    const float down = __uint_as_float((unsigned)(127 + 14 - E) << 23);   /* 2^-e, e = E - 14 */
+    const float up = __uint_as_float((unsigned)(127 - 14 + E) << 23);     /* 2^e */
+    /* the B pieces: piece p = x[8 p, 8 p + 8) is (step p / PPS, lane t, piece q) of the layout above */
+    float *xsum = reinterpret_cast<float *>(xq + (S + 1) * NQ * 8);
+    for (int p0 = warp * 32; p0 < K / 8; p0 += NT) { /* whole warps: the affine sums' shuffles */
+        const int p = p0 + lane;
+        const bool in = p < K / 8;
+        const float4 u0 = x4[2 * (in ? p : 0)], u1 = x4[2 * (in ? p : 0) + 1];
+        const float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+        unsigned hi[8], lo[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int k = BITS == 4 ? (i >> 1) + 4 * (i & 1) : i; /* int4: 0 4 1 5 2 6 3 7 */
+            split_f16(__fmul_rn(v[k], down), hi[i], lo[i]);
+        }
+        if (in) {
+            const int st = p / PPS, q = p % PPS % NQ, tt = p % PPS / NQ;
+            uint4 *d = xq + (st * NQ + q) * 8 + tt;
+            d[0] = make_uint4(hi[0] | hi[1] << 16, hi[2] | hi[3] << 16, hi[4] | hi[5] << 16, hi[6] | hi[7] << 16);
+            d[4] = make_uint4(lo[0] | lo[1] << 16, lo[2] | lo[3] << 16, lo[4] | lo[5] << 16, lo[6] | lo[7] << 16);
+        }
+        if (FAM == 2) { /* a step's 128 x: 8 in k order a lane, then the 16 lanes' xor butterfly (same bits in each) */
+            float s = v[0];
+#pragma unroll
+            for (int i = 1; i < 8; i++)
+                s = __fadd_rn(s, v[i]);
+#pragma unroll
+            for (int off = 1; off < 16; off <<= 1)
+                s = __fadd_rn(s, __shfl_xor_sync(FULL, s, off));
+            if (in && (lane & 15) == 0)
+                xsum[p / 16] = s;
+        }
+    }
+    if (threadIdx.x < NQ * 8)
+        xq[S * NQ * 8 + threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
+    __syncthreads();
+    /* B: lanes g = 0 (hi), 1 (lo) read their pieces of step j at xb + j xst; the others the zero block */
+    const uint4 *xb = g < 2 ? xq + g * 4 + t : xq + S * NQ * 8 + t;
+    const int xst = g < 2 ? NQ * 8 : 0;
+    float acca = 0.0f, accb = 0.0f;
+    for (int j0 = 0; j0 < nj; j0 += U)
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int jj = j0 + u, j = ks + KS * jj;
+            if (jj >= nj)
+                break;
+            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            mma_step<FAM, BITS>(c, cha[u], chb[u], xb + j * xst);
+            const float va = __fmul_rn(__fadd_rn(c[0], c[1]), up), vb = __fmul_rn(__fadd_rn(c[2], c[3]), up);
+            if (PERROW) {
+                acca = __fadd_rn(acca, va);
+                accb = __fadd_rn(accb, vb);
+            } else {
+                acca = __fmaf_rn(csa[u], va, acca);
+                accb = __fmaf_rn(csb[u], vb, accb);
+                if (FAM == 2) {
+                    const float xs = xsum[j];
+                    acca = __fmaf_rn(cma[u], xs, acca);
+                    accb = __fmaf_rn(cmb[u], xs, accb);
+                }
+            }
+            if (jj + U < nj)
+                load(u, (unsigned)(j + KS * U));
+        }
+    if (t == 0) { /* columns 0 (hi) and 1 (lo) of rows g, g + 8; the other lanes hold the zero columns */
+        red[warp][g] = acca;
+        red[warp][g + 8] = accb;
+    }
+    __syncthreads();
+    const int r = threadIdx.x & 15, tr = threadIdx.x >> 4; /* tile tr's row r */
+    if (threadIdx.x >= TILES * 16 || (GLU && r >= 8))
+        return;
+    const int64_t tt0 = (int64_t)blockIdx.x * TILES + tr;
+    float va = red[tr * KS][r], vb = GLU ? red[tr * KS][r + 8] : 0.0f;
+    for (int w = 1; w < KS; w++) {
+        va = __fadd_rn(va, red[tr * KS + w][r]);
+        if (GLU)
+            vb = __fadd_rn(vb, red[tr * KS + w][r + 8]);
+    }
+    const int64_t o = GLU ? tt0 * 8 + r : tt0 * 16 + r;
+    if (o >= N)
+        return;
+    if (PERROW) { /* one group a row: m.ng == 1 */
+        va = __fmul_rn(va, __ldg(m.scale + o));
+        if (GLU)
+            vb = __fmul_rn(vb, __ldg(m.scale + N + o));
+    }
+    const float acc[2] = {va, vb};
+    store_rows<1, GLU>(y, acc, o, b, res, N, act);
+#endif
+}
+
+/* Step j's group is j >> shift: steps a group (group / step) a power of two, or 31 where group == K; -1 otherwise. */
+int mma_shift(int group, int K, int SK)
+{
+    if (group == K)
+        return 31;
+    if (group % SK)
+        return -1;
+    int sh = 0;
+    while ((SK << sh) < group)
+        sh++;
+    return (SK << sh) == group ? sh : -1;
+}
+
+/* 1 if k_qgemv_mma runs q at [rows, K] on the current device: sm_80+, whole steps, groups by a shift, 32-bit
+ * offsets (as k_qgemv_s), the B pieces within the opt-in shared memory. */
+bool mma_runs(const eng_qfmt *q, int64_t rows, int K)
+{
+    const int SK = q->bits == 4 ? 128 : 64;
+    int dev = 0, major = 0, optin = 0;
+    if (!eng_qfmt_ok(q, K) || K % SK || mma_shift(q->group, K, SK) < 0 || !slot_fits(q, rows, K))
+        return false;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        cudaGetLastError(); /* the failed query's error, not a kernel's */
+        return false;
+    }
+    return major >= 8 && mma_smem(K, q->bits, q->family) + 2048 <= (size_t)optin; /* + red, wmx */
+}
+
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW>
+cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, const float *res, int N, int K, int act,
+                     cudaStream_t s)
+{
+    const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW>;
+    const size_t smem = mma_smem(K, BITS, FAM);
+    if (smem > 32 * 1024) {
+        const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess)
+            return err;
+    }
+    const int64_t tiles = GLU ? ((int64_t)N + 7) / 8 : ((int64_t)N + 15) / 16;
+    const unsigned grid = (unsigned)((tiles + TILES - 1) / TILES);
+    return launch_dep(kern, dim3(grid), dim3(KS * TILES * 32), smem, s, y, x, m, b, res, N, K, act,
+                      mma_shift(m.group, K, mma_stepk<BITS>()));
+}
+
+/* The tensor-core kernel where mma_runs, else k_qgemv_s's s2u2w8 (eng_qdot_model's order). */
+template <int KS, int TILES, int U, bool GLU>
+cudaError_t launch_mq(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
+                      int N, int K, int act, cudaStream_t s)
+{
+    if (N < 1 || !eng_qfmt_ok(q, K))
+        return cudaErrorInvalidValue;
+    if (!mma_runs(q, GLU ? 2 * (int64_t)N : N, K))
+        return launch_sq<2, 2, 8, GLU>(y, x, W, q, b, res, N, K, act, s);
+    const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
+    if (q->family == 2)
+        return launch_m<2, 4, KS, TILES, U, GLU, false>(y, x, m, b, res, N, K, act, s);
+    if (q->bits == 4)
+        return q->group == K ? launch_m<1, 4, KS, TILES, U, GLU, true>(y, x, m, b, res, N, K, act, s)
+                             : launch_m<1, 4, KS, TILES, U, GLU, false>(y, x, m, b, res, N, K, act, s);
+    return q->group == K ? launch_m<1, 8, KS, TILES, U, GLU, true>(y, x, m, b, res, N, K, act, s)
+                         : launch_m<1, 8, KS, TILES, U, GLU, false>(y, x, m, b, res, N, K, act, s);
+}
+
 /* One thread per 16-byte block: the family's rule into f32 or bf16 (k_qgemv's dq, so the same weight values). */
 template <int FAM, int BITS, typename T>
 __global__ void k_qdequant(T *dst, QMat m, int64_t nblocks, int K)
@@ -467,32 +782,42 @@ cudaError_t dequant_t(void *dst, int f32, const QMat &m, int N, int K, cudaStrea
 typedef cudaError_t (*QFn)(float *, const float *, const void *, const eng_qfmt *, const float *, const float *, int,
                            int, int, cudaStream_t);
 
-/* Every variant: the same per-row order, the same bits. glu: the fused gate|up variant (none where a warp's rows
- * cannot pair up). */
+/* Every k_qgemv / k_qgemv_s variant: the same per-row order, the same bits. glu: the fused gate|up variant (none
+ * where a warp's rows cannot pair up). The k_qgemv_mma variants (mma): their own order (eng_qgemv.h), one per KS. */
 struct Variant {
     const char *name;
     QFn plain, glu;
+    bool mma; /* k_qgemv_mma where mma_runs: the MMA's order, not eng_qdot_model's */
 };
 
 const Variant variants[] = {
     /* k_qgemv: x through L1, scales loaded when a block is consumed (R rows incl. a GLU's up rows) */
-    {"r1u4", launch_q<1, 4, false>, nullptr},
-    {"r2u2", launch_q<2, 2, false>, launch_q<2, 2, true>},
-    {"r2u4", launch_q<2, 4, false>, launch_q<2, 4, true>},
-    {"r4u2", launch_q<4, 2, false>, launch_q<4, 2, true>},
-    {"r1u8", launch_q<1, 8, false>, nullptr},
-    {"r2u2r", launch_q<2, 2, false, true>, launch_q<2, 2, true, true>},
-    {"r1u4r", launch_q<1, 4, false, true>, nullptr},
-    {"r2u4r", launch_q<2, 4, false, true>, launch_q<2, 4, true, true>},
+    {"r1u4", launch_q<1, 4, false>, nullptr, false},
+    {"r2u2", launch_q<2, 2, false>, launch_q<2, 2, true>, false},
+    {"r2u4", launch_q<2, 4, false>, launch_q<2, 4, true>, false},
+    {"r4u2", launch_q<4, 2, false>, launch_q<4, 2, true>, false},
+    {"r1u8", launch_q<1, 8, false>, nullptr, false},
+    {"r2u2r", launch_q<2, 2, false, true>, launch_q<2, 2, true, true>, false},
+    {"r1u4r", launch_q<1, 4, false, true>, nullptr, false},
+    {"r2u4r", launch_q<2, 4, false, true>, launch_q<2, 4, true, true>, false},
     /* k_qgemv_s: s<outputs a warp>u<ring>w<warps a block>; x in shared memory, scales in the ring */
-    {"s1u8w8", launch_sq<1, 8, 8, false>, launch_sq<1, 8, 8, true>},
-    {"s1u8w16", launch_sq<1, 8, 16, false>, launch_sq<1, 8, 16, true>},
-    {"s2u4w8", launch_sq<2, 4, 8, false>, launch_sq<2, 4, 8, true>},
-    {"s2u4w16", launch_sq<2, 4, 16, false>, launch_sq<2, 4, 16, true>},
-    {"s1u4w8", launch_sq<1, 4, 8, false>, launch_sq<1, 4, 8, true>},
-    {"s1u4w16", launch_sq<1, 4, 16, false>, launch_sq<1, 4, 16, true>},
-    {"s2u2w8", launch_sq<2, 2, 8, false>, launch_sq<2, 2, 8, true>},
-    {"s1u2w16", launch_sq<1, 2, 16, false>, launch_sq<1, 2, 16, true>},
+    {"s1u8w8", launch_sq<1, 8, 8, false>, launch_sq<1, 8, 8, true>, false},
+    {"s1u8w16", launch_sq<1, 8, 16, false>, launch_sq<1, 8, 16, true>, false},
+    {"s2u4w8", launch_sq<2, 4, 8, false>, launch_sq<2, 4, 8, true>, false},
+    {"s2u4w16", launch_sq<2, 4, 16, false>, launch_sq<2, 4, 16, true>, false},
+    {"s1u4w8", launch_sq<1, 4, 8, false>, launch_sq<1, 4, 8, true>, false},
+    {"s1u4w16", launch_sq<1, 4, 16, false>, launch_sq<1, 4, 16, true>, false},
+    {"s2u2w8", launch_sq<2, 2, 8, false>, launch_sq<2, 2, 8, true>, false},
+    {"s1u2w16", launch_sq<1, 2, 16, false>, launch_sq<1, 2, 16, true>, false},
+    /* k_qgemv_mma: m<warps a tile's k is split over>[t<tiles a block>]u<ring>; the fallback (s2u2w8) where it
+     * does not run. More tiles a block: x's prologue (max, fp16 pieces) paid once for more rows */
+    {"m8u4", launch_mq<8, 1, 4, false>, launch_mq<8, 1, 4, true>, true},
+    {"m8u8", launch_mq<8, 1, 8, false>, launch_mq<8, 1, 8, true>, true},
+    {"m4u8", launch_mq<4, 1, 8, false>, launch_mq<4, 1, 8, true>, true},
+    {"m4t2u4", launch_mq<4, 2, 4, false>, launch_mq<4, 2, 4, true>, true},
+    {"m16u2", launch_mq<16, 1, 2, false>, launch_mq<16, 1, 2, true>, true},
+    {"m8t2u4", launch_mq<8, 2, 4, false>, launch_mq<8, 2, 4, true>, true},
+    {"m4t4u4", launch_mq<4, 4, 4, false>, launch_mq<4, 4, 4, true>, true},
 };
 constexpr int NVARIANTS = (int)(sizeof variants / sizeof variants[0]);
 constexpr int OLD_DEFAULT = 5; /* r2u2r, plain and GLU: k_qgemv as it ran before k_qgemv_s */
@@ -513,9 +838,16 @@ int vindex(const char *name)
  * at least (an int4 block needs 128 bytes of x: with one row the shared-memory reads alone would match the DRAM
  * stream), a ring of 4 where N leaves at most 16 warps an SM anyway (o, down), of 2 at 64 registers elsewhere.
  * Rows too long for x in shared memory, and groups k_qgemv_s cannot index by a shift, take k_qgemv. */
+/* 1: the engine launches k_qgemv_mma wherever mma_runs (sm_80+, int8 per row or groups of 64 k and up, int4
+ * groups of 128 k and up); 0: k_qgemv_s / k_qgemv everywhere (eng_qdot_model's bits). Flip after measuring
+ * `test_engk_qgemv --bench`. */
+static const int USE_MMA = 1;
+
 extern "C" int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K)
 {
     int dev = 0, optin = 0;
+    if (USE_MMA && N >= 1 && mma_runs(q, glu ? 2 * (int64_t)N : N, K))
+        return vindex("m8u4"); /* not yet measured against the other m* shapes: see --bench */
     if (!eng_qfmt_ok(q, K) || !slot_fits(q, glu ? 2 * (int64_t)N : N, K))
         return OLD_DEFAULT;
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -567,6 +899,11 @@ extern "C" int engk_qgemv_variants(void) { return NVARIANTS; }
 extern "C" const char *engk_qgemv_variant_name(int v) { return v >= 0 && v < NVARIANTS ? variants[v].name : "?"; }
 
 extern "C" int engk_qgemv_variant_has_glu(int v) { return v >= 0 && v < NVARIANTS && variants[v].glu; }
+
+extern "C" int engk_qgemv_variant_mma(int v, int glu, const eng_qfmt *q, int N, int K)
+{
+    return v >= 0 && v < NVARIANTS && variants[v].mma && N >= 1 && mma_runs(q, glu ? 2 * (int64_t)N : N, K);
+}
 
 extern "C" cudaError_t engk_qgemv_variant(int v, int glu, float *y, const float *x, const void *W, const eng_qfmt *q,
                                           const float *b, const float *res, int N, int K, int act, cudaStream_t s)

@@ -1,8 +1,21 @@
 /* Quantized decode GEMV and the prefill dequant, on the packed matrices of eng_qfmt.h: int8 / int4 codes with a scale
  * per group (RC_QF_SCALE, w = s*q) or a scale and an offset (RC_QF_AFFINE, w = (s*q) + m), one device function per
- * family, each operation rounded on its own (docs/quantization.md). GEMV order, per row: lane l walks the row's
- * 16-byte blocks l, l+32, ... in order, dequantizes each weight and accumulates fmaf(w, x, acc) from 0 in k order,
- * then the xor butterfly (whatever the kernel or launch shape); then + b, then res +. eng_qdot_model (eng_qpack.h) is its host model, bit for bit. */
+ * family, each operation rounded on its own (docs/quantization.md). Two GEMV orders:
+ * - k_qgemv / k_qgemv_s (the r* and s* variants; sm < 80, and formats k_qgemv_mma does not run): per row, lane l
+ *   walks the row's 16-byte blocks l, l+32, ... in order, dequantizes each weight and accumulates fmaf(w, x, acc) from
+ *   0 in k order, then the xor butterfly (whatever the kernel or launch shape); then + b, then res +. eng_qdot_model
+ *   (eng_qpack.h) is its host model, bit for bit.
+ * - k_qgemv_mma (the m* variants, sm_80+, int8 per row or in groups of 64 k and up, int4 in groups of 128 k and up,
+ *   group / step a power of two): tensor cores (mma m16n8k16, f16 inputs, f32 accumulation) in a fixed order that
+ *   eng_qdot_model does not model: x scaled by 2^-e (max |x| 2^-e in [2^14, 2^15)) and split into fp16 hi + lo
+ *   (|x - (hi + lo) 2^e| <= 2^-22 |x| + 2^-39 max|x|); codes exact in fp16; per step (int4: 128 k, int8: 64 k) the
+ *   MMAs from zero, v = (hi column + lo column) 2^e, acc = fma(s, v, acc) (affine: then fma(m, sum of the step's x,
+ *   acc)) over the warp's steps; the split-k warps' accs summed in warp order (per row: times s); + b, then res +.
+ *   Error about 2^-22 per x and a few f32 roundings of the partial sums, the MMA's own (truncating) accumulation
+ *   included: expected near 2^-20 sqrt(sum (s q x)^2) (the checker's tripwire: 2^-16), the proven bound in
+ *   test_engk_qgemv's mma_ref. The same bits
+ *   every run, whatever the grid or N; the variant (its split-k) is fixed per shape by engk_qgemv_pick.
+ * engk_qgemv_pick chooses k_qgemv_mma where it runs (eng_qgemv.cu's USE_MMA switches that off). */
 #ifndef ENG_QGEMV_H
 #define ENG_QGEMV_H
 
@@ -24,14 +37,17 @@ cudaError_t engk_qgemv_glu(float *out, const float *x, const void *W, const eng_
 /* dst[N, K] = the dequantized matrix, exactly (f32) or rounded to nearest even to bf16 (f32 == 0). */
 cudaError_t engk_qdequant(void *dst, int f32, const void *W, const eng_qfmt *q, int N, int K, cudaStream_t s);
 
-/* Micro-benchmark variants (the kernel, rows per warp, 16-byte blocks in flight per lane, warps per block): same
- * per-row order, same bits. glu: the fused gate|up form (y[N] from W[2N, K], b[2N], act; res unused), which
- * engk_qgemv_variant_has_glu says a variant has. engk_qgemv_pick: the variant engk_qgemv (glu 0) or engk_qgemv_glu
- * (glu 1) launches for that format and shape. */
+/* Micro-benchmark variants (the kernel, rows per warp, 16-byte blocks in flight per lane, warps per block): the r*
+ * and s* variants the same per-row order and bits; each m* variant its own (above). glu: the fused gate|up form
+ * (y[N] from W[2N, K], b[2N], act; res unused), which engk_qgemv_variant_has_glu says a variant has.
+ * engk_qgemv_pick: the variant engk_qgemv (glu 0) or engk_qgemv_glu (glu 1) launches for that format and shape. */
 int engk_qgemv_variants(void);
 const char *engk_qgemv_variant_name(int v);
 int engk_qgemv_variant_has_glu(int v);
 int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K);
+/* 1 if variant v runs the tensor-core kernel (k_qgemv_mma: its own order, not eng_qdot_model's) for that format and
+ * shape (N outputs; glu: 2N rows) on the current device; 0 where it runs eng_qdot_model's order. */
+int engk_qgemv_variant_mma(int v, int glu, const eng_qfmt *q, int N, int K);
 cudaError_t engk_qgemv_variant(int v, int glu, float *y, const float *x, const void *W, const eng_qfmt *q,
                                const float *b, const float *res, int N, int K, int act, cudaStream_t s);
 

@@ -1,5 +1,5 @@
 /* The engine's packed quantized matrices on the host (layout: eng_qfmt.h): rows packed from a model's rc_qtensor,
- * random ones for benchmarks, the host dequant and the host model of engk_qgemv's summation order. */
+ * random ones for benchmarks, the host dequant and the host model of k_qgemv's summation order. */
 #ifndef ENG_QPACK_H
 #define ENG_QPACK_H
 
@@ -18,7 +18,8 @@ void eng_qpack_rows(void *mat, int64_t N, int64_t K, const eng_qfmt *q, int64_t 
 void eng_qsynth_rows(void *mat, int64_t N, int64_t K, const eng_qfmt *q, uint64_t seed, int64_t r0, int64_t r1);
 /* out[K] = row r dequantized by model/quant.h's rules. */
 void eng_qdequant_row(const void *mat, int64_t N, int64_t K, const eng_qfmt *q, int64_t r, float *out);
-/* Row r of W x in engk_qgemv's order (without bias / residual): the kernel's result bit for bit. */
+/* Row r of W x in k_qgemv / k_qgemv_s's order (without bias / residual): those kernels' result bit for bit (not
+ * k_qgemv_mma's: eng_qgemv.h). */
 float eng_qdot_model(const void *mat, int64_t N, int64_t K, const eng_qfmt *q, int64_t r, const float *x);
 /* --weights NAME: "bf16" (nothing quantized: *on = 0) or a model/quant.h scheme ("int8", "int4-g128", ...) as an
  * engine format (group 0: one group per row, resolved per matrix). RC_E_USAGE naming the known ones otherwise. */

@@ -3,8 +3,11 @@
  * offsets): the GEMV bit for bit against its host model (eng_qdot_model) and within a stated fp32 bound of a double
  * dot product over model/quant.h's rc_qtensor_dequant; the fused GLU against the GEMV + engk_glu; the dequant bit for
  * bit against rc_qtensor_dequant (f32) and its bf16 rounding; refused formats. Odd N, K of 1 and many groups and
- * lane-stride edges, NaN-poisoned outputs. --bench: llama3-8b decode shapes at int8 per row and int4 g128, GB/s of
- * the bytes read against a read ceiling measured in the same run. Exit 77 without a GPU; 1 on any failure. */
+ * lane-stride edges, NaN-poisoned outputs. The tensor-core variants (k_qgemv_mma, another order): against the double
+ * dot product within a derived bound (mma_ref) and a tripwire, run twice and with fewer rows for the same bits, the
+ * fused GLU bit-equal to their own plain rows; a host emulation of their fragment layouts runs even without a GPU.
+ * --bench: llama3-8b decode shapes at int8 per row and int4 g128, GB/s of the bytes read against a read ceiling
+ * measured in the same run. Exit 77 without a GPU (after the emulation); 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +90,218 @@ static void *pack(const rc_qtensor *t, eng_qfmt *q)
     return m;
 }
 
+/* The variant called name (every name is in the table). */
+static int variant_named(const char *name)
+{
+    for (int v = 0; v < engk_qgemv_variants(); v++)
+        if (!strcmp(engk_qgemv_variant_name(v), name))
+            return v;
+    printf("FAIL no qgemv variant %s\n", name);
+    exit(1);
+}
+
+/* ---- the tensor-core variants (k_qgemv_mma): their own order, so a bound against double, not eng_qdot_model ----
+ * want[n] = sum_k w x + b + res in double over rc_qtensor_dequant's w. Error sources (A = sum_k |s q x| + |m x|, s, m
+ * the group's scale and offset, q the code; S = K / step steps, step = 128 k (int4) or 64 k (int8); NM = 8 (int4) or
+ * 4 (int8) MMAs a step):
+ *  - x = (hi + lo) 2^e + r, |r| <= 2^-22 |x| + 2^(e-25), 2^e <= 2^-14 max(max|x|, 2^-100): 2^-22 A + 2^-39 mx sum|s q|;
+ *  - the kernel computes s (sum q x) + m (sum x), the reference rounds s q (+ m) per weight: 2 u A;
+ *  - an MMA (exact fp16 products, f32 accumulation that truncates; Fasi et al. 2021 measure at most ~2 ulp): taken as
+ *    2^-21 (|c| + sum|products|) each, a chain of NM from zero a step: NM 2^-21 A;
+ *  - f32 roundings after the MMAs, each u times a partial sum <= A: c0 + c1, per step fma(s) and fma(m) (the warp's
+ *    <= S steps), the step's x sum (11 roundings, times |m|), the <= 16 warps' partials, PERROW's s: (2 S + 30) u A;
+ *    + b, res +: 2 u (|b| + |res|) and want's own rounding (1 ulp).
+ * The bound holds whatever the hardware's in-MMA order; it cannot see the loss of x's low part at large K (a sum of
+ * random roundings), so a tripwire also holds each row to 2^-16 Q (Q = sqrt(sum_k (s q x)^2 + (m x)^2)): a correct
+ * kernel's errors are random-signed roundings of ~2^-20 Q (the MMAs' truncations of ~K/16 partials of size
+ * Q sqrt(16 / K)); hi alone (x to 11 bits) gives ~2^-14 Q. */
+typedef struct mref {
+    float *want, *bound, *trip;
+} mref;
+
+static mref mma_ref(const rc_qtensor *t, const float *x, const float *b, const float *res, int N, int K)
+{
+    mref r = {ekc_hmalloc(N, 4), ekc_hmalloc(N, 4), ekc_hmalloc(N, 4)};
+    const int64_t G = t->group, ng = K / G;
+    const int step = t->bits == 4 ? 128 : 64, S = K / step, nm = step / 16;
+    double mx = 0x1p-100;
+    for (int k = 0; k < K; k++)
+        mx = fmax(mx, fabs((double)x[k]));
+    float *wd = ekc_hmalloc(K, 4);
+    rc_qtensor tr = *t; /* one row at a time: rc_qtensor_dequant of a one-row view */
+    for (int n = 0; n < N; n++) {
+        tr.n = 1;
+        tr.q = t->q + (int64_t)n * K;
+        tr.scale = t->scale + n * ng;
+        tr.offset = t->offset ? t->offset + n * ng : NULL;
+        tr.zero = t->zero ? t->zero + n * ng : NULL;
+        rc_qtensor_dequant(&tr, wd);
+        double y = 0.0, A = 0.0, Q2 = 0.0, sq = 0.0;
+        for (int k = 0; k < K; k++) {
+            const double s = tr.scale[k / G], m = tr.offset ? tr.offset[k / G] : 0.0, xk = x[k];
+            const double a = fabs(s * tr.q[k] * xk), c = fabs(m * xk);
+            y += (double)wd[k] * xk;
+            A += a + c;
+            Q2 += a * a + c * c;
+            sq += fabs(s * tr.q[k]);
+        }
+        const double bb = b ? b[n] : 0.0, rr = res ? res[n] : 0.0, u = EKC_U;
+        r.want[n] = (float)(y + bb + rr);
+        const double tail = 0x1p-39 * mx * sq + 2 * u * (fabs(bb) + fabs(rr)) + ekc_ulp(r.want[n]);
+        r.bound[n] = (float)((0x1p-22 + 2 * u + nm * 0x1p-21 + (2.0 * S + 30) * u) * A + tail);
+        r.trip[n] = (float)(0x1p-16 * sqrt(Q2) + tail);
+    }
+    free(wd);
+    return r;
+}
+
+static void mref_free(mref *r)
+{
+    free(r->want);
+    free(r->bound);
+    free(r->trip);
+}
+
+/* y of variant v (plain), checked against the bound and the tripwire and run twice: the same bits. */
+static int check_mma_run(int v, const char *fmt, const mref *r, float *dy, const float *dx, const void *dm,
+                         const eng_qfmt *q, const float *db, const float *dres, int N, int K, const char *xs)
+{
+    char what[200];
+    float *got = ekc_hmalloc(N, 4), *again = ekc_hmalloc(N, 4);
+    ekc_poison(dy, N, 4);
+    EKC_CU(engk_qgemv_variant(v, 0, dy, dx, dm, q, db, dres, N, K, 0, 0));
+    ekc_from_dev(got, dy, N, 4);
+    ekc_poison(dy, N, 4);
+    EKC_CU(engk_qgemv_variant(v, 0, dy, dx, dm, q, db, dres, N, K, 0, 0));
+    ekc_from_dev(again, dy, N, 4);
+    const char *name = engk_qgemv_variant_name(v), *br = dres ? " +b +res" : db ? " +b" : "";
+    snprintf(what, sizeof what, "mma %s %s N=%d K=%d x %s%s vs double", name, fmt, N, K, xs, br);
+    int fails = ekc_check(what, got, r->want, r->bound, "MMA bound (see mma_ref)", N);
+    snprintf(what, sizeof what, "mma %s %s N=%d K=%d x %s%s tripwire", name, fmt, N, K, xs, br);
+    fails += ekc_check(what, got, r->want, r->trip, "2^-16 Q + tail", N);
+    snprintf(what, sizeof what, "mma %s %s N=%d K=%d x %s%s run twice", name, fmt, N, K, xs, br);
+    fails += ekc_bits(what, again, got, N) != 0;
+    free(got);
+    free(again);
+    return fails;
+}
+
+/* x for the MMA checks: 0 uniform [-1, 1), 1 |x| log-uniform over 1e-6 .. 3e4 with random signs, 2 all zero. */
+static const char *mma_x(float *x, int K, int mode, unsigned long seed)
+{
+    ekc_fill(x, K, 0, 1, seed);
+    for (int k = 0; k < K; k++) {
+        const double u = x[k], sgn = (k * 2654435761u >> 7) & 1 ? -1.0 : 1.0;
+        const double wide = sgn * pow(10.0, -6.0 + u * (6.0 + log10(3e4)));
+        x[k] = mode == 2 ? 0.0f : mode == 1 ? (float)wide : (float)(2 * u - 1);
+    }
+    return mode == 2 ? "zero" : mode == 1 ? "1e-6..3e4" : "[-1,1)";
+}
+
+static const qcase mma_cases[] = {
+    {"int8 per-row scale", RC_QF_SCALE, 8, 0, 0, 0},
+    {"int4 g128 scale", RC_QF_SCALE, 4, 128, 0, 0},
+    {"int4 g128 affine", RC_QF_AFFINE, 4, 128, 1, 0},
+    {"int8 g128 scale", RC_QF_SCALE, 8, 128, 0, 0},   /* two steps a group */
+    {"int4 g256 affine", RC_QF_AFFINE, 4, 256, 1, 0}, /* two steps a group (K = 128: skipped) */
+};
+
+/* Every m* variant on one format and shape: plain (bound, tripwire, run twice), with and without b / res; the fused
+ * GLU (I = N) against the same variant's plain rows + engk_glu, bit for bit. */
+static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
+{
+    if (c->group && K % c->group)
+        return 0;
+    rc_qtensor t;
+    make_qt(&t, c, glu ? 2 * N : N, K);
+    eng_qfmt q;
+    void *hm = pack(&t, &q);
+    const int rows = glu ? 2 * N : N;
+    float *x = ekc_hmalloc(K, 4), *b = ekc_hmalloc(rows, 4), *res = ekc_hmalloc(N, 4);
+    const char *xs = mma_x(x, K, xmode, (unsigned long)(N * 131 + K + xmode));
+    ekc_fill(b, rows, -0.5, 0.5, (unsigned long)(N + 11));
+    ekc_fill(res, N, -1, 1, (unsigned long)(K + 13));
+    void *dm = ekc_to_dev(hm, eng_qmat_bytes(rows, K, &q), 1);
+    float *dx = ekc_to_dev(x, K, 4), *db = ekc_to_dev(b, rows, 4), *dres = ekc_to_dev(res, N, 4);
+    float *dy = ekc_dev_alloc(rows, 4), *dg = ekc_dev_alloc(N, 4);
+    int fails = 0, ran = 0;
+    /* plain: without and with b / res; GLU: the 2N plain rows with b */
+    mref r0 = mma_ref(&t, x, glu ? b : NULL, NULL, rows, K), r1 = {0};
+    if (!glu)
+        r1 = mma_ref(&t, x, b, res, N, K);
+    for (int v = 0; v < engk_qgemv_variants(); v++) {
+        if (!engk_qgemv_variant_mma(v, glu, &q, N, K))
+            continue;
+        ran++;
+        if (!glu) {
+            fails += check_mma_run(v, c->name, &r0, dy, dx, dm, &q, NULL, NULL, N, K, xs);
+            fails += check_mma_run(v, c->name, &r1, dy, dx, dm, &q, db, dres, N, K, xs);
+            continue;
+        }
+        /* GLU: the 2N plain rows (with b) under the bound, then the fused kernel bit-equal to them + engk_glu */
+        fails += check_mma_run(v, c->name, &r0, dy, dx, dm, &q, db, NULL, rows, K, xs);
+        float *got = ekc_hmalloc(N, 4), *want = ekc_hmalloc(N, 4);
+        for (int act = 0; act < 2; act++) {
+            ekc_poison(dy, rows, 4);
+            EKC_CU(engk_qgemv_variant(v, 0, dy, dx, dm, &q, db, NULL, rows, K, 0, 0));
+            EKC_CU(engk_glu(dg, dy, 1, N, act ? RC_ACT_GELU_TANH : RC_ACT_SILU, 0));
+            ekc_from_dev(want, dg, N, 4);
+            ekc_poison(dg, N, 4);
+            EKC_CU(engk_qgemv_variant(v, 1, dg, dx, dm, &q, db, NULL, N, K, act ? RC_ACT_GELU_TANH : RC_ACT_SILU, 0));
+            ekc_from_dev(got, dg, N, 4);
+            char what[200];
+            snprintf(what, sizeof what, "mma glu %s %s I=%d K=%d x %s act=%d vs plain + engk_glu",
+                     engk_qgemv_variant_name(v), c->name, N, K, xs, act);
+            fails += ekc_check(what, got, want, NULL, "bit equality", N);
+        }
+        free(got);
+        free(want);
+    }
+    if (!ran)
+        printf("  mma %s N=%d K=%d: no m* variant runs here (needs sm_80+)\n", c->name, N, K);
+    mref_free(&r0);
+    mref_free(&r1);
+    free(x); free(b); free(res); free(hm);
+    ekc_dev_free(dm); ekc_dev_free(dx); ekc_dev_free(db); ekc_dev_free(dres); ekc_dev_free(dy); ekc_dev_free(dg);
+    rc_qtensor_free(&t);
+    return fails;
+}
+
+/* A row's bits do not depend on N (the grid): rows [0, n) of an N-row matrix, packed alone, give the same bits. */
+static int check_mma_grid(const qcase *c, int N, int n, int K)
+{
+    if (c->group && K % c->group)
+        return 0;
+    rc_qtensor t;
+    make_qt(&t, c, N, K);
+    eng_qfmt q;
+    void *big = pack(&t, &q), *small = ekc_hmalloc(eng_qmat_bytes(n, K, &q), 1);
+    eng_qpack_rows(small, n, K, &q, 0, &t, 0, n);
+    float *x = ekc_hmalloc(K, 4), *a = ekc_hmalloc(N, 4), *s = ekc_hmalloc(n, 4);
+    ekc_fill(x, K, -2, 2, (unsigned long)K);
+    void *db = ekc_to_dev(big, eng_qmat_bytes(N, K, &q), 1), *ds = ekc_to_dev(small, eng_qmat_bytes(n, K, &q), 1);
+    float *dx = ekc_to_dev(x, K, 4), *dy = ekc_dev_alloc(N, 4);
+    int fails = 0;
+    for (int v = 0; v < engk_qgemv_variants(); v++) {
+        if (!engk_qgemv_variant_mma(v, 0, &q, n, K))
+            continue;
+        ekc_poison(dy, N, 4);
+        EKC_CU(engk_qgemv_variant(v, 0, dy, dx, db, &q, NULL, NULL, N, K, 0, 0));
+        ekc_from_dev(a, dy, N, 4);
+        ekc_poison(dy, N, 4);
+        EKC_CU(engk_qgemv_variant(v, 0, dy, dx, ds, &q, NULL, NULL, n, K, 0, 0));
+        ekc_from_dev(s, dy, n, 4);
+        char what[200];
+        snprintf(what, sizeof what, "mma %s %s K=%d rows 0..%d of N=%d vs N=%d", engk_qgemv_variant_name(v), c->name, K,
+                 n - 1, N, n);
+        fails += ekc_bits(what, s, a, n) != 0;
+    }
+    free(big); free(small); free(x); free(a); free(s);
+    ekc_dev_free(db); ekc_dev_free(ds); ekc_dev_free(dx); ekc_dev_free(dy);
+    rc_qtensor_free(&t);
+    return fails;
+}
+
 static int check_case(const qcase *c, int N, int K)
 {
     if (c->group && K % c->group)
@@ -123,18 +338,28 @@ static int check_case(const qcase *c, int N, int K)
     ekc_poison(dy, N, 4);
     EKC_CU(engk_qgemv(dy, dx, dm, &q, db, dres, N, K, 0));
     ekc_from_dev(got, dy, N, 4);
-    snprintf(what, sizeof what, "qgemv %s N=%d K=%d vs eng_qdot_model", c->name, N, K);
-    fails += ekc_check(what, got, model, NULL, "bit equality (the kernel's order on the host)", N);
-    snprintf(what, sizeof what, "qgemv %s N=%d K=%d vs double over rc_qtensor_dequant", c->name, N, K);
-    fails += ekc_check(what, got, want, bound, "(K + 2) u sum|w x| + ulp", N);
-    /* every variant (k_qgemv's and k_qgemv_s's launch shapes): the same bits */
+    mref mr = mma_ref(&t, x, b, res, N, K);
+    if (engk_qgemv_variant_mma(engk_qgemv_pick(0, &q, N, K), 0, &q, N, K)) { /* the pick is k_qgemv_mma */
+        snprintf(what, sizeof what, "qgemv %s N=%d K=%d (mma) vs double over rc_qtensor_dequant", c->name, N, K);
+        fails += ekc_check(what, got, mr.want, mr.bound, "MMA bound (see mma_ref)", N);
+    } else {
+        snprintf(what, sizeof what, "qgemv %s N=%d K=%d vs eng_qdot_model", c->name, N, K);
+        fails += ekc_check(what, got, model, NULL, "bit equality (the kernel's order on the host)", N);
+        snprintf(what, sizeof what, "qgemv %s N=%d K=%d vs double over rc_qtensor_dequant", c->name, N, K);
+        fails += ekc_check(what, got, want, bound, "(K + 2) u sum|w x| + ulp", N);
+    }
+    /* every variant (k_qgemv's and k_qgemv_s's launch shapes): the same bits; k_qgemv_mma's: its bound */
     for (int v = 0; v < engk_qgemv_variants(); v++) {
         ekc_poison(dy, N, 4);
         EKC_CU(engk_qgemv_variant(v, 0, dy, dx, dm, &q, db, dres, N, K, 0, 0));
         ekc_from_dev(got, dy, N, 4);
-        snprintf(what, sizeof what, "qgemv variant %s %s N=%d K=%d", engk_qgemv_variant_name(v), c->name, N, K);
-        fails += ekc_check(what, got, model, NULL, "bit equality", N);
+        const int mma = engk_qgemv_variant_mma(v, 0, &q, N, K);
+        snprintf(what, sizeof what, "qgemv variant %s %s N=%d K=%d%s", engk_qgemv_variant_name(v), c->name, N, K,
+                 mma ? " (mma) vs double" : "");
+        fails += mma ? ekc_check(what, got, mr.want, mr.bound, "MMA bound (see mma_ref)", N)
+                     : ekc_check(what, got, model, NULL, "bit equality", N);
     }
+    mref_free(&mr);
     /* dequant: f32 exactly model/quant.h's values; bf16 their round-to-nearest-even */
     float *dd = ekc_dev_alloc((int64_t)N * K, 4), *gd = ekc_hmalloc((int64_t)N * K, 4);
     ekc_poison(dd, (int64_t)N * K, 4);
@@ -176,16 +401,24 @@ static int check_glu(const qcase *c, int I, int K, int act)
     float *dy = ekc_dev_alloc(I, 4), *dw = ekc_dev_alloc(I, 4);
     ekc_poison(dy, I, 4);
     ekc_poison(dw, I, 4);
+    /* the fused pick against the plain rows of the same variant (every k_qgemv / k_qgemv_s variant has the same
+     * bits; a k_qgemv_mma variant its own) + engk_glu */
+    const int pick = engk_qgemv_pick(1, &q, I, K);
     EKC_CU(engk_qgemv_glu(dy, dx, dm, &q, db, I, K, act, 0));
-    EKC_CU(engk_qgemv(dgu, dx, dm, &q, db, NULL, 2 * I, K, 0));
+    EKC_CU(engk_qgemv_variant(pick, 0, dgu, dx, dm, &q, db, NULL, 2 * I, K, 0, 0));
     EKC_CU(engk_glu(dw, dgu, 1, I, act, 0));
     ekc_from_dev(got, dy, I, 4);
     ekc_from_dev(want, dw, I, 4);
     char what[160];
     snprintf(what, sizeof what, "qgemv_glu %s I=%d K=%d act=%d vs qgemv + engk_glu", c->name, I, K, act);
     int fails = ekc_check(what, got, want, NULL, "bit equality", I);
-    for (int v = 0; v < engk_qgemv_variants(); v++) /* every fused variant: the same bits */
-        if (engk_qgemv_variant_has_glu(v)) {
+    if (engk_qgemv_variant_mma(pick, 1, &q, I, K)) { /* the old kernels' bits for the loop below */
+        EKC_CU(engk_qgemv_variant(variant_named("r2u2r"), 0, dgu, dx, dm, &q, db, NULL, 2 * I, K, 0, 0));
+        EKC_CU(engk_glu(dw, dgu, 1, I, act, 0));
+        ekc_from_dev(want, dw, I, 4);
+    }
+    for (int v = 0; v < engk_qgemv_variants(); v++) /* every fused k_qgemv / k_qgemv_s variant: the same bits */
+        if (engk_qgemv_variant_has_glu(v) && !engk_qgemv_variant_mma(v, 1, &q, I, K)) {
             ekc_poison(dy, I, 4);
             EKC_CU(engk_qgemv_variant(v, 1, dy, dx, dm, &q, db, NULL, I, K, act, 0));
             ekc_from_dev(got, dy, I, 4);
@@ -216,6 +449,147 @@ static int check_refusals(void)
     return fails;
 }
 
+/* ---- host emulation of k_qgemv_mma's data movement (runs without a GPU) ----
+ * Mirrors mma_step (the codes into A registers: xor, shifts / byte_perm, fp16 1024 + u minus the bias), the B
+ * pieces' layout (the prologue's writer and the lanes' reads, the zero block) and the m16n8k16 fragment layouts, then
+ * checks that column 0 (hi) and column 1 (lo) of the emulated MMAs are the exact dot products of the codes with the
+ * hi and lo values at the same k, and columns 2..7 zero: A and B address the same actual k. */
+static double emu_half(unsigned h) /* fp16 bits (normal or zero) as a double */
+{
+    const int e = (int)(h >> 10 & 31);
+    const double v = e ? ldexp(1.0 + (h & 1023) / 1024.0, e - 15) : ldexp((h & 1023) / 1024.0, -14);
+    return h & 0x8000u ? -v : v;
+}
+
+static unsigned emu_f16(int v) /* an integer |v| <= 2048 as fp16 bits */
+{
+    if (!v)
+        return 0;
+    const unsigned s = v < 0 ? 0x8000u : 0u;
+    int a = abs(v), e = 0;
+    while ((a >> e) > 1)
+        e++;
+    return s | (unsigned)(e + 15) << 10 | (unsigned)((a - (1 << e)) << (10 - e));
+}
+
+static unsigned emu_byte_perm(unsigned x, unsigned y, unsigned sel)
+{
+    const uint64_t b = (uint64_t)y << 32 | x;
+    unsigned r = 0;
+    for (int n = 0; n < 4; n++)
+        r |= (unsigned)(b >> (8 * ((sel >> (4 * n)) & 7)) & 255u) << (8 * n);
+    return r;
+}
+
+/* an fp16x2 register minus SUB as two doubles (the exact codes) */
+static void emu_sub(unsigned r, unsigned sub, double v[2])
+{
+    v[0] = emu_half(r & 0xffffu) - emu_half(sub & 0xffffu);
+    v[1] = emu_half(r >> 16) - emu_half(sub >> 16);
+}
+
+/* C[16][8] += A B with the fragments of lane l: a[4] (two doubles each), b[2] (fp16x2 bits). Slots per the PTX ISA. */
+static void emu_frag(double A[16][16], double B[16][8], int lane, double a[4][2], const unsigned b[2])
+{
+    const int g = lane >> 2, t = lane & 3;
+    static const int ar[4] = {0, 8, 0, 8}, ak[4] = {0, 0, 8, 8};
+    for (int i = 0; i < 4; i++)
+        for (int h = 0; h < 2; h++)
+            A[g + ar[i]][2 * t + ak[i] + h] = a[i][h];
+    for (int i = 0; i < 2; i++)
+        for (int h = 0; h < 2; h++)
+            B[2 * t + 8 * i + h][g] = emu_half(b[i] >> (16 * h) & 0xffffu);
+}
+
+static int emu_mma_layout(int fam, int bits)
+{
+    const int SK = bits == 4 ? 128 : 64, NQ = SK / 32, PPS = SK / 8, S = 3, K = S * SK;
+    const unsigned FLIP = fam == 2 ? 0u : bits == 8 ? 0x80808080u : 0x88888888u;
+    const unsigned SUB = bits == 8 ? 0x64806480u : fam == 2 ? 0x64006400u : 0x64086408u;
+    unsigned char *codes = ekc_hmalloc((int64_t)16 * K * bits / 8, 1);
+    int *hv = ekc_hmalloc(K, sizeof *hv), *lv = ekc_hmalloc(K, sizeof *lv);
+    uint32_t *xq = ekc_hmalloc((int64_t)(S + 1) * NQ * 8 * 4, 4); /* uint4 units as 4 words */
+    uint64_t st = 0x5eed0 + (uint64_t)bits;
+    for (int64_t i = 0; i < (int64_t)16 * K * bits / 8; i++)
+        codes[i] = (unsigned char)(ekc_xorshift64(&st) >> 24);
+    for (int k = 0; k < K; k++) {
+        hv[k] = (int)(ekc_xorshift64(&st) % 2001) - 1000;
+        lv[k] = (int)(ekc_xorshift64(&st) % 2001) - 1000;
+    }
+    /* the prologue's writer: piece p = k [8 p, 8 p + 8), int4 in the order 0 4 1 5 2 6 3 7 */
+    for (int p = 0; p < K / 8; p++) {
+        const int s = p / PPS, q = p % PPS % NQ, tt = p % PPS / NQ;
+        uint32_t *d = xq + 4 * ((s * NQ + q) * 8 + tt);
+        for (int i = 0; i < 8; i++) {
+            const int k = 8 * p + (bits == 4 ? (i >> 1) + 4 * (i & 1) : i);
+            d[i / 2] |= emu_f16(hv[k]) << (16 * (i & 1));
+            d[16 + i / 2] |= emu_f16(lv[k]) << (16 * (i & 1)); /* d[4] in uint4 units */
+        }
+    }
+    int fails = 0;
+    const int rb = K * bits / 8; /* bytes a row */
+    for (int j = 0; j < S; j++) {
+        double C[16][8] = {{0}};
+        for (int mi = 0; mi < SK / 16; mi++) {
+            double A[16][16], B[16][8];
+            for (int lane = 0; lane < 32; lane++) {
+                const int g = lane >> 2, t = lane & 3;
+                unsigned wa[4], wb[4];
+                for (int i = 0; i < 4; i++) {
+                    memcpy(&wa[i], codes + (int64_t)g * rb + 64 * j + 16 * t + 4 * i, 4);
+                    memcpy(&wb[i], codes + (int64_t)(g + 8) * rb + 64 * j + 16 * t + 4 * i, 4);
+                }
+                /* B: lanes g < 2 at xb + j xst, the others at the zero block; piece q of MMA mi */
+                const int xb = g < 2 ? g * 4 + t : S * NQ * 8 + t, xst = g < 2 ? NQ * 8 : 0;
+                const int q = bits == 4 ? mi / 2 : mi / 2, half = mi % 2;
+                const uint32_t *bx = xq + 4 * (xb + j * xst + 8 * q);
+                const unsigned b[2] = {bx[2 * half], bx[2 * half + 1]};
+                double a[4][2];
+                if (bits == 4) {
+                    const unsigned x = wa[mi / 2] ^ FLIP, y = wb[mi / 2] ^ FLIP;
+                    const int s0 = 8 * half;
+                    emu_sub(((x >> s0) & 0x000F000Fu) | 0x64006400u, SUB, a[0]);
+                    emu_sub(((y >> s0) & 0x000F000Fu) | 0x64006400u, SUB, a[1]);
+                    emu_sub(((x >> (s0 + 4)) & 0x000F000Fu) | 0x64006400u, SUB, a[2]);
+                    emu_sub(((y >> (s0 + 4)) & 0x000F000Fu) | 0x64006400u, SUB, a[3]);
+                } else {
+                    const unsigned x = wa[mi] ^ FLIP, y = wb[mi] ^ FLIP;
+                    emu_sub(emu_byte_perm(x, 0x64646464u, 0x4140u), SUB, a[0]);
+                    emu_sub(emu_byte_perm(y, 0x64646464u, 0x4140u), SUB, a[1]);
+                    emu_sub(emu_byte_perm(x, 0x64646464u, 0x4342u), SUB, a[2]);
+                    emu_sub(emu_byte_perm(y, 0x64646464u, 0x4342u), SUB, a[3]);
+                }
+                emu_frag(A, B, lane, a, b);
+            }
+            for (int r = 0; r < 16; r++)
+                for (int n = 0; n < 8; n++)
+                    for (int k = 0; k < 16; k++)
+                        C[r][n] += A[r][k] * B[k][n];
+        }
+        for (int r = 0; r < 16; r++) {
+            double want_h = 0.0, want_l = 0.0;
+            for (int k = j * SK; k < (j + 1) * SK; k++) {
+                const unsigned char by = codes[(int64_t)r * rb + (bits == 4 ? k / 2 : k)];
+                int c = bits == 8 ? (int8_t)by : (k & 1 ? by >> 4 : by & 15);
+                if (bits == 4 && fam == 1 && c >= 8)
+                    c -= 16;
+                want_h += (double)c * hv[k];
+                want_l += (double)c * lv[k];
+            }
+            int bad = C[r][0] != want_h || C[r][1] != want_l;
+            for (int n = 2; n < 8; n++)
+                bad |= C[r][n] != 0.0;
+            if (bad && fails++ < 3)
+                printf("    emu family %d bits %d step %d row %d: hi %.0f want %.0f, lo %.0f want %.0f\n", fam, bits, j,
+                       r, C[r][0], want_h, C[r][1], want_l);
+        }
+    }
+    printf("%-4s host emulation of k_qgemv_mma's fragments, family %d bits %d: A and B pair the same k\n",
+           fails ? "FAIL" : "ok", fam, bits);
+    free(codes); free(hv); free(lv); free(xq);
+    return fails != 0;
+}
+
 /* ---- --bench ---- */
 typedef struct bop {
     float *y, *x;
@@ -234,19 +608,20 @@ static void bench(void)
 {
     static const struct { const char *name; int N, K, glu; } sh[] = {
         {"q|k|v", 6144, 4096, 0}, {"o", 4096, 4096, 0}, {"gate|up (GLU fused)", 14336, 4096, 1},
-        {"gate|up", 28672, 4096, 0}, {"down", 4096, 14336, 0},
+        {"gate|up", 28672, 4096, 0}, {"down", 4096, 14336, 0}, {"lm_head", 128256, 4096, 0},
     };
     static const struct { const char *name; eng_qfmt q; } fm[] = {
         {"int8 per-row", {RC_QF_SCALE, 8, 0}}, {"int4 g128", {RC_QF_AFFINE, 4, 128}},
     };
     const double ceil = ekc_read_ceiling_gbs();
     printf("bench read ceiling: %.0f GB/s (read-only kernel, 16-byte loads)\n", ceil);
-    printf("bench variants: r* = k_qgemv (x through L1), s* = k_qgemv_s (x in shared memory, scales in the ring); "
+    printf("bench variants: r* = k_qgemv (x through L1), s* = k_qgemv_s (x in shared memory, scales in the ring), "
+           "m* = k_qgemv_mma (tensor cores; 'mma' after the row where it ran, else its fallback s2u2w8 ran); "
            "'<' marks the one engk_qgemv / engk_qgemv_glu picks, 'old' is r2u2r, the pick before k_qgemv_s\n");
-    float *x = ekc_dev_alloc(14336, 4), *y = ekc_dev_alloc(28672, 4);
+    float *x = ekc_dev_alloc(14336, 4), *y = ekc_dev_alloc(128256, 4);
     EKC_CU(cudaMemset(x, 0, 14336 * 4));
     for (size_t f = 0; f < sizeof fm / sizeof fm[0]; f++) {
-        double layer_us = 0.0, layer_old = 0.0, layer_best = 0.0, layer_bytes = 0.0;
+        double layer_us = 0.0, layer_old = 0.0, layer_best = 0.0, layer_bytes = 0.0, layer_bs = 0.0, layer_bm = 0.0;
         for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
             eng_qfmt q = fm[f].q;
             if (!q.group)
@@ -259,34 +634,41 @@ static void bench(void)
             free(hm);
             const double read = (double)bytes + 4.0 * sh[s].K; /* codes, scales (offsets), x */
             const int pick = engk_qgemv_pick(sh[s].glu, &q, sh[s].N, sh[s].K);
-            double best = 1e30, picked = 0.0, old = 0.0;
+            double best = 1e30, picked = 0.0, old = 0.0, best_s = 1e30, best_m = 1e30;
             for (int v = 0; v < engk_qgemv_variants(); v++) {
                 if (sh[s].glu && !engk_qgemv_variant_has_glu(v))
                     continue;
                 bop o = {y, x, dm, q, sh[s].N, sh[s].K, sh[s].glu, v};
                 const double us = ekc_time_us(run_bop, &o);
                 const char *name = engk_qgemv_variant_name(v);
+                const int mma = engk_qgemv_variant_mma(v, sh[s].glu, &q, sh[s].N, sh[s].K);
                 if (us < best)
                     best = us;
+                if (mma && us < best_m)
+                    best_m = us;
+                if (!mma && us < best_s)
+                    best_s = us;
                 if (v == pick)
                     picked = us;
                 if (!strcmp(name, "r2u2r"))
                     old = us;
-                printf("bench qgemv %-12s %-20s %-8s %8.1f us %7.0f GB/s %5.1f%% of ceiling (%.1f MB read)%s\n",
+                printf("bench qgemv %-12s %-20s %-8s %8.1f us %7.0f GB/s %5.1f%% of ceiling (%.1f MB read)%s%s\n",
                        fm[f].name, sh[s].name, name, us, read / us / 1e3, 100.0 * read / us / 1e3 / ceil, read / 1e6,
-                       v == pick ? " <" : "");
+                       mma ? " mma" : "", v == pick ? " <" : "");
             }
-            if (s != 3) { /* the layer uses the fused GLU, not the plain gate|up */
+            if (s != 3 && s != 5) { /* the layer uses the fused GLU, not the plain gate|up; lm_head is once a token */
                 layer_us += picked;
                 layer_old += old;
                 layer_best += best;
+                layer_bs += best_s;
+                layer_bm += best_m;
                 layer_bytes += read;
             }
             ekc_dev_free(dm);
         }
-        const double lay[3] = {layer_old, layer_us, layer_best};
-        static const char *const which[3] = {"old (r2u2r)", "picked", "best of all"};
-        for (int i = 0; i < 3; i++)
+        const double lay[5] = {layer_old, layer_us, layer_best, layer_bs, layer_bm};
+        static const char *const which[5] = {"old (r2u2r)", "picked", "best of all", "best r*/s*", "best m*"};
+        for (int i = 0; i < 5; i++)
             printf("bench qgemv %-12s per layer (q|k|v, o, fused gate|up, down) %-11s: %.1f us for %.1f MB = %.0f GB/s, "
                    "%.1f%% of ceiling; x32 layers %.3f ms, %.0f tok/s from the layer matrices alone\n",
                    fm[f].name, which[i], lay[i], layer_bytes / 1e6, layer_bytes / lay[i] / 1e3,
@@ -298,6 +680,9 @@ static void bench(void)
 
 int main(int argc, char **argv)
 {
+    /* the fragment emulation needs no GPU: it runs (and can fail) before the skip */
+    if (emu_mma_layout(1, 8) + emu_mma_layout(1, 4) + emu_mma_layout(2, 4))
+        return 1;
     ekc_skip_unless_gpu("engine.kernels.qgemv");
     if (argc > 1 && !strcmp(argv[1], "--bench")) {
         bench();
@@ -310,6 +695,16 @@ int main(int argc, char **argv)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         fails += check_glu(&cases[c], 37, 256, RC_ACT_SILU);
         fails += check_glu(&cases[c], 64, 1024 + 128, RC_ACT_GELU_TANH);
+    }
+    for (size_t c = 0; c < sizeof mma_cases / sizeof mma_cases[0]; c++) {
+        static const int mk[] = {128, 4096, 14336}, mn[] = {1, 15, 17, 4099};
+        for (int ki = 0; ki < 3; ki++)
+            for (int ni = 0; ni < 4; ni++)
+                fails += check_mma(&mma_cases[c], mn[ni], mk[ki], (ki + ni) % 3, 0);
+        for (int ki = 0; ki < 3; ki++)
+            fails += check_mma(&mma_cases[c], 17, mk[ki], ki % 2, 1);
+        fails += check_mma(&mma_cases[c], 4099, 4096, 1, 1);
+        fails += check_mma_grid(&mma_cases[c], 4099, 17, 4096);
     }
     fails += check_refusals();
     printf("%s: %d failure(s)\n", fails ? "FAIL" : "PASS", fails);
