@@ -508,12 +508,15 @@ __device__ __forceinline__ void mma_step(float (&c)[4], const uint4 &wa, const u
     }
 }
 
-/* x = hi + lo + r, hi = fp16(x), lo = fp16(x - hi) (x - hi exact in f32): |r| <= 2^-22 |x| + 2^-25. */
-__device__ __forceinline__ void split_f16(float v, unsigned &hi, unsigned &lo)
+/* (a, b) = hi + lo + r as fp16x2 pairs (a low), hi = fp16(x), lo = fp16(x - hi) (x - hi exact in f32), each
+ * rounded to nearest even: |r| <= 2^-22 |x| + 2^-25. */
+__device__ __forceinline__ void split_f16x2(float a, float b, unsigned &hi, unsigned &lo)
 {
-    const __half h = __float2half_rn(v);
-    hi = __half_as_ushort(h);
-    lo = __half_as_ushort(__float2half_rn(__fsub_rn(v, __half2float(h))));
+    const __half2 h = __floats2half2_rn(a, b);
+    const float2 hf = __half22float2(h);
+    const __half2 l = __floats2half2_rn(__fsub_rn(a, hf.x), __fsub_rn(b, hf.y));
+    memcpy(&hi, &h, 4);
+    memcpy(&lo, &l, 4);
 }
 
 #endif
@@ -600,17 +603,17 @@ __global__ void __launch_bounds__(KS * TILES * 32)
         const bool in = p < K / 8;
         const float4 u0 = x4[2 * (in ? p : 0)], u1 = x4[2 * (in ? p : 0) + 1];
         const float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-        unsigned hi[8], lo[8];
+        unsigned hi[4], lo[4];
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int k = BITS == 4 ? (i >> 1) + 4 * (i & 1) : i; /* int4: 0 4 1 5 2 6 3 7 */
-            split_f16(__fmul_rn(v[k], down), hi[i], lo[i]);
+        for (int w = 0; w < 4; w++) { /* pair w: k (w, w + 4) for int4 (the order 0 4 1 5 2 6 3 7), (2 w, 2 w + 1) */
+            const int k0 = BITS == 4 ? w : 2 * w, k1 = BITS == 4 ? w + 4 : 2 * w + 1;
+            split_f16x2(__fmul_rn(v[k0], down), __fmul_rn(v[k1], down), hi[w], lo[w]);
         }
         if (in) {
             const int st = p / PPS, q = p % PPS % NQ, tt = p % PPS / NQ;
             uint4 *d = xq + (st * NQ + q) * 8 + tt;
-            d[0] = make_uint4(hi[0] | hi[1] << 16, hi[2] | hi[3] << 16, hi[4] | hi[5] << 16, hi[6] | hi[7] << 16);
-            d[4] = make_uint4(lo[0] | lo[1] << 16, lo[2] | lo[3] << 16, lo[4] | lo[5] << 16, lo[6] | lo[7] << 16);
+            d[0] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+            d[4] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
         }
         if (FAM == 2) { /* a step's 128 x: 8 in k order a lane, then the 16 lanes' xor butterfly (same bits in each) */
             float s = v[0];
