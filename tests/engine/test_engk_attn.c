@@ -411,6 +411,7 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_WARP32, " (32 rows per warp)"},
         {ENGK_MMA_WARP32 | ENGK_MMA_OLD, " (32 rows per warp, previous loop)"},
         {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT, " (32 rows per warp, P V per m16 tile)"},
+        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2, " (32 rows per warp, Q K^T and P V per m16 tile)"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, " (32 rows per warp, 8 warps)"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT, " (32 rows per warp, 8 warps, P V per m16 tile)"},
         {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, " (16 rows per warp, lean loop)"},
@@ -461,9 +462,11 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_WARP32 | ENGK_MMA_OLD, "  32 rows per warp, blocks of 128 rows, previous loop = one chunk"},
         {ENGK_MMA_WARP32 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 128 rows, lean loop = one chunk"},
         {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT, "  32 rows per warp, blocks of 128 rows, P V per tile = one chunk"},
+        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2, "  32 rows per warp, blocks of 128 rows, S, P V per tile = one chunk"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_OLD, "  32 rows per warp, blocks of 256 rows, previous loop = one chunk"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 256 rows, lean loop = one chunk"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT, "  32 rows per warp, blocks of 256 rows, P V per tile = one chunk"},
+        {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT2, "  32 rows per warp, blocks of 256 rows, S, P V per tile = one chunk"},
     };
     for (size_t b = 0; mma && b < sizeof blk / sizeof blk[0]; b++) {
         pcase cb = *c;
@@ -648,8 +651,10 @@ static void bench(void)
         {"MMA 32 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_WARP32 | ENGK_MMA_OLD},
         {"MMA 32 rows/warp, 128-row blocks, lean loop      ", ENGK_MMA_WARP32 | ENGK_MMA_LEAN},
         {"MMA 32 rows/warp, 128-row blocks, P V per tile   ", ENGK_MMA_WARP32 | ENGK_MMA_SPLIT},
+        {"MMA 32 rows/warp, 128-row blocks, S, P V per tile", ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2},
         {"MMA 32 rows/warp, 256-row blocks, lean loop      ", ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN},
         {"MMA 32 rows/warp, 256-row blocks, P V per tile   ", ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT},
+        {"MMA 32 rows/warp, 256-row blocks, S, P V per tile", ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT2},
         {"MMA 16 rows/warp,  64-row blocks, previous loop  ", ENGK_MMA_ROWS64 | ENGK_MMA_OLD},
         {"MMA 16 rows/warp,  64-row blocks, lean loop      ", ENGK_MMA_ROWS64 | ENGK_MMA_LEAN},
         {"MMA 16 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_ROWS128 | ENGK_MMA_OLD},
