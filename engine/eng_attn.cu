@@ -648,6 +648,24 @@ __device__ __forceinline__ void sub_block(int idx, int tile_lo, int nsub, int P,
     *nb = P - s * KB < KB ? P - s * KB : KB;
 }
 
+/* The walk's sub-block at its first key kb0, with rem keys of its tile from there (the LEAN forms' cursor: the
+ * same sub-blocks as sub_block, one step at a time, without a division). */
+struct SubCur {
+    int64_t kb0;
+    int rem;
+    __device__ __forceinline__ int nb() const { return rem < KB ? rem : KB; }
+    __device__ __forceinline__ void next(int P)
+    {
+        if (rem > KB) {
+            kb0 += KB;
+            rem -= KB;
+        } else {
+            kb0 += rem;
+            rem = P;
+        }
+    }
+};
+
 /* Sub-block index (relative to tile_lo) that holds position p. */
 __device__ __forceinline__ int sub_of(int64_t p, int tile_lo, int nsub, int P)
 {
@@ -675,11 +693,41 @@ __device__ __forceinline__ float ex2(float x)
 
 /* Blocks per SM the register budget is cut for. 16 rows per warp (WM = 1): three 64-row blocks (12 warps) at
  * D = 128, where one warp's chain of MMA, ex2 and shuffles leaves the issue slots idle unless other warps fill them.
- * 32 rows per warp (WM = 2): two 128-row blocks (255 registers; at D = 128 also the shared memory of two). */
+ * 32 rows per warp (WM = 2): two 128-row blocks (255 registers; at D = 128 also the shared memory of two), or one
+ * 256-row block of 8 warps. */
 constexpr int mma_resident(int D, int NW, int WM)
 {
-    return WM == 2 ? 2 : D == 128 && NW == MMA_WARPS ? 3 : 1;
+    return WM == 2 ? (NW > MMA_WARPS ? 1 : 2) : D == 128 && NW == MMA_WARPS ? 3 : 1;
 }
+
+/* The prefill kernel's sub-block loop. OLD: session 4's (a division per sub-block for the walk and per copy,
+ * predicated 64-bit addressing of every 16-byte copy); LEAN: sub-block cursors (SubCur), one 64-bit base per copied
+ * sub-block, unpredicated copies of full sub-blocks; SPLIT: LEAN with P V issued per m16 tile right after that
+ * tile's softmax (32 rows per warp: tile 1's softmax can issue between tile 0's P V MMAs, at the cost of loading
+ * the V fragments once per tile); SPLIT2: SPLIT, and S = Q K^T per m16 tile too, tile 1's issued between tile 0's
+ * softmax instructions (K fragments also loaded once per tile: 144 ldmatrix per 256 MMAs instead of 80). The same
+ * arithmetic in the same order per row: the same bits. */
+enum { LOOP_OLD = 0, LOOP_LEAN = 1, LOOP_SPLIT = 2, LOOP_SPLIT2 = 3 };
+/* The engine's prefill form for blocks of 32 rows per warp (long chunks): a loop, and whether long chunks (one
+ * 256-row block per SM) run in blocks of 8 warps x 32 rows (half the K/V copies per MMA, one block per SM) instead
+ * of 4 warps x 32 rows (two blocks per SM). MMA_LOOP16: the loop of blocks of 16 rows per warp (short chunks,
+ * D = 256), where LEAN spills more than OLD at the 168 / 255 register caps. Flip after measuring
+ * (tests/engine/test_engk_attn --bench prints each form); every form gives the same bits. */
+enum {
+    MMA_FORM_OLD = 0,
+    MMA_FORM_LEAN = 1,
+    MMA_FORM_SPLIT = 2,
+    MMA_FORM_SPLIT2 = 3,
+    MMA_FORM_LEAN8 = 4,
+    MMA_FORM_SPLIT8 = 5,
+    MMA_FORM_SPLIT2_8 = 6,
+};
+constexpr int MMA_FORM = MMA_FORM_LEAN, MMA_LOOP16 = LOOP_OLD;
+constexpr int MMA_FORM_LOOP = MMA_FORM == MMA_FORM_OLD                                    ? LOOP_OLD
+                              : MMA_FORM == MMA_FORM_SPLIT || MMA_FORM == MMA_FORM_SPLIT8   ? LOOP_SPLIT
+                              : MMA_FORM == MMA_FORM_SPLIT2 || MMA_FORM == MMA_FORM_SPLIT2_8 ? LOOP_SPLIT2
+                                                                                            : LOOP_LEAN;
+constexpr bool MMA_FORM_8WARPS = MMA_FORM >= MMA_FORM_LEAN8;
 
 /* Block (kv head g) of NW warps of 16 WM packed rows r = t * G + h (the G heads of one position share the K/V
  * rows), the last rows of the chunk (the most keys) first, the KV heads of a row range next to each other in the
@@ -695,7 +743,7 @@ constexpr int mma_resident(int D, int NW, int WM)
  * row of A alone, and a sub-block a row shares no key with is an exact no-op for it (corr = 1, p = 0), so a row's
  * bits depend on its position, the KV and P only: not on the chunk, nor on which rows share its block, warp or m16
  * tile, nor on WM or NW. */
-template <int D, int NW, int WM>
+template <int D, int NW, int WM, int LOOP>
 __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
     k_attn_mma(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *Kc,
                const uint16_t *Vc, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
@@ -705,7 +753,7 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
     constexpr int NTH = NW * 32, WR = 16 * WM, ROWS = NW * WR;
     constexpr int KS = D / 16, NT = D / 8, LD = D + 8, NJ = KB / 8, NK = KB / 16;
     constexpr int CPR = D / 8, RSTEP = NTH / CPR, PASSES = (KB + RSTEP - 1) / RSTEP; /* 16-byte copies of a K/V row */
-    constexpr bool QSH = WM > 1;
+    constexpr bool QSH = WM > 1, LEAN = LOOP != LOOP_OLD;
     extern __shared__ __align__(16) uint16_t skv[]; /* [2 buffers][K, V][KB][LD], then (QSH) Q [ROWS][LD]: rows
                                                       padded 16 bytes, so the 8 row addresses of an ldmatrix hit 32
                                                       distinct banks */
@@ -738,27 +786,63 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
     const int last = blo <= bhi ? sub_of(bhi, tile_lo, nsub, P) : -1;
     const int lr = threadIdx.x / CPR; /* this thread's first row and (below) 16-byte column of a K/V sub-block */
     const uint16_t *Kg = Kc + (int64_t)g * D + threadIdx.x % CPR * 8, *Vg = Vc + (Kg - Kc);
-    auto load = [&](int idx, int buf) { /* rows past kv_last (or the sub-block) zero-filled, never read */
-        int64_t kb0;
-        int nb;
-        sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
+    /* sub-block (kb0, nb) into buffer buf: rows past kv_last (or the sub-block) zero-filled, never read */
+    auto load = [&](int64_t kb0, int nb, int buf) {
         const int64_t room = kv_last - kb0 + 1;
         const int n = room < nb ? (int)room : nb;
         uint16_t *Ks = skv + buf * 2 * KB * LD + lr * LD + threadIdx.x % CPR * 8, *Vs = Ks + KB * LD;
-        int64_t off = (kb0 + lr - kv_pos0) * kvs;
+        if constexpr (LEAN) { /* row lr + it RSTEP at kp + it rstep: 32-bit offsets inside the sub-block */
+            const int64_t base = (kb0 + lr - kv_pos0) * kvs;
+            const uint16_t *kp = Kg + base, *vp = Vg + base;
+            const int rstep = RSTEP * (int)kvs;
+            if (n == KB) {
 #pragma unroll
-        for (int it = 0; it < PASSES; it++, off += RSTEP * kvs) {
-            const int r = lr + it * RSTEP;
-            if (RSTEP * PASSES == KB || r < KB) {
-                const bool ok = r < n;
-                cp16(Ks + it * RSTEP * LD, Kg + (ok ? off : 0), ok);
-                cp16(Vs + it * RSTEP * LD, Vg + (ok ? off : 0), ok);
+                for (int it = 0; it < PASSES; it++)
+                    if (RSTEP * PASSES == KB || lr + it * RSTEP < KB) {
+                        cp16(Ks + it * RSTEP * LD, kp + it * rstep, true);
+                        cp16(Vs + it * RSTEP * LD, vp + it * rstep, true);
+                    }
+            } else {
+#pragma unroll
+                for (int it = 0; it < PASSES; it++) {
+                    const int r = lr + it * RSTEP;
+                    if (RSTEP * PASSES == KB || r < KB) {
+                        const bool ok = r < n;
+                        cp16(Ks + it * RSTEP * LD, ok ? kp + it * rstep : Kg, ok);
+                        cp16(Vs + it * RSTEP * LD, ok ? vp + it * rstep : Vg, ok);
+                    }
+                }
+            }
+        } else {
+            int64_t off = (kb0 + lr - kv_pos0) * kvs;
+#pragma unroll
+            for (int it = 0; it < PASSES; it++, off += RSTEP * kvs) {
+                const int r = lr + it * RSTEP;
+                if (RSTEP * PASSES == KB || r < KB) {
+                    const bool ok = r < n;
+                    cp16(Ks + it * RSTEP * LD, Kg + (ok ? off : 0), ok);
+                    cp16(Vs + it * RSTEP * LD, Vg + (ok ? off : 0), ok);
+                }
             }
         }
         cp_commit();
     };
-    if (first <= last)
-        load(first, 0);
+    auto load_idx = [&](int idx, int buf) { /* OLD: the sub-block of index idx */
+        int64_t kb0;
+        int nb;
+        sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
+        load(kb0, nb, buf);
+    };
+    SubCur cur = {0, P}; /* LEAN: the sub-block computed next */
+    if (first <= last) {
+        if constexpr (LEAN) {
+            const int s0 = first % nsub;
+            cur = {(int64_t)(tile_lo + first / nsub) * P + (int64_t)s0 * KB, P - s0 * KB};
+            load(cur.kb0, cur.nb(), 0);
+        } else {
+            load_idx(first, 0);
+        }
+    }
 
     /* Q (A of S = Q K^T), rounded to bf16: in registers (WM = 1) or in shared memory (WM = 2) */
     unsigned qf[QSH ? 1 : KS][4];
@@ -812,48 +896,64 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
         const int buf = (idx - first) & 1;
         cp_wait<0>();
         __syncthreads(); /* sub-block idx (and Q) landed for every thread; every warp is done with buffer buf ^ 1 */
-        if (idx < last)
-            load(idx + 1, buf ^ 1);
         int64_t kb0;
         int nb;
-        sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
+        if constexpr (LEAN) {
+            if (idx < last) {
+                SubCur nx = cur;
+                nx.next(P);
+                load(nx.kb0, nx.nb(), buf ^ 1);
+            }
+            kb0 = cur.kb0;
+            nb = cur.nb();
+            cur.next(P);
+        } else {
+            if (idx < last)
+                load_idx(idx + 1, buf ^ 1);
+            sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
+        }
         if (!wlive || kb0 > whi || kb0 + nb - 1 < wlo)
             continue;
         const uint16_t *Ks = skv + buf * 2 * KB * LD, *Vs = Ks + KB * LD;
         float s[WM][NJ][4];
+        auto qk = [&](int m0, int m1) { /* S = Q K^T of m16 tiles m0 .. m1 - 1, over D in order */
 #pragma unroll
-        for (int mt = 0; mt < WM; mt++)
+            for (int mt = m0; mt < m1; mt++)
 #pragma unroll
-            for (int j = 0; j < NJ; j++)
-                s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
+                for (int j = 0; j < NJ; j++)
+                    s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
 #pragma unroll
-        for (int ks = 0; ks < KS; ks++) {
-            unsigned a[WM][4];
+            for (int ks = 0; ks < KS; ks++) {
+                unsigned a[WM][4];
 #pragma unroll
-            for (int mt = 0; mt < WM; mt++) {
-                if constexpr (QSH)
-                    ldsm_x4<false>(a[mt], Qs + (warp * WR + mt * 16 + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8);
-                else
+                for (int mt = m0; mt < m1; mt++) {
+                    if constexpr (QSH)
+                        ldsm_x4<false>(a[mt], Qs + (warp * WR + mt * 16 + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8);
+                    else
 #pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        a[mt][e] = qf[ks][e];
-            }
+                        for (int e = 0; e < 4; e++)
+                            a[mt][e] = qf[ks][e];
+                }
 #pragma unroll
-            for (int jp = 0; jp < NJ / 2; jp++) { /* B fragments of key groups 2jp, 2jp + 1: K rows as stored */
-                unsigned r[4];
-                ldsm_x4<false>(r, Ks + ((2 * jp + (lane >> 4)) * 8 + (lane & 7)) * LD + ks * 16 +
-                                      ((lane >> 3) & 1) * 8);
+                for (int jp = 0; jp < NJ / 2; jp++) { /* B fragments of key groups 2jp, 2jp + 1: K rows as stored */
+                    unsigned r[4];
+                    ldsm_x4<false>(r, Ks + ((2 * jp + (lane >> 4)) * 8 + (lane & 7)) * LD + ks * 16 +
+                                          ((lane >> 3) & 1) * 8);
 #pragma unroll
-                for (int mt = 0; mt < WM; mt++) {
-                    mma16816(s[mt][2 * jp], a[mt], r[0], r[1]);
-                    mma16816(s[mt][2 * jp + 1], a[mt], r[2], r[3]);
+                    for (int mt = m0; mt < m1; mt++) {
+                        mma16816(s[mt][2 * jp], a[mt], r[0], r[1]);
+                        mma16816(s[mt][2 * jp + 1], a[mt], r[2], r[3]);
+                    }
                 }
             }
-        }
-        if (!(wfull && nb == KB && kb0 >= alo && kb0 + KB - 1 <= ahi)) { /* diagonal, window edge, short */
+        };
+        const bool edge = !(wfull && nb == KB && kb0 >= alo && kb0 + KB - 1 <= ahi); /* diagonal, window edge, short */
+        auto mask = [&](int m0, int m1) { /* keys outside a row's [lo(p), p] of m16 tiles m0 .. m1 - 1 to -inf */
+            if (!edge)
+                return;
             const int64_t kd = kb0 - pos0;
 #pragma unroll
-            for (int mt = 0; mt < WM; mt++)
+            for (int mt = m0; mt < m1; mt++)
 #pragma unroll
                 for (int i = 0; i < 2; i++) { /* keys [lo, hi] of the sub-block: dh = p - kb0, dl = lo(p) - kb0 */
                     const int R = row_of(mt, i);
@@ -869,10 +969,43 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                                 s[mt][j][2 * i + e] = -INFINITY;
                         }
                 }
-        }
+        };
+        constexpr int M0 = LOOP == LOOP_SPLIT2 ? 1 : WM; /* the m16 tiles whose S comes before any softmax */
+        qk(0, M0);
+        mask(0, M0);
+        int nrs = no_rescale; /* LEAN: opaque per sub-block, so the softmax is not unswitched on it (no branch keeps
+                                 the softmax of m16 tile 1 from issuing between tile 0's P V MMAs) */
+        if constexpr (LEAN)
+            asm volatile("" : "+r"(nrs));
         unsigned pb[WM][NJ][2];
+        auto pv = [&](int m0, int m1) { /* acc += P V of m16 tiles m0 .. m1 - 1, the keys in order */
+#pragma unroll
+            for (int kk = 0; kk < NK; kk++) {
+                unsigned a[WM][4];
+#pragma unroll
+                for (int mt = m0; mt < m1; mt++) {
+                    a[mt][0] = pb[mt][2 * kk][0];
+                    a[mt][1] = pb[mt][2 * kk][1];
+                    a[mt][2] = pb[mt][2 * kk + 1][0];
+                    a[mt][3] = pb[mt][2 * kk + 1][1];
+                }
+#pragma unroll
+                for (int np = 0; np < NT / 2; np++) {
+                    unsigned r[4];
+                    ldsm_x4<true>(r, Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + np * 16 +
+                                         (lane >> 4) * 8);
+#pragma unroll
+                    for (int mt = m0; mt < m1; mt++) {
+                        mma16816(o[mt][2 * np], a[mt], r[0], r[1]);
+                        mma16816(o[mt][2 * np + 1], a[mt], r[2], r[3]);
+                    }
+                }
+            }
+        };
 #pragma unroll
         for (int mt = 0; mt < WM; mt++) {
+            if (LOOP == LOOP_SPLIT2 && mt + 1 < WM)
+                qk(mt + 1, mt + 2); /* its MMAs issue between this tile's softmax instructions */
             float corr[2];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
@@ -882,7 +1015,7 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                     mx = fmaxf(mx, fmaxf(s[mt][j][2 * i], s[mt][j][2 * i + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
-                corr[i] = mx == m[mt][i] || no_rescale ? 1.0f : ex2((m[mt][i] - mx) * scale_log2);
+                corr[i] = mx == m[mt][i] || nrs ? 1.0f : ex2((m[mt][i] - mx) * scale_log2);
                 const float ms = mx == -INFINITY ? 0.0f : mx * scale_log2;
                 float sum = 0.0f;
 #pragma unroll
@@ -906,29 +1039,13 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                     o[mt][nt][2] = o[mt][nt][2] * corr[1];
                     o[mt][nt][3] = o[mt][nt][3] * corr[1];
                 }
+            if (LOOP == LOOP_SPLIT2 && mt + 1 < WM)
+                mask(mt + 1, mt + 2);
+            if constexpr (LOOP == LOOP_SPLIT || LOOP == LOOP_SPLIT2)
+                pv(mt, mt + 1);
         }
-#pragma unroll
-        for (int kk = 0; kk < NK; kk++) {
-            unsigned a[WM][4];
-#pragma unroll
-            for (int mt = 0; mt < WM; mt++) {
-                a[mt][0] = pb[mt][2 * kk][0];
-                a[mt][1] = pb[mt][2 * kk][1];
-                a[mt][2] = pb[mt][2 * kk + 1][0];
-                a[mt][3] = pb[mt][2 * kk + 1][1];
-            }
-#pragma unroll
-            for (int np = 0; np < NT / 2; np++) {
-                unsigned r[4];
-                ldsm_x4<true>(r, Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + np * 16 +
-                                     (lane >> 4) * 8);
-#pragma unroll
-                for (int mt = 0; mt < WM; mt++) {
-                    mma16816(o[mt][2 * np], a[mt], r[0], r[1]);
-                    mma16816(o[mt][2 * np + 1], a[mt], r[2], r[3]);
-                }
-            }
-        }
+        if constexpr (LOOP != LOOP_SPLIT && LOOP != LOOP_SPLIT2)
+            pv(0, WM);
     }
 #pragma unroll
     for (int mt = 0; mt < WM; mt++)
@@ -976,18 +1093,18 @@ size_t mma_smem_of(int D) /* the 64-row blocks of 16 rows per warp, which launch
     }
 }
 
-template <int D, int NW, int WM>
-cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
+template <int D, int NW, int WM, int LOOP>
+cudaError_t launch_form(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
                         const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
                         int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
 {
     static int attr_done = 0; /* the opt-in shared memory, once per instance */
     const size_t smem = mma_smem<D, NW, WM>();
     if (!attr_done) {
-        cudaError_t err =
-            cudaFuncSetAttribute(k_attn_mma<D, NW, WM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t err = cudaFuncSetAttribute(k_attn_mma<D, NW, WM, LOOP>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err == cudaSuccess) /* room for mma_resident blocks of shared memory */
-            err = cudaFuncSetAttribute(k_attn_mma<D, NW, WM>, cudaFuncAttributePreferredSharedMemoryCarveout,
+            err = cudaFuncSetAttribute(k_attn_mma<D, NW, WM, LOOP>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        (int)cudaSharedmemCarveoutMaxShared);
         if (err != cudaSuccess)
             return err;
@@ -996,15 +1113,46 @@ cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, fl
     const int G = H / Hkv, rows = NW * 16 * WM;
     const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
-    k_attn_mma<D, NW, WM><<<grid, NW * 32, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo,
-                                                       tile_hi, P, T, pos0, H, Hkv, scale_log2, window, flags);
+    k_attn_mma<D, NW, WM, LOOP><<<grid, NW * 32, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last,
+                                                             tile_lo, tile_hi, P, T, pos0, H, Hkv, scale_log2, window,
+                                                             flags);
     return cudaGetLastError();
 }
 
-/* D <= 128: 128-row blocks of 32 rows per warp when they fill two per SM (or ENGK_MMA_WARP32) and their shared
- * memory fits, else 64-row blocks of 16 rows per warp (three per SM at D = 128: short chunks); at D = 256
- * (registers) 64-row blocks of 16 rows per warp. ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128 force 16 rows per warp in blocks of 64 / 128 rows (D <= 128). The same
- * bits every way. */
+/* The loop of MMA_FORM (32 rows per warp) or MMA_LOOP16 (16 rows per warp), or the one ENGK_MMA_OLD /
+ * ENGK_MMA_LEAN / ENGK_MMA_SPLIT / ENGK_MMA_SPLIT2 forces (the same bits); SPLIT and SPLIT2 only with 32 rows per
+ * warp (16: LEAN). */
+template <int D, int NW, int WM>
+cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
+                        const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
+                        int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
+{
+    const int loop = flags & ENGK_MMA_OLD      ? LOOP_OLD
+                     : flags & ENGK_MMA_LEAN   ? LOOP_LEAN
+                     : flags & ENGK_MMA_SPLIT  ? LOOP_SPLIT
+                     : flags & ENGK_MMA_SPLIT2 ? LOOP_SPLIT2
+                     : WM > 1                  ? MMA_FORM_LOOP
+                                               : MMA_LOOP16;
+    if (loop == LOOP_OLD)
+        return launch_form<D, NW, WM, LOOP_OLD>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi,
+                                                P, T, pos0, H, Hkv, scale, window, flags, s);
+    if (loop == LOOP_SPLIT && WM > 1)
+        return launch_form<D, NW, WM, (WM > 1 ? LOOP_SPLIT : LOOP_LEAN)>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0,
+                                                                        kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv,
+                                                                        scale, window, flags, s);
+    if (loop == LOOP_SPLIT2 && WM > 1)
+        return launch_form<D, NW, WM, (WM > 1 ? LOOP_SPLIT2 : LOOP_LEAN)>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0,
+                                                                         kv_last, tile_lo, tile_hi, P, T, pos0, H,
+                                                                         Hkv, scale, window, flags, s);
+    return launch_form<D, NW, WM, LOOP_LEAN>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P,
+                                             T, pos0, H, Hkv, scale, window, flags, s);
+}
+
+/* D <= 128: long chunks in blocks of 32 rows per warp when their shared memory fits: with MMA_FORM_8WARPS (or
+ * ENGK_MMA_WARP32X8) 256-row blocks of 8 warps when they fill one per SM, else 128-row blocks of 4 warps when they
+ * fill two per SM (or ENGK_MMA_WARP32); else 64-row blocks of 16 rows per warp (three per SM at D = 128: short
+ * chunks); at D = 256 (registers) 64-row blocks of 16 rows per warp. ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128 force 16
+ * rows per warp in blocks of 64 / 128 rows (D <= 128). The same bits every way. */
 template <int D>
 cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
                        const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
@@ -1021,9 +1169,17 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
         if (err != cudaSuccess)
             return err;
     }
-    const int64_t blocks128 = ((int64_t)T * (H / Hkv) + 2 * MMA_ROWS - 1) / (2 * MMA_ROWS) * Hkv;
-    if (D <= 128 && mma_smem<D, MMA_WARPS, 2>() <= (size_t)optin && !(flags & (ENGK_MMA_ROWS64 | ENGK_MMA_ROWS128)) &&
-        ((flags & ENGK_MMA_WARP32) || blocks128 >= 2 * (int64_t)sms))
+    const int64_t rowsG = (int64_t)T * (H / Hkv);
+    const int64_t blocks128 = (rowsG + 2 * MMA_ROWS - 1) / (2 * MMA_ROWS) * Hkv;
+    const int64_t blocks256 = (rowsG + 4 * MMA_ROWS - 1) / (4 * MMA_ROWS) * Hkv;
+    const bool w32 = D <= 128 && mma_smem<D, MMA_WARPS, 2>() <= (size_t)optin &&
+                     !(flags & (ENGK_MMA_ROWS64 | ENGK_MMA_ROWS128));
+    if (w32 && mma_smem<D, 2 * MMA_WARPS, 2>() <= (size_t)optin && !(flags & ENGK_MMA_WARP32) &&
+        ((flags & ENGK_MMA_WARP32X8) || (MMA_FORM_8WARPS && blocks256 >= (int64_t)sms)))
+        return launch_rows<D, D <= 128 ? 2 * MMA_WARPS : MMA_WARPS, D <= 128 ? 2 : 1>(
+            q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale, window,
+            flags, s);
+    if (w32 && ((flags & (ENGK_MMA_WARP32 | ENGK_MMA_WARP32X8)) || blocks128 >= 2 * (int64_t)sms))
         return launch_rows<D, MMA_WARPS, D <= 128 ? 2 : 1>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo,
                                                            tile_hi, P, T, pos0, H, Hkv, scale, window, flags, s);
     if (D <= 128 && (flags & ENGK_MMA_ROWS128))

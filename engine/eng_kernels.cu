@@ -153,6 +153,42 @@ __device__ __forceinline__ void ld8(const float *p, float *v)
     v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
 }
 
+/* qkv_post's warp: head hh (q heads, then k heads; false past them: hh >= H + Hkv) of row t, its qkv row, its
+ * q or k values src, its D floats u of the block's shared memory. */
+struct PostWarp {
+    int lane, t, hh, g;
+    bool isq;
+    const float *row, *src;
+    float *u;
+    __device__ __forceinline__ PostWarp(const float *qkv, int H, int Hkv, int D)
+    {
+        extern __shared__ __align__(16) float shq[];
+        const int warp = threadIdx.x >> 5;
+        lane = threadIdx.x & 31;
+        t = blockIdx.y;
+        hh = blockIdx.x * POST_WARPS + warp;
+        row = qkv + (int64_t)t * (H + 2 * Hkv) * D;
+        isq = hh < H;
+        g = hh - H;
+        src = isq ? row + (int64_t)hh * D : row + (int64_t)H * D + (int64_t)g * D;
+        u = shq + warp * D;
+    }
+};
+
+/* One warp: the RMSNorm of a head's D values u (shared) in place: lane-strided fmaf sum, butterfly, inv_rms,
+ * norm_apply. */
+__device__ __forceinline__ void head_norm(float *u, int D, const float *nw, int kind, float eps, int lane)
+{
+    float ss = 0.0f;
+    for (int d = lane; d < D; d += 32)
+        ss = fmaf(u[d], u[d], ss);
+    const float inv = inv_rms(warp_sum(ss), D, eps);
+    __syncwarp();
+    for (int d = lane; d < D; d += 32)
+        u[d] = norm_apply(u[d], inv, nw, d, kind);
+    __syncwarp();
+}
+
 /* One warp per head of one row: the head's D values into shared memory (16-byte loads), norm, RoPE (pairs
  * (i, i + rot/2), as ref_rope_apply; each pair rotated in place by the lane that owns it), then 8 values per lane
  * per store. D % 8 == 0. */
@@ -169,17 +205,14 @@ __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post(const float *qkv, 
         kdst += (*pos_dev - back) * pos_row;
         vdst += (*pos_dev - back) * pos_row;
     }
-    extern __shared__ __align__(16) float shq[];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int t = blockIdx.y, hh = blockIdx.x * POST_WARPS + warp;
-    if (hh >= H + Hkv)
+    const PostWarp w(qkv, H, Hkv, D);
+    if (w.hh >= H + Hkv)
         return;
-    const float *row = qkv + (int64_t)t * (H + 2 * Hkv) * D;
-    const bool isq = hh < H;
-    const int g = hh - H, D8 = D / 8;
-    const float *src = isq ? row + (int64_t)hh * D : row + (int64_t)H * D + (int64_t)g * D;
+    const int lane = w.lane, t = w.t, hh = w.hh, g = w.g, D8 = D / 8;
+    const bool isq = w.isq;
+    const float *row = w.row, *src = w.src;
     const float *nw = isq ? qn : kn;
-    float *u = shq + warp * D;
+    float *u = w.u;
     if (!isq) { /* V: straight to storage, 8 values per lane per step */
         const float *vs = row + (int64_t)(H + Hkv) * D + (int64_t)g * D;
         KV *vo = vdst + ((int64_t)t * Hkv + g) * D;
@@ -196,16 +229,8 @@ __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post(const float *qkv, 
         reinterpret_cast<float4 *>(u + c * 8)[1] = make_float4(v8[4], v8[5], v8[6], v8[7]);
     }
     __syncwarp();
-    if (nw) {
-        float ss = 0.0f;
-        for (int d = lane; d < D; d += 32)
-            ss = fmaf(u[d], u[d], ss);
-        const float inv = inv_rms(warp_sum(ss), D, eps);
-        __syncwarp();
-        for (int d = lane; d < D; d += 32)
-            u[d] = norm_apply(u[d], inv, nw, d, kind);
-        __syncwarp();
-    }
+    if (nw)
+        head_norm(u, D, nw, kind, eps, lane);
     const int half = rot / 2;
     const float *c = cos_t + (int64_t)t * half, *s = sin_t + (int64_t)t * half;
     for (int i = lane; i < half; i += 32) {
@@ -225,6 +250,117 @@ __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post(const float *qkv, 
         for (int k = lane; k < D8; k += 32)
             st8(ko + k * 8, u + k * 8);
     }
+}
+
+/* 4 consecutive values to storage (8-byte aligned for bf16, 16 for fp32), each rounded as st1. */
+__device__ __forceinline__ void st4(uint16_t *p, float4 v)
+{
+    *reinterpret_cast<uint2 *>(p) = make_uint2(bf16_bits(v.x) | bf16_bits(v.y) << 16, bf16_bits(v.z) | bf16_bits(v.w) << 16);
+}
+__device__ __forceinline__ void st4(float *p, float4 v) { *reinterpret_cast<float4 *>(p) = v; }
+
+/* The engine's prefill qkv_post (engk_qkv_post; flip after test_engk --bench): k_qkv_post_rows where D fits its
+ * registers, else k_qkv_post. The same bits either way. */
+constexpr bool QKV_POST_ROWS = true;
+int qkv_post_pick = -1; /* tests: engk_qkv_post_prefill_kernel */
+
+/* k_qkv_post's warp per head of one row and its arithmetic (the same bits), with every load of the warp issued
+ * before the first use: the head's D values and its V row as 16-byte loads by all 32 lanes (held in registers), and
+ * the lane's first RI cos/sin pairs next to them, so the warp waits for memory once instead of two or three
+ * times (head -> shared, then cos/sin; V load -> store first for K/V warps). Stores 4 values per lane. D % 4 == 0,
+ * D <= 128 V4 (V4 float4 per lane of a head; the lane's first 2 V4 RoPE pairs, all of them, prefetched). */
+template <typename KV, int V4>
+__global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post_rows(const float *qkv, float *q, KV *kdst, KV *vdst,
+                                                                   const float *qn, const float *kn, int kind,
+                                                                   float eps, const float *cos_t, const float *sin_t,
+                                                                   int H, int Hkv, int D, int rot)
+{
+    const PostWarp w(qkv, H, Hkv, D);
+    if (w.hh >= H + Hkv)
+        return;
+    const int lane = w.lane, t = w.t, hh = w.hh, g = w.g, D4 = D / 4, half = rot / 2;
+    const bool isq = w.isq;
+    const float4 *src = reinterpret_cast<const float4 *>(w.src);
+    const float4 *vs = reinterpret_cast<const float4 *>(w.row + (int64_t)(H + Hkv) * D + (int64_t)g * D);
+    const float *c = cos_t + (int64_t)t * half, *s = sin_t + (int64_t)t * half;
+    float4 x4[V4], v4[V4];
+    constexpr int RI = 2 * V4;
+    float cr[RI], sr[RI];
+#pragma unroll
+    for (int k = 0; k < V4; k++) {
+        const int c4 = lane + 32 * k;
+        x4[k] = v4[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (c4 < D4) {
+            x4[k] = src[c4];
+            if (!isq)
+                v4[k] = vs[c4];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < RI; k++) {
+        const int i = lane + 32 * k;
+        cr[k] = i < half ? c[i] : 0.0f;
+        sr[k] = i < half ? s[i] : 0.0f;
+    }
+    float *u = w.u;
+#pragma unroll
+    for (int k = 0; k < V4; k++)
+        if (lane + 32 * k < D4)
+            reinterpret_cast<float4 *>(u)[lane + 32 * k] = x4[k];
+    if (!isq) { /* V: straight to storage */
+        KV *vo = vdst + ((int64_t)t * Hkv + g) * D;
+#pragma unroll
+        for (int k = 0; k < V4; k++)
+            if (lane + 32 * k < D4)
+                st4(vo + (lane + 32 * k) * 4, v4[k]);
+    }
+    __syncwarp();
+    const float *nw = isq ? qn : kn;
+    if (nw)
+        head_norm(u, D, nw, kind, eps, lane);
+    auto rope = [&](int i, float ci, float si) { /* pair (i, i + half), as k_qkv_post */
+        const float x1 = u[i], x2 = u[i + half];
+        const float a = x1 * ci, b = -x2 * si;
+        const float a2 = x2 * ci, b2 = x1 * si;
+        u[i] = a + b;
+        u[i + half] = a2 + b2;
+    };
+#pragma unroll
+    for (int k = 0; k < RI; k++)
+        if (lane + 32 * k < half)
+            rope(lane + 32 * k, cr[k], sr[k]);
+    for (int i = lane + 32 * RI; i < half; i += 32)
+        rope(i, c[i], s[i]);
+    __syncwarp();
+    const float4 *u4 = reinterpret_cast<const float4 *>(u);
+    if (isq) {
+        float *qo = q + ((int64_t)t * H + hh) * D;
+#pragma unroll
+        for (int k = 0; k < V4; k++)
+            if (lane + 32 * k < D4)
+                st4(qo + (lane + 32 * k) * 4, u4[lane + 32 * k]);
+    } else {
+        KV *ko = kdst + ((int64_t)t * Hkv + g) * D;
+#pragma unroll
+        for (int k = 0; k < V4; k++)
+            if (lane + 32 * k < D4)
+                st4(ko + (lane + 32 * k) * 4, u4[lane + 32 * k]);
+    }
+}
+
+/* k_qkv_post_rows with the fewest float4 per lane that hold a head (D <= 512). */
+template <typename KV>
+void post_rows(const float *qkv, float *q, KV *kdst, KV *vdst, const float *qn, const float *kn, int kind, float eps,
+               const float *cos_t, const float *sin_t, int T, int H, int Hkv, int D, int rot, cudaStream_t s)
+{
+    const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, T), blk(POST_WARPS * 32);
+    const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
+    if (D <= 128)
+        k_qkv_post_rows<KV, 1><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot);
+    else if (D <= 256)
+        k_qkv_post_rows<KV, 2><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot);
+    else
+        k_qkv_post_rows<KV, 4><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot);
 }
 
 /* One element per thread: any I. */
@@ -325,6 +461,15 @@ cudaError_t engk_qkv_post(const float *qkv, float *q, void *kdst, void *vdst, in
         return cudaErrorInvalidValue;
     const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, T);
     const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
+    if ((qkv_post_pick < 0 ? QKV_POST_ROWS : qkv_post_pick == 1) && D <= 512) {
+        if (f32)
+            post_rows<float>(qkv, q, (float *)kdst, (float *)vdst, qn, kn, norm_kind, eps, cos_t, sin_t, T, H, Hkv, D,
+                             rot, s);
+        else
+            post_rows<uint16_t>(qkv, q, (uint16_t *)kdst, (uint16_t *)vdst, qn, kn, norm_kind, eps, cos_t, sin_t, T, H,
+                                Hkv, D, rot, s);
+        return cudaGetLastError();
+    }
     if (f32)
         k_qkv_post<float><<<grid, POST_WARPS * 32, smem, s>>>(qkv, q, (float *)kdst, (float *)vdst, qn, kn,
                                                              norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot, nullptr, 0, 0);
@@ -334,6 +479,8 @@ cudaError_t engk_qkv_post(const float *qkv, float *q, void *kdst, void *vdst, in
                                                                 0, 0);
     return cudaGetLastError();
 }
+
+void engk_qkv_post_prefill_kernel(int rows) { qkv_post_pick = rows < 0 ? -1 : rows ? 1 : 0; }
 
 cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vbase, const int64_t *pos_dev, int back,
                               int f32, const float *qn, const float *kn, int norm_kind, float eps, const float *cos_t,

@@ -549,9 +549,14 @@ static int run_all(void)
             fails += check_rmsnorm_bf16(&c, seed += 10, FAULT_NONE);
         }
 
-    printf("engk_qkv_post vs ref_rmsnorm per head + ref_rope_apply (+ bf16 rounding of K/V)\n");
-    for (size_t i = 0; i < sizeof post_cases / sizeof post_cases[0]; i++, checks += 3)
-        fails += check_qkv_post(&post_cases[i], seed += 10, FAULT_NONE);
+    for (int k = 0; k < 2; k++) { /* both prefill kernels: loads up front (k_qkv_post_rows), the previous one */
+        engk_qkv_post_prefill_kernel(1 - k);
+        printf("engk_qkv_post (%s) vs ref_rmsnorm per head + ref_rope_apply (+ bf16 rounding of K/V)\n",
+               k ? "k_qkv_post" : "k_qkv_post_rows");
+        for (size_t i = 0; i < sizeof post_cases / sizeof post_cases[0]; i++, checks += 3)
+            fails += check_qkv_post(&post_cases[i], seed += 10, FAULT_NONE);
+    }
+    engk_qkv_post_prefill_kernel(-1);
     checks++;
     if (engk_qkv_post(NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, EPS, NULL, NULL, 1, 1, 1, 12, 12, 0) !=
         cudaErrorInvalidValue) {
@@ -736,8 +741,13 @@ static int run_bench(void)
         const int T = c.T = Ts[ti];
         bench_line("embed", "bf16 128256x4096", T, ekc_time_us(b_embed, &c), T * (HD * 6.0 + 4), 0, ceil_gbs);
         bench_line("rmsnorm", "n=4096 W", T, ekc_time_us(b_rmsnorm, &c), T * HD * 8.0 + HD * 4, 0, ceil_gbs);
-        bench_line("qkv_post", "32/8 x 128 rot 128 bf16 KV", T, ekc_time_us(b_qkv_post, &c),
-                   T * ((NH + 2 * NKV) * HDIM * 4.0 + NH * HDIM * 4 + 2 * NKV * HDIM * 2 + HDIM * 4), 0, ceil_gbs);
+        for (int k = 0; k < 2; k++) { /* loads up front (k_qkv_post_rows), the previous kernel */
+            engk_qkv_post_prefill_kernel(1 - k);
+            bench_line("qkv_post", k ? "32/8x128 rot 128 bf16 KV (previous)" : "32/8x128 rot 128 bf16 KV (rows)", T,
+                       ekc_time_us(b_qkv_post, &c),
+                       T * ((NH + 2 * NKV) * HDIM * 4.0 + NH * HDIM * 4 + 2 * NKV * HDIM * 2 + HDIM * 4), 0, ceil_gbs);
+        }
+        engk_qkv_post_prefill_kernel(-1);
         bench_line("rmsnormb", "n=4096 W -> bf16", T, ekc_time_us(b_rmsnorm_bf16, &c), T * HD * 6.0 + HD * 4, 0,
                    ceil_gbs);
         bench_line("rms+cvt", "n=4096 W, then to_bf16 (before)", T, ekc_time_us(b_rmsnorm_then_bf16, &c),

@@ -6,7 +6,8 @@
  * kernels: tensor cores (bf16, sm_80+) and the fp32 CUDA-core one, and the fused form (the merge folded into the
  * partial kernel: engk_attn_decode_fused) bit for bit against partials + merge. --bench: decode attention µs and KV
  * GB/s of both against a measured read ceiling (llama3-8b heads, 16 tokens .. 32k), the fused form next to them,
- * prefill TFLOP/s at T = 2048, 8192 (32 rows per warp next to 16). */
+ * prefill TFLOP/s at T = 2048, 8192, 32768 (each block shape and sub-block loop of the tensor-core kernel, one chunk
+ * and chunked). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -562,14 +563,24 @@ static int64_t check_prefill(const pcase *c)
      * weight, the normalizer l sums them unrounded): |ctx error| <= 2^-9 * max|v| (+ slack) <= 3.9e-3 */
     int64_t fails = mismatches(what, got, want, n, mma ? 3.9e-3 + 1e-5 : 2e-5, mma ? 0.0 : 1e-5);
     /* offload: tile k from its own NaN-padded buffer, the state through memory; chunking: row 0 alone, then
-     * chunks of 3, 5 or 7 (each sees only the cache up to its own last row). Both with the kernel chosen by chunk
-     * length and (tensor cores, D <= 128) with 32 rows per warp forced. */
+     * chunks of 3, 5 or 7 (each sees only the cache up to its own last row). With the kernel chosen by chunk
+     * length and (tensor cores, D <= 128) with 32 rows per warp forced in each sub-block loop and block shape. */
+    static const struct { int flag; const char *how; } fv[] = {
+        {0, ""},
+        {ENGK_MMA_WARP32, " (32 rows per warp)"},
+        {ENGK_MMA_WARP32 | ENGK_MMA_OLD, " (32 rows per warp, previous loop)"},
+        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT, " (32 rows per warp, P V per m16 tile)"},
+        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2, " (32 rows per warp, Q K^T and P V per m16 tile)"},
+        {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, " (32 rows per warp, 8 warps)"},
+        {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT, " (32 rows per warp, 8 warps, P V per m16 tile)"},
+        {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, " (16 rows per warp, lean loop)"},
+    };
     const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
     const int tlo = (int)(lo0 / P), thi = (int)(last / P) + 1;
-    for (int v = 0; v < (mma && D <= 128 ? 2 : 1); v++) {
+    for (size_t v = 0; v < (mma && D <= 128 ? sizeof fv / sizeof fv[0] : 1); v++) {
         pcase cv = *c;
-        cv.flags |= v ? ENGK_MMA_WARP32 : 0;
-        const char *how = v ? " (32 rows per warp)" : "";
+        cv.flags |= fv[v].flag;
+        const char *how = fv[v].how;
         ekc_poison(dctx2, n * 4, 1);
         ekc_poison(dm, (int64_t)T * H * 4, 1);
         ekc_poison(dl, (int64_t)T * H * 4, 1);
@@ -600,11 +611,21 @@ static int64_t check_prefill(const pcase *c)
         }
     }
     /* other rows share each row's block and warp: 16 rows per warp in blocks of 64 and 128 rows, 32 rows per warp
-     * in blocks of 128 (D = 256 runs 16 per warp in blocks of 64 whatever the flag) */
+     * in blocks of 128 and 256 (D = 256 runs 16 per warp in blocks of 64 whatever the flag), each in every sub-block
+     * loop (the previous one, the lean one, the lean one with P V per m16 tile) */
     static const struct { int flag; const char *what; } blk[] = {
-        {ENGK_MMA_ROWS64, "  16 rows per warp, blocks of 64 rows forced = one chunk"},
-        {ENGK_MMA_ROWS128, "  16 rows per warp, blocks of 128 rows forced = one chunk"},
-        {ENGK_MMA_WARP32, "  32 rows per warp, blocks of 128 rows forced = one chunk"},
+        {ENGK_MMA_ROWS64 | ENGK_MMA_OLD, "  16 rows per warp, blocks of 64 rows, previous loop = one chunk"},
+        {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, "  16 rows per warp, blocks of 64 rows, lean loop = one chunk"},
+        {ENGK_MMA_ROWS128 | ENGK_MMA_OLD, "  16 rows per warp, blocks of 128 rows, previous loop = one chunk"},
+        {ENGK_MMA_ROWS128 | ENGK_MMA_LEAN, "  16 rows per warp, blocks of 128 rows, lean loop = one chunk"},
+        {ENGK_MMA_WARP32 | ENGK_MMA_OLD, "  32 rows per warp, blocks of 128 rows, previous loop = one chunk"},
+        {ENGK_MMA_WARP32 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 128 rows, lean loop = one chunk"},
+        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT, "  32 rows per warp, blocks of 128 rows, P V per tile = one chunk"},
+        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2, "  32 rows per warp, blocks of 128 rows, S, P V per tile = one chunk"},
+        {ENGK_MMA_WARP32X8 | ENGK_MMA_OLD, "  32 rows per warp, blocks of 256 rows, previous loop = one chunk"},
+        {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 256 rows, lean loop = one chunk"},
+        {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT, "  32 rows per warp, blocks of 256 rows, P V per tile = one chunk"},
+        {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT2, "  32 rows per warp, blocks of 256 rows, S, P V per tile = one chunk"},
     };
     for (size_t b = 0; mma && b < sizeof blk / sizeof blk[0]; b++) {
         pcase cb = *c;
@@ -652,6 +673,11 @@ static void test_prefill(void **state)
          * of 1, a window inside one sub-block, the chunk starting deep in the cache */
         {0, 0, 4, 128, 517, 64, 0, 0},   {0, 0, 8, 128, 130, 100, 0, 37}, {0, 0, 4, 128, 100, 64, 1, 5},
         {0, 0, 4, 64, 333, 64, 200, 1000}, {0, 0, 1, 128, 257, 128, 33, 0}, {0, 0, 4, 32, 300, 64, 0, 11},
+        /* the llama3-8b shape at odd lengths (17, 129, 1000 rows: partial 128- and 256-row blocks, several
+         * diagonal sub-blocks per block), causal and sliding, from 0 and deep in the cache; D = 64 and 256 */
+        {0, 0, 4, 128, 17, 64, 0, 0},    {0, 0, 4, 128, 129, 64, 0, 0},   {0, 0, 4, 128, 1000, 64, 0, 0},
+        {0, 0, 4, 128, 1000, 64, 300, 0}, {0, 0, 4, 128, 129, 100, 50, 1000}, {0, 0, 4, 128, 17, 8, 0, 301},
+        {0, 0, 4, 64, 1000, 64, 0, 0},   {0, 0, 4, 256, 129, 64, 70, 3},
     };
     for (size_t i = 0; i < sizeof longc / sizeof longc[0]; i++)
         fails += check_prefill(&longc[i]);
@@ -795,22 +821,27 @@ static void bench(void)
     CU(cudaEventDestroy(e3));
     CU(cudaEventDestroy(e4));
     CU(cudaFree(dcnt));
-    /* prefill of T = 2048 and 8192 rows from position 0, causal, P = 64: one chunk (engine bench), and chunks of
-     * 256 (the engine's default) or 2048; tensor cores with 32 rows per warp (new) and 16 (old). Seeded random q, K
-     * and V, so the running max moves as in real attention. Flops counted causal: per head and row at position p,
-     * 2 D (p + 1) for Q K^T and as many for P V, so 4 D H T (T + 1) / 2 in all (masked halves of diagonal blocks not
-     * counted). */
-    const int P = 64, maxT = 8192;
-    static const int Ts[] = {2048, 8192}, chunks[] = {256, 2048};
-    static const struct { const char *name; int flags, chunked; } pv[] = {
-        {"MMA 32 rows/warp, 128-row blocks", ENGK_MMA_WARP32, 0},
-        {"MMA 16 rows/warp,  64-row blocks", ENGK_MMA_ROWS64, 0},
-        {"MMA 16 rows/warp, 128-row blocks", ENGK_MMA_ROWS128, 0},
-        {"MMA auto                        ", 0, 0},
-        {"MMA 32 rows/warp, 128-row blocks", ENGK_MMA_WARP32, 1},
-        {"MMA 16 rows/warp,  64-row blocks", ENGK_MMA_ROWS64, 1},
-        {"MMA auto                        ", 0, 1},
-        {"CUDA cores                      ", ENGK_CUDA_CORES, 1},
+    /* prefill of T = 2048, 8192 and 32768 rows from position 0, causal, P = 64: one chunk (engine bench), and
+     * chunks of 256 (T = 2048, the engine's default) or 2048; tensor cores in each block shape and sub-block loop
+     * (same bits: engine/eng_attn.cu MMA_FORM / MMA_LOOP16 pick the engine's), the engine's choice ("auto"). Seeded
+     * random q, K and V, so the running max moves as in real attention. Flops counted causal: per head and row at
+     * position p, 2 D (p + 1) for Q K^T and as many for P V, so 4 D H T (T + 1) / 2 in all (masked halves of
+     * diagonal blocks not counted). */
+    const int P = 64, maxT = 32768;
+    static const int Ts[] = {2048, 8192, 32768}, chunks[] = {256, 2048, 2048};
+    static const struct { const char *name; int flags; } pv[] = {
+        {"MMA 32 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_WARP32 | ENGK_MMA_OLD},
+        {"MMA 32 rows/warp, 128-row blocks, lean loop      ", ENGK_MMA_WARP32 | ENGK_MMA_LEAN},
+        {"MMA 32 rows/warp, 128-row blocks, P V per tile   ", ENGK_MMA_WARP32 | ENGK_MMA_SPLIT},
+        {"MMA 32 rows/warp, 128-row blocks, S, P V per tile", ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2},
+        {"MMA 32 rows/warp, 256-row blocks, lean loop      ", ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN},
+        {"MMA 32 rows/warp, 256-row blocks, P V per tile   ", ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT},
+        {"MMA 32 rows/warp, 256-row blocks, S, P V per tile", ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT2},
+        {"MMA 16 rows/warp,  64-row blocks, previous loop  ", ENGK_MMA_ROWS64 | ENGK_MMA_OLD},
+        {"MMA 16 rows/warp,  64-row blocks, lean loop      ", ENGK_MMA_ROWS64 | ENGK_MMA_LEAN},
+        {"MMA 16 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_ROWS128 | ENGK_MMA_OLD},
+        {"MMA auto                                         ", 0},
+        {"CUDA cores                                       ", ENGK_CUDA_CORES},
     };
     float *hq = rand_q((int64_t)maxT * H * D);
     uint16_t *hkv = hmalloc((int64_t)maxT * row, sizeof *hkv);
@@ -823,16 +854,17 @@ static void bench(void)
     upload(dqp, hq, (int64_t)maxT * H * D * 4);
     free(hq);
     free(hkv);
-    for (size_t ti = 0; ti < 2; ti++)
-        for (size_t i = 0; i < sizeof pv / sizeof pv[0]; i++) {
-            const int T = Ts[ti], chunk = pv[i].chunked ? chunks[ti] : T;
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+        for (size_t x = 0; x < 2 * sizeof pv / sizeof pv[0]; x++) { /* every form in one chunk, then chunked */
+            const size_t i = x % (sizeof pv / sizeof pv[0]);
+            const int chunked = x >= sizeof pv / sizeof pv[0], T = Ts[ti], chunk = chunked ? chunks[ti] : T;
             const double flops = 4.0 * D * H * ((double)T * (T + 1) / 2.0);
             char how[96];
-            if (pv[i].chunked)
+            if (chunked)
                 snprintf(how, sizeof how, "%s, chunks of %-4d", pv[i].name, chunk);
             else
                 snprintf(how, sizeof how, "%s, 1 chunk       ", pv[i].name);
-            if ((pv[i].flags & ENGK_CUDA_CORES) && T > 2048) /* ~16 ms per 2048 rows: the 2k row says enough */
+            if ((pv[i].flags & ENGK_CUDA_CORES) && (T > 2048 || !chunked)) /* ~16 ms per 2048 rows: one row */
                 continue;
             if (!(pv[i].flags & ENGK_CUDA_CORES) && !engk_attn_prefill_mma(D, 0)) {
                 printf("bench prefill attention %s: no tensor-core path on this device\n", how);
@@ -856,7 +888,7 @@ static void bench(void)
                     total += ms;
             }
             const double ms = total / r_n;
-            printf("bench prefill attention T=%-4d causal H=32/8 D=128 bf16 %s  %9.3f ms/layer  %7.1f TFLOP/s\n", T,
+            printf("bench prefill attention T=%-5d causal H=32/8 D=128 bf16 %s  %9.3f ms/layer  %7.1f TFLOP/s\n", T,
                    how, ms, flops / (ms * 1e-3) / 1e12);
         }
     CU(cudaFree(dqp));
