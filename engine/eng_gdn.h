@@ -64,7 +64,7 @@ cudaError_t engk_gdn_step(float *y, float *state, float *conv_state, const float
 #define ENG_GDN_STEP_V2 2
 #define ENG_GDN_STEP_V3 3
 #define ENG_GDN_STEP_V4 4
-#define ENG_GDN_STEP_FORM ENG_GDN_STEP_V2
+#define ENG_GDN_STEP_FORM ENG_GDN_STEP_V3
 cudaError_t engk_gdn_step_form(int form, float *y, float *state, float *conv_state, const float *gin,
                                const float *conv_w, const float *A_log, const float *dt_bias, const float *norm_w,
                                int Hk, int Hv, int dk, int dv, int K, float qmul, float eps, int fresh, cudaStream_t s);
