@@ -176,6 +176,16 @@ struct StepArgs {
     float qmul, eps;
 };
 
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 /* its callers' arch */
+/* Channel c's K taps of history at T = 1 (tap K-1 the current row gin[c]; zeros past K and before a fresh start). */
+__device__ __forceinline__ void conv_hist(float (&hv)[STEP_KMAX], const StepArgs &a, int64_t C, int64_t c)
+{
+#pragma unroll
+    for (int j = 0; j < STEP_KMAX; j++)
+        hv[j] = j >= a.K ? 0.0f : j == a.K - 1 ? a.gin[c] : a.fresh ? 0.0f : a.cst[(int64_t)j * C + c];
+}
+#endif
+
 template <int NPL, int CPW>
 __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step_v1(StepArgs a)
 {
@@ -215,9 +225,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step_v1(StepArgs a)
                           : i < 2 * dk ? (int64_t)a.Hk * dk + (int64_t)kh * dk + i - dk
                                        : 2 * (int64_t)a.Hk * dk + (int64_t)h * dv + e0 + i - 2 * dk;
         float hv[STEP_KMAX], acc = 0.0f;
-#pragma unroll
-        for (int j = 0; j < STEP_KMAX; j++)
-            hv[j] = j >= K ? 0.0f : j == K - 1 ? a.gin[c] : a.fresh ? 0.0f : a.cst[(int64_t)j * C + c];
+        conv_hist(hv, a, C, c);
 #pragma unroll
         for (int j = 0; j < STEP_KMAX; j++)
             if (j < K)
@@ -357,10 +365,69 @@ __device__ __forceinline__ void mbar_wait0(uint64_t *bar)
 }
 #endif
 
-template <int NPL, bool PDL, bool AX>
+/* The delta rule on one state column spread over STEP_TPC threads (thread g holds values d = g + 8 t + 32 i): decay,
+ * m = S.k, S += k (v - m) beta, and the column's output S.q, each dot's lane partials and butterfly as k_gdn_delta's
+ * (see above); every thread of the column returns it. */
+template <int NPL>
+__device__ __forceinline__ float delta_cols(float (&s)[4][NPL], const float *kn, const float *qn, float v, float decay,
+                                            float bt, int g)
+{
+    float m[4], o[4];
+#pragma unroll
+    for (int t = 0; t < 4; t++) { /* m = S.k after the decay */
+        m[t] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            const int d = g + 8 * t + 32 * i;
+            s[t][i] = s[t][i] * decay;
+            m[t] = fmaf(s[t][i], kn[d], m[t]);
+        }
+    }
+    float mm = (m[0] + m[2]) + (m[1] + m[3]);
+#pragma unroll
+    for (int off = STEP_TPC / 2; off; off >>= 1)
+        mm += __shfl_xor_sync(FULL, mm, off);
+    const float delta = (v - mm) * bt;
+#pragma unroll
+    for (int t = 0; t < 4; t++) { /* S += k delta, o = S.q */
+        o[t] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            const int d = g + 8 * t + 32 * i;
+            s[t][i] = fmaf(kn[d], delta, s[t][i]);
+            o[t] = fmaf(s[t][i], qn[d], o[t]);
+        }
+    }
+    float oo = (o[0] + o[2]) + (o[1] + o[3]);
+#pragma unroll
+    for (int off = STEP_TPC / 2; off; off >>= 1)
+        oo += __shfl_xor_sync(FULL, oo, off);
+    return oo;
+}
+
+/* Ablations of V3 for --bench alone (AB != 0; the engine never runs them, their outputs are wrong and unchecked):
+ * each bit removes one phase so the timing attributes the step's latency. AB_PRO: the prologue's math (silu, the
+ * q/k L2 norms, the gates and exp(g), silu(z); the loads and conv taps stay); AB_FP32: every double transcendental
+ * as a float intrinsic; AB_DELTA: the delta rule's math (decay, both dots, the update; S still read and written);
+ * AB_SMEM: S neither read nor written; AB_XCHG: no cluster barrier, no output exchange and no gated norm (each
+ * output goes to y as it is). */
+constexpr int AB_PRO = 1, AB_FP32 = 2, AB_DELTA = 4, AB_SMEM = 8, AB_XCHG = 16, AB_ALL = 31;
+
+template <bool F32> __device__ __forceinline__ float silu_ab(float x)
+{
+    return F32 ? x / (1.0f + __expf(-x)) : silu(x);
+}
+template <bool F32> __device__ __forceinline__ float exp_ab(float x) { return F32 ? __expf(x) : (float)exp((double)x); }
+template <bool F32> __device__ __forceinline__ float rsqrt_ab(float x)
+{
+    return F32 ? rsqrtf(x) : (float)(1.0 / sqrt((double)x));
+}
+
+template <int NPL, bool PDL, bool AX, int AB = 0>
 __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
 {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+    constexpr bool F32 = AB & AB_FP32, PRO = AB & AB_PRO, XCHG = AB & AB_XCHG, SMEM = AB & AB_SMEM;
     __shared__ float qn[32 * NPL], kn[32 * NPL], vv[STEP_MAXW], zs[STEP_MAXW], wn[STEP_MAXW], full[8 * STEP_MAXW],
         gates[2];
     __shared__ uint64_t xbar; /* AX: phase 0 completes once the head's dv outputs are in full */
@@ -375,7 +442,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
             asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         }
         __cluster_barrier_arrive(); /* release: waited on before the first st.async into a peer */
-    } else {
+    } else if (!XCHG) {
         __cluster_barrier_arrive_relaxed(); /* waited on before the first store into a peer's shared memory */
     }
     if (PDL)
@@ -425,7 +492,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
         else if (warp == 4 && lane < W)
             wg = a.nw[e0 + lane];
         if (!a.fresh) {
-            if (col && 32 * g < dk)
+            if (!SMEM && col && 32 * g < dk)
                 prefetch_l2(Sc + 32 * g);
             taps([&](int, int j, int64_t c, bool on) {
                 if (on && j < K - 1)
@@ -448,7 +515,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
 #pragma unroll
         for (int i = 0; i < NPL; i++) {
             const int d = g + 8 * t + 32 * i;
-            s[t][i] = !a.fresh && col && d < dk ? Sc[d] : 0.0f;
+            s[t][i] = !SMEM && !a.fresh && col && d < dk ? Sc[d] : 0.0f;
         }
     if (warp < 3) { /* conv + silu as k_gdn_conv at T = 1 */
         float u[NPL];
@@ -459,7 +526,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
             for (int j = 0; j < STEP_KMAX; j++)
                 if (j < K)
                     acc = fmaf(cw[j][i], hv[j][i], acc);
-            u[i] = lane + 32 * i < lim ? silu(acc) : 0.0f;
+            u[i] = lane + 32 * i < lim ? PRO ? acc : silu_ab<F32>(acc) : 0.0f;
         }
         if (warp < 2) { /* q (warp 0) or k (1): the L2 norm as l2norm_head, zeros past dk */
             float ss = 0.0f;
@@ -467,7 +534,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
             for (int i = 0; i < NPL; i++)
                 if (lane + 32 * i < dk)
                     ss = fmaf(u[i], u[i], ss);
-            const float inv = (float)(1.0 / sqrt((double)(warp_sum(ss) + 1e-6f)));
+            const float inv = PRO ? 1.0f : rsqrt_ab<F32>(warp_sum(ss) + 1e-6f);
 #pragma unroll
             for (int i = 0; i < NPL; i++) {
                 const int d = lane + 32 * i;
@@ -480,58 +547,37 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
     } else if (warp == 3) { /* the gates as k_gdn_prep (exp(A_log) beside the softplus), then exp(g) */
         float v = 0.0f;
         if (lane == 0)
-            v = sigmoid(hv[0][0]);
+            v = PRO ? hv[0][0] : F32 ? 1.0f / (1.0f + __expf(-hv[0][0])) : sigmoid(hv[0][0]);
         else if (lane == 1) {
             const float xa = hv[0][0] + hv[1][0];
-            v = xa > 20.0f ? xa : (float)log1p(exp((double)xa));
+            v = PRO || xa > 20.0f ? xa : F32 ? __logf(1.0f + __expf(xa)) : (float)log1p(exp((double)xa));
         } else if (lane == 2)
-            v = (float)exp((double)hv[0][0]);
+            v = PRO ? hv[0][0] : exp_ab<F32>(hv[0][0]);
         const float ea = __shfl_sync(FULL, v, 2);
         if (lane == 0)
             gates[0] = v;
         else if (lane == 1)
-            gates[1] = (float)exp((double)(-ea * v));
+            gates[1] = PRO ? -ea * v : exp_ab<F32>(-ea * v);
     } else if (warp == 4 && lane < W) {
-        zs[lane] = silu(hv[0][0]);
+        zs[lane] = PRO ? hv[0][0] : silu_ab<F32>(hv[0][0]);
         wn[lane] = hv[1][0];
     }
     __syncthreads();
-    const float decay = gates[1], bt = gates[0];
-    float m[4], o[4];
-#pragma unroll
-    for (int t = 0; t < 4; t++) { /* m = S.k after the decay */
-        m[t] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < NPL; i++) {
-            const int d = g + 8 * t + 32 * i;
-            s[t][i] = s[t][i] * decay;
-            m[t] = fmaf(s[t][i], kn[d], m[t]);
-        }
+    float oo;
+    if (AB & AB_DELTA) {
+        oo = (col ? vv[e] : 0.0f) + s[0][0]; /* the output as it is */
+    } else {
+        oo = delta_cols<NPL>(s, kn, qn, col ? vv[e] : 0.0f, gates[1], gates[0], g);
     }
-    float mm = (m[0] + m[2]) + (m[1] + m[3]);
-#pragma unroll
-    for (int off = STEP_TPC / 2; off; off >>= 1)
-        mm += __shfl_xor_sync(FULL, mm, off);
-    const float delta = ((col ? vv[e] : 0.0f) - mm) * bt;
-#pragma unroll
-    for (int t = 0; t < 4; t++) { /* S += k delta, o = S.q */
-        o[t] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < NPL; i++) {
-            const int d = g + 8 * t + 32 * i;
-            s[t][i] = fmaf(kn[d], delta, s[t][i]);
-            o[t] = fmaf(s[t][i], qn[d], o[t]);
-        }
-    }
-    float oo = (o[0] + o[2]) + (o[1] + o[3]);
-#pragma unroll
-    for (int off = STEP_TPC / 2; off; off >>= 1)
-        oo += __shfl_xor_sync(FULL, oo, off);
     const unsigned dst0 = (unsigned)((y % a.r) * a.ns); /* cluster rank of slice 0 of this value head */
-    __cluster_barrier_wait(); /* every peer has started (AX: its mbarrier is armed): it takes our stores */
+    if (!XCHG)
+        __cluster_barrier_wait(); /* every peer has started (AX: its mbarrier is armed): it takes our stores */
     if (AX)
         __cluster_barrier_arrive(); /* release: this block is done reading the old conv state */
-    if (col && g < a.ns) { /* output e of slice x into slice g of this value head */
+    if (XCHG) {
+        if (col && g == 0)
+            a.y[(int64_t)h * dv + e0 + e] = oo;
+    } else if (col && g < a.ns) { /* output e of slice x into slice g of this value head */
         if (!AX)
             *(float *)__cluster_map_shared_rank(&full[x * W + e], dst0 + g) = oo;
         else if (g != x)
@@ -542,14 +588,14 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
                          : "memory");
         }
     }
-    if (!AX)
+    if (!AX && !XCHG)
         __cluster_barrier_arrive(); /* release: the stores above, and every block is done with the old conv state */
 #pragma unroll
     for (int t = 0; t < 4; t++) /* the new state after the arrive, which would otherwise wait for these stores */
 #pragma unroll
         for (int i = 0; i < NPL; i++) {
             const int d = g + 8 * t + 32 * i;
-            if (col && d < dk)
+            if (!SMEM && col && d < dk)
                 Sc[d] = s[t][i];
         }
     if (warp == 2 && lane < W) /* v's conv state: this block alone reads these channels */
@@ -557,9 +603,9 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
         for (int j = 0; j < STEP_KMAX - 1; j++)
             if (j < K - 1)
                 a.cst[(int64_t)j * C + cb + lane] = a.shift ? hv[j][0] : hv[j + 1][0];
-    if (!AX)
+    if (!AX && !XCHG)
         __cluster_barrier_wait(); /* the peers' outputs are here */
-    if (warp == 2) { /* the gated RMSNorm of head h as k_gdn_norm_gate, from the head's dv outputs here */
+    if (warp == 2 && !XCHG) { /* the gated RMSNorm of head h as k_gdn_norm_gate, from the head's dv outputs here */
         if (AX)
             mbar_wait0(&xbar);
         float ss = 0.0f;
@@ -568,7 +614,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
             if (lane + 32 * j < dv)
                 ss = fmaf(full[lane + 32 * j], full[lane + 32 * j], ss);
         const float ms = warp_sum(ss) / (float)dv;
-        const float inv = (float)(1.0 / sqrt((double)(ms + a.eps)));
+        const float inv = rsqrt_ab<F32>(ms + a.eps);
         if (lane < W)
             a.y[(int64_t)h * dv + e0 + lane] = full[x * W + lane] * inv * wn[lane] * zs[lane];
     }
@@ -582,6 +628,176 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
                 for (int j = 0; j < STEP_KMAX - 1; j++)
                     if (j < K - 1)
                         a.cst[(int64_t)j * C + cb + lane + 32 * i] = a.shift ? hv[j][i] : hv[j + 1][i];
+#else
+    __trap();
+#endif
+}
+
+/* V5: one block per value head (STEP_TPC threads per state column, so dv <= STEP5_MAXDV), no slices: the gated norm
+ * reads the head's dv outputs from the block's own shared memory after a __syncthreads, with no cluster barrier and
+ * no store into a peer on the output's path. The cluster (1, r) holds the r value heads of one key head only so that
+ * its rank 0 rewrites that key head's q/k conv state after every block has read it (a barrier armed after the reads
+ * and waited on at the very end). Launched as V3 (weights, exp(A_log) and L2 prefetches before dep_wait); after it
+ * the S slice's loads issue first, as cp.async into shared memory (dynamic, [4 NPL][threads]: each thread reads back
+ * its own values after cp.async.wait_all, so no registers are held across the prologue), then the conv history.
+ * The prologue runs a channel per thread (q, k, v with their conv taps, then silu(z)) and the gates on two lanes of
+ * the last warp (exp(A_log) already there, so no shuffle); warps 0 and 1 then take the q and k L2 norms from shared
+ * memory. The state columns, the dots and the norm are
+ * k_gdn_step's, so the bits are too. Shapes with dk or dv above 128 run V3 instead (step_launch). */
+constexpr int STEP5_THREADS = 1024, STEP5_MAXDV = STEP5_THREADS / STEP_TPC, STEP5_NPL = 4;
+
+template <int NPL>
+__global__ void __launch_bounds__(STEP5_THREADS) k_gdn_step5(StepArgs a)
+{
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+    __shared__ float raw[64 * NPL], qn[32 * NPL], kn[32 * NPL], hist[STEP_KMAX][64 * NPL], vv[STEP5_MAXDV],
+        zs[STEP5_MAXDV], wn[STEP5_MAXDV], full[STEP5_MAXDV], gates[2];
+    extern __shared__ float sS[]; /* the state slice: value (t, i) of thread tid at sS[(t NPL + i) nt + tid] */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x, nt = blockDim.x;
+    const int dk = a.dk, dv = a.dv, K = a.K, y = blockIdx.y, kh = y / a.r;
+    dep_launch();
+    const int h = RC_FAULTS_BUILT && a.hm ? (y % a.r) * a.Hk + kh : y; /* fault gdn_key_head_modulo */
+    const int64_t C = 2 * (int64_t)a.Hk * dk + (int64_t)a.Hv * dv;
+    const int nconv = 2 * dk + dv, nitem = nconv + dv; /* items: q, k, v channels (conv), then z (silu only) */
+    /* item i's channel in gin / the conv state (z: its column in gin's z part) */
+    auto chan = [&](int i) -> int64_t {
+        return i < dk         ? (int64_t)kh * dk + i
+               : i < 2 * dk   ? (int64_t)a.Hk * dk + (int64_t)kh * dk + i - dk
+               : i < nconv    ? 2 * (int64_t)a.Hk * dk + (int64_t)h * dv + i - 2 * dk
+                              : C + (int64_t)h * dv + i - nconv;
+    };
+    const float *row = a.gin + C + (int64_t)a.Hv * dv; /* b [Hv] | a [Hv] */
+    /* the gates: beta on lane 0 of the last warp, g and exp(g) on lane 1. Before dep_wait: the weights of this
+     * thread's first item, and (lane 1) dt_bias and exp(A_log) */
+    float cw0[STEP_KMAX], w0 = 0.0f, ea = 0.0f, dtb = 0.0f;
+    const int64_t c0 = tid < nitem ? chan(tid) : 0;
+#pragma unroll
+    for (int j = 0; j < STEP_KMAX; j++)
+        cw0[j] = tid < nconv && j < K ? a.cw[c0 * K + j] : 0.0f;
+    if (tid >= nconv && tid < nitem)
+        w0 = a.nw[tid - nconv];
+    if (tid == nt - 31) {
+        dtb = a.dt[h];
+        ea = (float)exp((double)a.A_log[h]); /* as k_gdn_prep: -(float)exp(A_log) * softplus */
+    }
+    const int e = tid / STEP_TPC, g = tid % STEP_TPC;
+    const bool col = e < dv;
+    float *Sc = a.S + ((int64_t)h * dv + (col ? e : 0)) * dk;
+    if (!a.fresh) {
+        if (col && 32 * g < dk)
+            prefetch_l2(Sc + 32 * g);
+        if (tid < nconv)
+            for (int j = 0; j < K - 1; j++)
+                prefetch_l2(a.cst + (int64_t)j * C + c0);
+    }
+    dep_wait(); /* gin, the conv state and S belong to the kernels before */
+    if (!a.fresh) /* the state slice first: thread (column e, group g) as k_gdn_step */
+#pragma unroll
+        for (int t = 0; t < 4; t++)
+#pragma unroll
+            for (int i = 0; i < NPL; i++) {
+                const int d = g + 8 * t + 32 * i;
+                if (col && d < dk)
+                    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(
+                                     smem_u32(&sS[(t * NPL + i) * nt + tid])),
+                                 "l"(Sc + d)
+                                 : "memory");
+            }
+    float gx = 0.0f;
+    if (tid == nt - 32)
+        gx = row[h];
+    else if (tid == nt - 31)
+        gx = row[a.Hv + h] + dtb;
+    for (int i = tid; i < nitem; i += nt) { /* conv + silu as k_gdn_conv at T = 1; silu(z) */
+        const int64_t c = i == tid ? c0 : chan(i);
+        if (i >= nconv) {
+            zs[i - nconv] = silu(a.gin[c]);
+            wn[i - nconv] = i == tid ? w0 : a.nw[i - nconv];
+            continue;
+        }
+        float hv[STEP_KMAX], acc = 0.0f;
+        conv_hist(hv, a, C, c);
+#pragma unroll
+        for (int j = 0; j < STEP_KMAX; j++)
+            if (j < K)
+                acc = fmaf(i == tid ? cw0[j] : a.cw[c * K + j], hv[j], acc);
+        const float u = silu(acc);
+        if (i < 2 * dk) {
+            raw[i] = u;
+#pragma unroll
+            for (int j = 0; j < STEP_KMAX; j++)
+                hist[j][i] = hv[j];
+        } else {
+            vv[i - 2 * dk] = u;
+#pragma unroll
+            for (int j = 0; j < STEP_KMAX - 1; j++) /* this block alone reads these channels */
+                if (j < K - 1)
+                    a.cst[(int64_t)j * C + c] = a.shift ? hv[j] : hv[j + 1];
+        }
+    }
+    if (tid == nt - 32) /* the gates as k_gdn_prep, then exp(g) */
+        gates[0] = sigmoid(gx);
+    else if (tid == nt - 31) {
+        const float sp = gx > 20.0f ? gx : (float)log1p(exp((double)gx));
+        gates[1] = (float)exp((double)(-ea * sp));
+    }
+    __syncthreads();
+    __cluster_barrier_arrive(); /* release: this block is done reading the old conv state */
+    if (warp < 2) { /* q (warp 0) or k (1): the L2 norm as l2norm_head, zeros past dk */
+        const float *src = raw + warp * dk;
+        float ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NPL; i++)
+            if (lane + 32 * i < dk)
+                ss = fmaf(src[lane + 32 * i], src[lane + 32 * i], ss);
+        const float inv = (float)(1.0 / sqrt((double)(warp_sum(ss) + 1e-6f)));
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            const int d = lane + 32 * i;
+            const float yv = d < dk ? src[d] * inv : 0.0f;
+            (warp ? kn : qn)[d] = d >= dk ? 0.0f : warp ? yv : yv * a.qmul;
+        }
+    }
+    __syncthreads();
+    asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's own copies of S are in sS */
+    float s[4][NPL];
+#pragma unroll
+    for (int q = 0; q < 4 * NPL; q++) { /* value (t, i) = (q / NPL, q % NPL), at d = g + 8 t + 32 i */
+        const int d = g + 8 * (q / NPL) + 32 * (q % NPL);
+        s[q / NPL][q % NPL] = !a.fresh && col && d < dk ? sS[q * nt + tid] : 0.0f;
+    }
+    const float oo = delta_cols<NPL>(s, kn, qn, col ? vv[e] : 0.0f, gates[1], gates[0], g);
+    if (col && g == 0)
+        full[e] = oo;
+#pragma unroll
+    for (int t = 0; t < 4; t++) /* the new state */
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            const int d = g + 8 * t + 32 * i;
+            if (col && d < dk)
+                Sc[d] = s[t][i];
+        }
+    __syncthreads();
+    if (warp == 0) { /* the gated RMSNorm of head h as k_gdn_norm_gate */
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < STEP5_MAXDV / 32; j++)
+            if (lane + 32 * j < dv)
+                ss = fmaf(full[lane + 32 * j], full[lane + 32 * j], ss);
+        const float ms = warp_sum(ss) / (float)dv;
+        const float inv = (float)(1.0 / sqrt((double)(ms + a.eps)));
+#pragma unroll
+        for (int j = 0; j < STEP5_MAXDV / 32; j++) {
+            const int i = lane + 32 * j;
+            if (i < dv)
+                a.y[(int64_t)h * dv + i] = full[i] * inv * wn[i] * zs[i];
+        }
+    }
+    __cluster_barrier_wait(); /* every block of the cluster has read the old conv state */
+    if (__clusterRelativeBlockRank() == 0) /* the q/k conv state of key head kh */
+        for (int i = tid; i < 2 * dk; i += nt)
+            for (int j = 0; j < K - 1; j++)
+                a.cst[(int64_t)j * C + chan(i)] = hist[j + 1 - a.shift][i];
 #else
     __trap();
 #endif
@@ -935,8 +1151,10 @@ int engk_gdn_step_fits(int Hk, int Hv, int dk, int dv, int K)
     return step_slices(Hk, Hv, dk, dv, K) > 0;
 }
 
-/* the fused step in form `form` (ENG_GDN_STEP_V1 .. V4; STEP_NOP, STEP_NOP_PDL: its launch floor) */
-constexpr int STEP_NOP = ENG_GDN_STEP_V4 + 1, STEP_NOP_PDL = ENG_GDN_STEP_V4 + 2;
+/* the fused step in form `form` (ENG_GDN_STEP_V1 .. V5; STEP_NOP, STEP_NOP_PDL: its launch floor; STEP_ABL + k:
+ * V3's ablation k, ABL_MASK[k], --bench alone) */
+constexpr int STEP_NOP = ENG_GDN_STEP_NFORMS + 1, STEP_NOP_PDL = STEP_NOP + 1, STEP_ABL = STEP_NOP_PDL + 1;
+constexpr int ABL_MASK[ENG_GDN_STEP_NABL] = {AB_PRO, AB_FP32, AB_DELTA, AB_SMEM, AB_XCHG, AB_ALL};
 static cudaError_t step_launch(int form, float *y, float *state, float *conv_state, const float *gin,
                                const float *conv_w, const float *A_log, const float *dt_bias, const float *norm_w,
                                int Hk, int Hv, int dk, int dv, int K, float qmul, float eps, int fresh, cudaStream_t s)
@@ -944,8 +1162,10 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
     const int ns = step_slices(Hk, Hv, dk, dv, K);
     if (!ns)
         return cudaErrorNotSupported;
-    if (form < ENG_GDN_STEP_V1 || form > STEP_NOP_PDL)
+    if (form < ENG_GDN_STEP_V1 || form >= STEP_ABL + ENG_GDN_STEP_NABL)
         return cudaErrorInvalidValue;
+    if (form == ENG_GDN_STEP_V5 && (dk > 32 * STEP5_NPL || dv > STEP5_MAXDV))
+        form = ENG_GDN_STEP_V3; /* V5 takes heads of at most 128 x 128 */
     const StepArgs a = {y, state, conv_state, gin, conv_w, A_log, dt_bias, norm_w, Hk, Hv, dk, dv, K, ns, Hv / Hk,
                         fresh, rc_fault_active("gdn_conv_state_shift") ? 1 : 0,
                         rc_fault_active("gdn_key_head_modulo") ? 1 : 0, qmul, eps};
@@ -956,17 +1176,39 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
     attr[0].val.clusterDim.x = (unsigned)ns;
     attr[0].val.clusterDim.y = (unsigned)(Hv / Hk);
     attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization; /* V3, V4: as launch_dep */
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization; /* V3, V4, V5: as launch_dep */
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)ns, (unsigned)Hv);
     cfg.blockDim = dim3(STEP_THREADS);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = s;
     cfg.attrs = attr;
-    const bool pdl = form == ENG_GDN_STEP_V3 || form == ENG_GDN_STEP_V4 || form == STEP_NOP_PDL;
+    const bool pdl = form == ENG_GDN_STEP_V3 || form == ENG_GDN_STEP_V4 || form == ENG_GDN_STEP_V5 ||
+                     form == STEP_NOP_PDL || form >= STEP_ABL;
     cfg.numAttrs = pdl && programmatic(s) ? 2 : 1;
     cudaError_t err;
-    if (form == ENG_GDN_STEP_V1) {
+    if (form == ENG_GDN_STEP_V5) { /* a block per value head, clusters of the key head's r value heads */
+        attr[0].val.clusterDim.x = 1;
+        cfg.gridDim = dim3(1, (unsigned)Hv);
+        const int nt = STEP_TPC * dv > 64 ? (STEP_TPC * dv + 31) / 32 * 32 : 64, npl = dk <= 32 ? 1 : dk <= 64 ? 2 : 4;
+        cfg.blockDim = dim3((unsigned)nt);
+        cfg.dynamicSmemBytes = sizeof(float) * 4 * (size_t)npl * nt; /* up to 64 KiB: asked for once per width */
+        static int big[3];
+#define STEP5(n, l)                                                                                                 \
+    ((big[l] || (big[l] = cudaFuncSetAttribute(k_gdn_step5<n>, cudaFuncAttributeMaxDynamicSharedMemorySize,          \
+                                               (int)(sizeof(float) * 4 * n * STEP5_THREADS)) == cudaSuccess))        \
+         ? cudaLaunchKernelEx(&cfg, k_gdn_step5<n>, a)                                                               \
+         : cudaErrorInvalidConfiguration)
+        err = npl == 1 ? STEP5(1, 0) : npl == 2 ? STEP5(2, 1) : STEP5(4, 2);
+#undef STEP5
+    } else if (form >= STEP_ABL) { /* timing only: the qwen3.5-9b key width */
+        if (dk <= 64 || dk > 128)
+            return cudaErrorNotSupported;
+#define ABL(k) (cudaLaunchKernelEx(&cfg, k_gdn_step<4, true, false, ABL_MASK[k]>, a))
+        const int k = form - STEP_ABL;
+        err = k == 0 ? ABL(0) : k == 1 ? ABL(1) : k == 2 ? ABL(2) : k == 3 ? ABL(3) : k == 4 ? ABL(4) : ABL(5);
+#undef ABL
+    } else if (form == ENG_GDN_STEP_V1) {
 #define STEP(n, c) (cudaLaunchKernelEx(&cfg, k_gdn_step_v1<n, c>, a))
 #define STEP_C(n) (cpw == 1 ? STEP(n, 1) : cpw == 2 ? STEP(n, 2) : STEP(n, 4))
         err = dk <= 32 ? STEP_C(1) : dk <= 64 ? STEP_C(2) : dk <= 128 ? STEP_C(4) : STEP_C(8);
@@ -1000,7 +1242,7 @@ cudaError_t engk_gdn_step_form(int form, float *y, float *state, float *conv_sta
                                const float *conv_w, const float *A_log, const float *dt_bias, const float *norm_w,
                                int Hk, int Hv, int dk, int dv, int K, float qmul, float eps, int fresh, cudaStream_t s)
 {
-    if (form < ENG_GDN_STEP_V1 || form > ENG_GDN_STEP_V4)
+    if (form < ENG_GDN_STEP_V1 || form > ENG_GDN_STEP_NFORMS)
         return cudaErrorInvalidValue;
     return step_launch(form, y, state, conv_state, gin, conv_w, A_log, dt_bias, norm_w, Hk, Hv, dk, dv, K, qmul, eps,
                        fresh, s);
@@ -1059,8 +1301,8 @@ cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, 
     return cudaGetLastError();
 }
 
-/* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1-4 the
- * fused forms V1-V4 (where they apply), then unfused and the launch floor (eng_gdn.h). */
+/* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1-5 the
+ * fused forms V1-V5 (where they apply), then unfused, the launch floor and V3's ablations (eng_gdn.h). */
 cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[ENG_GDN_STEP_NTIMES],
                                 int *fused_out)
 {
@@ -1098,6 +1340,7 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
                 const int form = phase == 0                  ? ENG_GDN_STEP_FORM
                                  : phase == ENG_GDN_TIME_NOP     ? STEP_NOP
                                  : phase == ENG_GDN_TIME_NOP_PDL ? STEP_NOP_PDL
+                                 : phase >= ENG_GDN_TIME_ABL     ? STEP_ABL + phase - ENG_GDN_TIME_ABL
                                                                  : phase;
                 err = step_launch(form, core, S, cst, gin, cw, alog, dt, nw, Hk, Hv, dk, dv, K, 1.0f, 1e-6f, 0, s);
                 continue;
