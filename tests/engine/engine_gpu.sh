@@ -122,10 +122,11 @@ identity | identity-synth)
             "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu" \
             "rl1+vocab-on-cpu+chunk 7|--resident-layers 1 --vocab-on-cpu --prefill-chunk 7" \
             "vram-budget $budget|--vram-budget $budget" \
-            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" "fusion+no-graph|--decode-fusion on --no-graph"
+            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
+            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
         run_group 512 "full|" "kv-offload|--kv-offload" \
             "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu" \
-            "decode-fusion on|--decode-fusion on"
+            "decode-fusion on|--decode-fusion on" "decode-fusion post|--decode-fusion post"
         # sampling: same seed, same tokens in every mode (identical logits, deterministic sampler)
         s=(--temperature 0.8 --top-k 20 --top-p 0.9 --seed 7)
         run_group 16 "sample full|${s[*]}" \
@@ -143,7 +144,8 @@ identity | identity-synth)
             "rl0+kv-offload+chunk 13|--resident-layers 0 --kv-offload --prefill-chunk 13" \
             "rl1+vocab-on-cpu+chunk 1|--resident-layers 1 --vocab-on-cpu --prefill-chunk 1" \
             "vram-budget $budget|--vram-budget $budget" \
-            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" "fusion+no-graph|--decode-fusion on --no-graph"
+            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
+            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
         run_group 512 "full|" "kv-offload+chunk 7|--kv-offload --prefill-chunk 7"
     elif [ "$g" = synth-hybrid ]; then
         budget=$(smallest_budget 4) || exit 1
@@ -158,7 +160,8 @@ identity | identity-synth)
             "rl1+vocab-on-cpu+chunk 1|--resident-layers 1 --vocab-on-cpu --prefill-chunk 1" \
             "rl2+kv-offload+chunk 5|--resident-layers 2 --kv-offload --prefill-chunk 5" \
             "vram-budget $budget|--vram-budget $budget" \
-            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" "fusion+no-graph|--decode-fusion on --no-graph"
+            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
+            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
         run_group 512 "full|" "kv-offload+chunk 3|--kv-offload --prefill-chunk 3"
     else
         budget=$(smallest_budget 4) || exit 1
@@ -169,7 +172,8 @@ identity | identity-synth)
             "rl3+kv-offload|--resident-layers 3 --kv-offload" \
             "rl0+kv-offload+chunk 6|--resident-layers 0 --kv-offload --prefill-chunk 6" \
             "vram-budget $budget|--vram-budget $budget" \
-            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" "fusion+no-graph|--decode-fusion on --no-graph"
+            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
+            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
     fi
     if [ "$fails" -ne 0 ]; then
         echo "FAIL: $fails mode(s) differ from their reference run"
