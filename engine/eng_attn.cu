@@ -1216,6 +1216,8 @@ __global__ void __launch_bounds__(DMMA_THREADS)
         }
         __syncthreads(); /* the row is in the cache before this block's loads (coherent: ldc_run) */
     }
+    if (FUSE && blockIdx.x >= items) /* no item (short contexts: most of the grid): skip loading q */
+        return;
     int64_t it = blockIdx.x, pit = -1; /* (pit, pgrp): the group whose K/V this warp has in flight */
     int pgrp = -1;
     if (it < items) {
