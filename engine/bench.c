@@ -321,8 +321,9 @@ static int run_mode(bench_run *b, const eng_opts *o, const char *key, const long
         if (!rc && eng_decode_graphed(E))
             snprintf(d + strlen(d), sizeof d - strlen(d), ", decode graph");
         if (!rc && eng_decode_fused(E))
-            snprintf(d + strlen(d), sizeof d - strlen(d), eng_decode_fused(E) == 2 ? ", attention + qkv_post fused" :
-                     ", attention merge fused");
+            snprintf(d + strlen(d), sizeof d - strlen(d), ", attention %s fused at <= %d live tiles",
+                     eng_decode_fused(E) == 2 ? "+ qkv_post" : "merge",
+                     oo.fuse_max_tiles > 0 ? oo.fuse_max_tiles : ENG_FUSE_MAX_TILES);
     }
     for (int i = 0; i < np; i++) {
         row *r = &b->rows[b->nrows++];

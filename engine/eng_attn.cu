@@ -46,10 +46,7 @@ template <> struct Chunk<float> {
 };
 
 
-__device__ __forceinline__ int64_t window_lo(int64_t pos, int window)
-{
-    return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-}
+__device__ __forceinline__ int64_t window_lo(int64_t pos, int window) { return engk_window_lo(pos, window); }
 
 /* One warp, one head over a tile's n scores sp (shared): mn = max(mo, max sp), sp <- expf(sp - mn); returns mn and
  * the lane-strided sum of the probabilities (butterfly) in *ls. */
@@ -233,7 +230,8 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
     extern __shared__ float sd[];
     const int G = H / Hkv, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t pos = *pos_dev, lo = window_lo(pos, window);
-    const int tlo = (int)(lo / P) > kmin ? (int)(lo / P) : kmin, thi = (int)(pos / P) < kmax ? (int)(pos / P) : kmax;
+    const int tl = engk_dec_tlo(pos, window, P), th = engk_dec_thi(pos, P);
+    const int tlo = tl > kmin ? tl : kmin, thi = th < kmax ? th : kmax;
     const int64_t items = thi >= tlo ? (int64_t)(thi - tlo + 1) * Hkv : 0;
     constexpr int KPW = 32 / LK, KS = DEC_WARPS * KPW, KB = U * KS; /* LK: dec_lanes(D), a template for unrolling */
     const int nc = D >> 3, grp = lane / LK, sl = lane % LK, j0 = warp * KPW + grp;
@@ -405,7 +403,7 @@ __global__ void __launch_bounds__(MERGE_THREADS) k_dec_merge(const float *part, 
     const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31;
     const int quad = tid % (MERGE_DIMS / 4), ks = tid / (MERGE_DIMS / 4), d = blockIdx.y * MERGE_DIMS + 4 * quad;
     const int64_t pos = *pos_dev;
-    const int tlo = (int)(window_lo(pos, window) / P), thi = (int)(pos / P);
+    const int tlo = engk_dec_tlo(pos, window, P), thi = engk_dec_thi(pos, P);
     const float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
     float M = -INFINITY;
     for (int k = tlo + tid; k <= thi; k += MERGE_THREADS)
@@ -1162,7 +1160,8 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     float *swl = swm + DMMA_WARPS * DMMA_N, *stm = swl + DMMA_WARPS * DMMA_N; /* stm [8]: the tile's m */
     uint16_t *sq = reinterpret_cast<uint16_t *>(stm + DMMA_N); /* [H][LDQ] bf16(q), with SPLIT then [H][LDQ] its rest */
     const int64_t pos = *pos_dev, lo = window_lo(pos, window);
-    const int tlo = (int)(lo / P) > kmin ? (int)(lo / P) : kmin, thi = (int)(pos / P) < kmax ? (int)(pos / P) : kmax;
+    const int tl = engk_dec_tlo(pos, window, P), th = engk_dec_thi(pos, P);
+    const int tlo = tl > kmin ? tl : kmin, thi = th < kmax ? th : kmax;
     const int64_t items = thi >= tlo ? (int64_t)(thi - tlo + 1) * Hkv : 0;
     const int64_t kvs = (int64_t)Hkv * D;
     float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;

@@ -24,6 +24,28 @@ enum { ENGK_MMA_ROWS64 = 8, ENGK_MMA_ROWS128 = 16, ENGK_MMA_WARP32 = 32 };
 
 /* ---- decode: one row at the position held in the device scalar *pos_dev (graph-capturable) ---- */
 
+#ifdef __CUDACC__
+#define ENGK_HOST_DEVICE __host__ __device__
+#else
+#define ENGK_HOST_DEVICE
+#endif
+/* The first position a row at pos attends to: pos - window + 1 with a window (window > 0), else 0. */
+static inline ENGK_HOST_DEVICE int64_t engk_window_lo(int64_t pos, int window)
+{
+    return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
+/* The decode's live tiles at pos are engk_dec_tlo .. engk_dec_thi (the kernels' items and merge order; the engine
+ * picks the step's form from their count, engk_dec_live_tiles). */
+static inline ENGK_HOST_DEVICE int engk_dec_tlo(int64_t pos, int window, int P)
+{
+    return (int)(engk_window_lo(pos, window) / P);
+}
+static inline ENGK_HOST_DEVICE int engk_dec_thi(int64_t pos, int P) { return (int)(pos / P); }
+static inline ENGK_HOST_DEVICE int engk_dec_live_tiles(int64_t pos, int window, int P)
+{
+    return engk_dec_thi(pos, P) - engk_dec_tlo(pos, window, P) + 1;
+}
+
 /* Tiles of P positions covering max_ctx positions; the partials workspace holds that many tiles. */
 int engk_attn_max_tiles(int64_t max_ctx, int P);
 /* Floats of the partials workspace: per (tile, head) m and l, and acc[D]. */

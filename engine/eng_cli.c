@@ -111,6 +111,10 @@ int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *me
             return -1;
         }
         o->decode_fusion = !strcmp(val, "post") ? 2 : !strcmp(val, "on");
+    } else if (!strcmp(a, "--fuse-max-tiles")) {
+        if (!eng_cli_int(a, val, 1, 1 << 30, &v))
+            return -1;
+        o->fuse_max_tiles = (int)v;
     } else
         return 0;
     (*i)++;

@@ -61,6 +61,8 @@ static const char usage_text[] =
     "                       into the partial kernel (on), qkv_post folded in too where it can be (post); same bits;\n"
     "                       default $REFCHAIN_DECODE_FUSION (0|1|2|off|on|post), else ENG_DECODE_FUSION\n"
     "                       (engine bench also takes both: off and on rows, or all: off, on and post rows)\n"
+    "  --fuse-max-tiles N   the fused forms run at steps where every layer has at most N live KV tiles, the\n"
+    "                       unfused form at the others (same bits; default ENG_FUSE_MAX_TILES)\n"
     "  --device N           GPU ordinal (default 0)\n"
     "  --quiet              no stderr report\n"
     "exit: 0 ok; 2 bad usage or input (missing file, bad token id, prompt longer than the cache, budget too\n"
