@@ -118,12 +118,13 @@ __device__ __forceinline__ void dec_round(Chunk<KV> (&c)[DEC_LOADS / CPL][CPL], 
 
 /* k_dec_merge's acc / l for one (head h, dim d) of the live tiles tlo..thi, in its arithmetic and order: slice ks <
  * MERGE_SLICES walks tiles tlo + ks, tlo + ks + MERGE_SLICES, ... with a = fmaf(acc_k, w_k, a) from 0, w_k =
- * expf(m_k - M); the slices summed 0, 1, ... in order (a slice without tiles adds its 0.0f); / lt (the slices' l
- * summed alike, merge_tail). Walked in rounds of MERGE_SLICES tiles, one per slice, so a round's loads are
- * independent (in flight together) while each slice still sees its tiles in order. The partials come through L2
- * (__ldcg): other blocks wrote them in this launch. */
-__device__ __forceinline__ float merge_elem(const float *pa, const float *pm, int64_t h, int H, int D, int d, int tlo,
-                                            int thi, float M, float lt)
+ * expf(m_k - M) (wk(k, s): tile k, partial slot s); the slices summed 0, 1, ... in order (a slice without tiles adds
+ * its 0.0f); / lt (the slices' l summed alike, merge_tail). Walked in rounds of MERGE_SLICES tiles, one per slice, so
+ * a round's loads are independent (in flight together) while each slice still sees its tiles in order. The partials
+ * come through L2 (__ldcg): other blocks wrote them in this launch. */
+template <typename Wk>
+__device__ __forceinline__ float merge_elem(const float *pa, int64_t h, int H, int D, int d, int tlo, int thi, float lt,
+                                            Wk wk)
 {
     float acc[MERGE_SLICES];
 #pragma unroll
@@ -134,7 +135,7 @@ __device__ __forceinline__ float merge_elem(const float *pa, const float *pm, in
         for (int ks = 0; ks < MERGE_SLICES; ks++)
             if (k0 + ks <= thi) {
                 const int64_t s = (int64_t)(k0 + ks) * H + h;
-                acc[ks] = fmaf(__ldcg(pa + s * D + d), expf(__ldcg(pm + s) - M), acc[ks]);
+                acc[ks] = fmaf(__ldcg(pa + s * D + d), wk(k0 + ks, s), acc[ks]);
             }
     float v = acc[0];
 #pragma unroll
@@ -158,10 +159,12 @@ __device__ __forceinline__ float merge_one(float a, float m, float l)
  * bits do not depend on which block is last. Per head one warp, lane ks the slice ks: M = max m_k (exact: any order
  * gives k_dec_merge's), the slice's l = fmaf(l_k, w_k, l) over its tiles in order, lt = the 32 lanes' l summed
  * 0, 1, ... in order; then each (head, dim) by merge_elem. Called by all NT threads of the block with the same
- * arguments; sM: 2 G + 1 floats of shared memory the item is done with (M, lt per head, then the flag). */
+ * arguments; sM: cap floats of shared memory the item is done with (M, lt per head, then the flag; then, where the
+ * G x live tiles fit, each head's w_k as computed for l, so merge_elem reads them instead of m_k and expf: the same
+ * floats, one L2 load and one expf fewer per tile and output). */
 template <int NT>
 __device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, int G, int tlo, int thi,
-                           int max_tiles, int H, int D, float *sM)
+                           int max_tiles, int H, int D, float *sM, int cap)
 {
     volatile int *last = reinterpret_cast<volatile int *>(sM + 2 * G);
     __threadfence(); /* this thread's partial stores, visible on the device before the block's arrival */
@@ -180,7 +183,9 @@ __device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, 
     if (!*last)
         return;
     const float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nt = thi - tlo + 1;
+    float *sw = sM + 2 * G + 1; /* [G][nt] w_k, where it fits */
+    const bool tab = (int64_t)G * nt <= (int64_t)cap - (2 * G + 1);
     static_assert(MERGE_SLICES == 32, "a lane per slice");
     for (int hh = warp; hh < G; hh += NT / 32) {
         const int64_t h = (int64_t)g * G + hh;
@@ -191,7 +196,10 @@ __device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, 
         float l = 0.0f;
         for (int k = tlo + lane; k <= thi; k += MERGE_SLICES) {
             const int64_t s = (int64_t)k * H + h;
-            l = fmaf(__ldcg(pl + s), expf(__ldcg(pm + s) - M), l);
+            const float w = expf(__ldcg(pm + s) - M);
+            l = fmaf(__ldcg(pl + s), w, l);
+            if (tab)
+                sw[hh * nt + (k - tlo)] = w;
         }
         float lt = __shfl_sync(FULL, l, 0);
         for (int j = 1; j < MERGE_SLICES; j++)
@@ -205,7 +213,10 @@ __device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, 
     for (int i = threadIdx.x; i < G * D; i += NT) {
         const int hh = i / D, d = i - hh * D;
         const int64_t h = (int64_t)g * G + hh;
-        ctx[h * D + d] = merge_elem(pa, pm, h, H, D, d, tlo, thi, sM[hh], sM[G + hh]);
+        const float M = sM[hh], *w = sw + hh * nt;
+        ctx[h * D + d] = tab ? merge_elem(pa, h, H, D, d, tlo, thi, sM[G + hh], [&](int k, int64_t) { return w[k - tlo]; })
+                             : merge_elem(pa, h, H, D, d, tlo, thi, sM[G + hh],
+                                          [&](int, int64_t s) { return expf(__ldcg(pm + s) - M); });
     }
 }
 
@@ -387,7 +398,7 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
             __syncthreads();
         }
         if (FUSE && !one)
-            merge_tail<DEC_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, red);
+            merge_tail<DEC_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, red, region + G * P);
     }
 }
 
@@ -1423,7 +1434,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             pl[slot + tid] = ((swl[tid] + swl[DMMA_N + tid]) + swl[2 * DMMA_N + tid]) + swl[3 * DMMA_N + tid];
         }
         if (FUSE && !one)
-            merge_tail<DMMA_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, sacc);
+            merge_tail<DMMA_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, sacc, DMMA_WARPS * G * D);
     }
 #else
     __trap(); /* the host launches this only on sm_80+ (dec_mma_ok) */

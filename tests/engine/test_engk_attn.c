@@ -511,6 +511,11 @@ static void test_decode_fused(void **state)
         }
     fails += check_fused_sequence(1, ENGK_DEC_AUTO, 4, 128, 32, 32 * 70);
     fails += check_fused_sequence(0, ENGK_DEC_MMA_BF16, 4, 128, 64, 64 * 64); /* llama3-8b heads, 4096 positions */
+    /* the last block's table of w_k (G x live tiles floats in the shared memory it reuses: 4 G D on tensor cores,
+     * max(G D, 32 D) + G P on CUDA cores) holds 61 / 77 tiles at G = 8, D = 16: pos S - 1 (70 / 90 tiles) takes
+     * the path without it (w_k recomputed per output), 33 P + 2 and S / 2 the table; the same bits either way */
+    fails += check_fused_sequence(0, ENGK_DEC_AUTO, 8, 16, 16, 16 * 70);
+    fails += check_fused_sequence(0, ENGK_DEC_CUDA_CORES, 8, 16, 16, 16 * 90);
     assert_int_equal(fails, 0);
 }
 
@@ -922,7 +927,7 @@ static void bench(void)
         float *dqkv = dmalloc((int64_t)(H + 2 * Hkv) * D * 4), *dcs = dmalloc(D * 4);
         CU(cudaMemset(dqkv, 0, (size_t)(H + 2 * Hkv) * D * 4));
         CU(cudaMemset(dcs, 0, (size_t)D * 4));
-        static const int pctx[] = {16, 100, 512, 2048};
+        static const int pctx[] = {16, 64, 100, 160, 256, 512, 2048}; /* 1, 1, 2, 3, 4, 8, 32 live tiles */
         for (size_t c = 0; c < sizeof pctx / sizeof pctx[0]; c++) {
             const int P = 64, mt = engk_attn_max_tiles(4096, P);
             const int64_t pos = pctx[c] - 1;
@@ -961,9 +966,9 @@ static void bench(void)
                 CU(cudaGraphExecDestroy(ge));
                 us[f] = 1e3 * total / reps;
             }
-            printf("bench decode qkv_post + attention ctx=%-5d P=64 H=32/8 D=128 bf16: off %6.1f us, merge fused %6.1f us "
-                   "(%.2fx), qkv_post fused too %6.1f us (%.2fx)\n",
-                   pctx[c], us[0], us[1], us[0] / us[1], us[2], us[0] / us[2]);
+            printf("bench decode qkv_post + attention ctx=%-5d (%2d live tiles) P=64 H=32/8 D=128 bf16: off %6.1f us, "
+                   "merge fused %6.1f us (%.2fx), qkv_post fused too %6.1f us (%.2fx)\n",
+                   pctx[c], engk_dec_live_tiles(pos, 0, P), us[0], us[1], us[0] / us[1], us[2], us[0] / us[2]);
             CU(cudaFree(dpart));
         }
         CU(cudaFree(dqkv));
