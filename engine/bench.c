@@ -47,7 +47,7 @@ typedef struct bench_run {
     int steps, rounds, nrows;
     roofs rf;
     char device[256];
-    row rows[2 * MAX_PROMPTS + 1]; /* stream, resident (and with --decode-fusion both a fused resident row) */
+    row rows[3 * MAX_PROMPTS + 1]; /* stream, resident (with --decode-fusion both / all, fused resident rows) */
 } bench_run;
 
 static int cmp_double(const void *a, const void *b)
@@ -321,7 +321,9 @@ static int run_mode(bench_run *b, const eng_opts *o, const char *key, const long
         if (!rc && eng_decode_graphed(E))
             snprintf(d + strlen(d), sizeof d - strlen(d), ", decode graph");
         if (!rc && eng_decode_fused(E))
-            snprintf(d + strlen(d), sizeof d - strlen(d), ", attention merge fused");
+            snprintf(d + strlen(d), sizeof d - strlen(d), ", attention %s fused at <= %d live tiles",
+                     eng_decode_fused(E) == 2 ? "+ qkv_post" : "merge",
+                     oo.fuse_max_tiles > 0 ? oo.fuse_max_tiles : ENG_FUSE_MAX_TILES);
     }
     for (int i = 0; i < np; i++) {
         row *r = &b->rows[b->nrows++];
@@ -418,9 +420,8 @@ int eng_bench_main(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const int has = i + 1 < argc;
-        if (!strcmp(a, "--decode-fusion") && has && !strcmp(argv[i + 1], "both")) { /* resident rows of each form */
-            fusion_both = 1;
-            i++;
+        if (!strcmp(a, "--decode-fusion") && has && (!strcmp(argv[i + 1], "both") || !strcmp(argv[i + 1], "all"))) {
+            fusion_both = !strcmp(argv[++i], "all") ? 2 : 1; /* resident rows of each form: off, on (, post) */
             continue;
         }
         int r = eng_cli_option(argc, argv, &i, &o, &f32, &mem_flag);
@@ -559,9 +560,9 @@ int eng_bench_main(int argc, char **argv)
         full.decode_fusion = 0;
     int r2 = run_mode(&b, &full, "resident", prompts, np);
     worst = r2 > worst ? r2 : worst;
-    if (fusion_both) { /* the same engine with the decode attention's merge folded in (same bits) */
-        full.decode_fusion = 1;
-        r2 = run_mode(&b, &full, "res+fuse", prompts, np);
+    for (int f = 1; f <= fusion_both; f++) { /* the same engine with the decode attention fused further (same bits) */
+        full.decode_fusion = f;
+        r2 = run_mode(&b, &full, f == 1 ? "res+fuse" : "res+post", prompts, np);
         worst = r2 > worst ? r2 : worst;
     }
     gdn_step_line(c, b.rf.read);

@@ -46,10 +46,7 @@ template <> struct Chunk<float> {
 };
 
 
-__device__ __forceinline__ int64_t window_lo(int64_t pos, int window)
-{
-    return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-}
+__device__ __forceinline__ int64_t window_lo(int64_t pos, int window) { return engk_window_lo(pos, window); }
 
 /* One warp, one head over a tile's n scores sp (shared): mn = max(mo, max sp), sp <- expf(sp - mn); returns mn and
  * the lane-strided sum of the probabilities (butterfly) in *ls. */
@@ -121,12 +118,13 @@ __device__ __forceinline__ void dec_round(Chunk<KV> (&c)[DEC_LOADS / CPL][CPL], 
 
 /* k_dec_merge's acc / l for one (head h, dim d) of the live tiles tlo..thi, in its arithmetic and order: slice ks <
  * MERGE_SLICES walks tiles tlo + ks, tlo + ks + MERGE_SLICES, ... with a = fmaf(acc_k, w_k, a) from 0, w_k =
- * expf(m_k - M); the slices summed 0, 1, ... in order (a slice without tiles adds its 0.0f); / lt (the slices' l
- * summed alike, merge_tail). Walked in rounds of MERGE_SLICES tiles, one per slice, so a round's loads are
- * independent (in flight together) while each slice still sees its tiles in order. The partials come through L2
- * (__ldcg): other blocks wrote them in this launch. */
-__device__ __forceinline__ float merge_elem(const float *pa, const float *pm, int64_t h, int H, int D, int d, int tlo,
-                                            int thi, float M, float lt)
+ * expf(m_k - M) (wk(k, s): tile k, partial slot s); the slices summed 0, 1, ... in order (a slice without tiles adds
+ * its 0.0f); / lt (the slices' l summed alike, merge_tail). Walked in rounds of MERGE_SLICES tiles, one per slice, so
+ * a round's loads are independent (in flight together) while each slice still sees its tiles in order. The partials
+ * come through L2 (__ldcg): other blocks wrote them in this launch. */
+template <typename Wk>
+__device__ __forceinline__ float merge_elem(const float *pa, int64_t h, int H, int D, int d, int tlo, int thi, float lt,
+                                            Wk wk)
 {
     float acc[MERGE_SLICES];
 #pragma unroll
@@ -137,7 +135,7 @@ __device__ __forceinline__ float merge_elem(const float *pa, const float *pm, in
         for (int ks = 0; ks < MERGE_SLICES; ks++)
             if (k0 + ks <= thi) {
                 const int64_t s = (int64_t)(k0 + ks) * H + h;
-                acc[ks] = fmaf(__ldcg(pa + s * D + d), expf(__ldcg(pm + s) - M), acc[ks]);
+                acc[ks] = fmaf(__ldcg(pa + s * D + d), wk(k0 + ks, s), acc[ks]);
             }
     float v = acc[0];
 #pragma unroll
@@ -161,10 +159,12 @@ __device__ __forceinline__ float merge_one(float a, float m, float l)
  * bits do not depend on which block is last. Per head one warp, lane ks the slice ks: M = max m_k (exact: any order
  * gives k_dec_merge's), the slice's l = fmaf(l_k, w_k, l) over its tiles in order, lt = the 32 lanes' l summed
  * 0, 1, ... in order; then each (head, dim) by merge_elem. Called by all NT threads of the block with the same
- * arguments; sM: 2 G + 1 floats of shared memory the item is done with (M, lt per head, then the flag). */
+ * arguments; sM: cap floats of shared memory the item is done with (M, lt per head, then the flag; then, where the
+ * G x live tiles fit, each head's w_k as computed for l, so merge_elem reads them instead of m_k and expf: the same
+ * floats, one L2 load and one expf fewer per tile and output). */
 template <int NT>
 __device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, int G, int tlo, int thi,
-                           int max_tiles, int H, int D, float *sM)
+                           int max_tiles, int H, int D, float *sM, int cap)
 {
     volatile int *last = reinterpret_cast<volatile int *>(sM + 2 * G);
     __threadfence(); /* this thread's partial stores, visible on the device before the block's arrival */
@@ -183,7 +183,9 @@ __device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, 
     if (!*last)
         return;
     const float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nt = thi - tlo + 1;
+    float *sw = sM + 2 * G + 1; /* [G][nt] w_k, where it fits */
+    const bool tab = (int64_t)G * nt <= (int64_t)cap - (2 * G + 1);
     static_assert(MERGE_SLICES == 32, "a lane per slice");
     for (int hh = warp; hh < G; hh += NT / 32) {
         const int64_t h = (int64_t)g * G + hh;
@@ -194,7 +196,10 @@ __device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, 
         float l = 0.0f;
         for (int k = tlo + lane; k <= thi; k += MERGE_SLICES) {
             const int64_t s = (int64_t)k * H + h;
-            l = fmaf(__ldcg(pl + s), expf(__ldcg(pm + s) - M), l);
+            const float w = expf(__ldcg(pm + s) - M);
+            l = fmaf(__ldcg(pl + s), w, l);
+            if (tab)
+                sw[hh * nt + (k - tlo)] = w;
         }
         float lt = __shfl_sync(FULL, l, 0);
         for (int j = 1; j < MERGE_SLICES; j++)
@@ -208,7 +213,10 @@ __device__ void merge_tail(const float *part, float *ctx, unsigned *cnt, int g, 
     for (int i = threadIdx.x; i < G * D; i += NT) {
         const int hh = i / D, d = i - hh * D;
         const int64_t h = (int64_t)g * G + hh;
-        ctx[h * D + d] = merge_elem(pa, pm, h, H, D, d, tlo, thi, sM[hh], sM[G + hh]);
+        const float M = sM[hh], *w = sw + hh * nt;
+        ctx[h * D + d] = tab ? merge_elem(pa, h, H, D, d, tlo, thi, sM[G + hh], [&](int k, int64_t) { return w[k - tlo]; })
+                             : merge_elem(pa, h, H, D, d, tlo, thi, sM[G + hh],
+                                          [&](int, int64_t s) { return expf(__ldcg(pm + s) - M); });
     }
 }
 
@@ -233,7 +241,8 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
     extern __shared__ float sd[];
     const int G = H / Hkv, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t pos = *pos_dev, lo = window_lo(pos, window);
-    const int tlo = (int)(lo / P) > kmin ? (int)(lo / P) : kmin, thi = (int)(pos / P) < kmax ? (int)(pos / P) : kmax;
+    const int tl = engk_dec_tlo(pos, window, P), th = engk_dec_thi(pos, P);
+    const int tlo = tl > kmin ? tl : kmin, thi = th < kmax ? th : kmax;
     const int64_t items = thi >= tlo ? (int64_t)(thi - tlo + 1) * Hkv : 0;
     constexpr int KPW = 32 / LK, KS = DEC_WARPS * KPW, KB = U * KS; /* LK: dec_lanes(D), a template for unrolling */
     const int nc = D >> 3, grp = lane / LK, sl = lane % LK, j0 = warp * KPW + grp;
@@ -389,7 +398,7 @@ __global__ void __launch_bounds__(DEC_THREADS, dec_resident<KV>())
             __syncthreads();
         }
         if (FUSE && !one)
-            merge_tail<DEC_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, red);
+            merge_tail<DEC_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, red, region + G * P);
     }
 }
 
@@ -405,7 +414,7 @@ __global__ void __launch_bounds__(MERGE_THREADS) k_dec_merge(const float *part, 
     const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31;
     const int quad = tid % (MERGE_DIMS / 4), ks = tid / (MERGE_DIMS / 4), d = blockIdx.y * MERGE_DIMS + 4 * quad;
     const int64_t pos = *pos_dev;
-    const int tlo = (int)(window_lo(pos, window) / P), thi = (int)(pos / P);
+    const int tlo = engk_dec_tlo(pos, window, P), thi = engk_dec_thi(pos, P);
     const float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
     float M = -INFINITY;
     for (int k = tlo + tid; k <= thi; k += MERGE_THREADS)
@@ -1201,6 +1210,14 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
  * [D x 8] += V^T P^T by MT MMAs (m-tiles over D): A = V^T, lane (r, c4) loading keys 2 c4, 2 c4 + 1, 2 c4 + 8,
  * 2 c4 + 9 (VN runs of VR dims per key: dims VR (r + 8 j) + e) and pairing two keys per register (prmt); B = P^T,
  * the probabilities rounded to bf16, moved from S's fragment layout by four shuffles. */
+/* engk_attn_decode_fused_post: the q|k|v row (fp32 [H + 2 Hkv][D], as the GEMV leaves it), the RoPE row (cos,
+ * sin: rot/2 each) and the caches the new K/V row goes to (the same as Kc, Vc, writable). */
+struct PostArgs {
+    const float *qkv, *cos_t, *sin_t;
+    uint16_t *k, *v;
+    int rot;
+};
+
 template <int D> struct Dmma {
     static constexpr int MT = D / 16;
     static constexpr int KR = D / 4 < 8 ? D / 4 : 8, KN = D / 4 / KR;
@@ -1210,6 +1227,23 @@ constexpr int DMMA_WARPS = 4, DMMA_THREADS = DMMA_WARPS * 32, DMMA_N = 8; /* DMM
 constexpr int DMMA_QPAD = 32; /* bf16 padding of a q row in shared memory: 16-byte reads of rows r, r + 1 miss */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+/* Element d of a head x after RoPE, as k_qkv_post computes it (pairs (i, i + rot/2), i < rot/2; the rest as is). */
+__device__ __forceinline__ float rope1(const float *x, int d, int half, const float *c, const float *sn)
+{
+    if (d < half) {
+        const float x1 = x[d], x2 = x[d + half];
+        const float a = x1 * c[d], b = -x2 * sn[d];
+        return a + b;
+    }
+    if (d < 2 * half) {
+        const int i = d - half;
+        const float x1 = x[i], x2 = x[d];
+        const float a2 = x2 * c[i], b2 = x1 * sn[i];
+        return a2 + b2;
+    }
+    return x[d];
+}
+
 /* N words (2N bf16) from global memory, not kept in L1 (each K/V row is read once per step); zeros when !ok. */
 __device__ __forceinline__ void ld_run(unsigned (&w)[4], const uint16_t *p, bool ok)
 {
@@ -1230,6 +1264,28 @@ __device__ __forceinline__ void ld_run(unsigned (&w)[1], const uint16_t *p, bool
     w[0] = 0u;
     if (ok)
         asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
+}
+/* ld_run's coherent form (no .nc): for a cache the same kernel writes (k_dec_mma with POST stores the new row) */
+__device__ __forceinline__ void ldc_run(unsigned (&w)[4], const uint16_t *p, bool ok)
+{
+    w[0] = w[1] = w[2] = w[3] = 0u;
+    if (ok)
+        asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                     : "l"(p)
+                     : "memory");
+}
+__device__ __forceinline__ void ldc_run(unsigned (&w)[2], const uint16_t *p, bool ok)
+{
+    w[0] = w[1] = 0u;
+    if (ok)
+        asm volatile("ld.global.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void ldc_run(unsigned (&w)[1], const uint16_t *p, bool ok)
+{
+    w[0] = 0u;
+    if (ok)
+        asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p) : "memory");
 }
 __device__ __forceinline__ void lds_run(unsigned (&w)[4], const uint16_t *p)
 {
@@ -1255,11 +1311,11 @@ __device__ __forceinline__ void lds_run(unsigned (&w)[2], const uint16_t *p)
  * warp issues its next group's K loads when its S is done and the V loads when its P V is done, so one item's
  * softmax, P V and the block's merge run under the next item's loads. FUSE (engk_attn_decode_fused): the merge
  * folded in, as in k_dec_part (merge_one for a single live tile, else merge_tail). */
-template <int D, bool SPLIT, bool FUSE>
+template <int D, bool SPLIT, bool FUSE, bool POST>
 __global__ void __launch_bounds__(DMMA_THREADS)
     k_dec_mma(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *Kc, const uint16_t *Vc,
               const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv,
-              float scale, int window)
+              float scale, int window, PostArgs post)
 {
     dep_wait(); /* q, the new K/V row and *pos_dev come from the kernels before: launch_dep */
     dep_launch();
@@ -1273,7 +1329,8 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     float *swl = swm + DMMA_WARPS * DMMA_N, *stm = swl + DMMA_WARPS * DMMA_N; /* stm [8]: the tile's m */
     uint16_t *sq = reinterpret_cast<uint16_t *>(stm + DMMA_N); /* [H][LDQ] bf16(q), with SPLIT then [H][LDQ] its rest */
     const int64_t pos = *pos_dev, lo = window_lo(pos, window);
-    const int tlo = (int)(lo / P) > kmin ? (int)(lo / P) : kmin, thi = (int)(pos / P) < kmax ? (int)(pos / P) : kmax;
+    const int tl = engk_dec_tlo(pos, window, P), th = engk_dec_thi(pos, P);
+    const int tlo = tl > kmin ? tl : kmin, thi = th < kmax ? th : kmax;
     const int64_t items = thi >= tlo ? (int64_t)(thi - tlo + 1) * Hkv : 0;
     const int64_t kvs = (int64_t)Hkv * D;
     float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
@@ -1292,7 +1349,10 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             const uint16_t *p = Kc + base + (int64_t)jj * kvs + KR * c4;
 #pragma unroll
             for (int c = 0; c < KN; c++)
-                ld_run(kw[h2][c], p + 4 * KR * c, jj < n);
+                if (POST)
+                    ldc_run(kw[h2][c], p + 4 * KR * c, jj < n);
+                else
+                    ld_run(kw[h2][c], p + 4 * KR * c, jj < n);
         }
     };
     auto load_v = [&](int64_t base, int n, int grp) { /* keys 16 grp + 2 c4 + {0, 1, 8, 9} */
@@ -1302,10 +1362,30 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             const uint16_t *p = Vc + base + (int64_t)jj * kvs + VR * r;
 #pragma unroll
             for (int j = 0; j < VN; j++)
-                ld_run(vw[vk][j], p + 8 * VR * j, jj < n);
+                if (POST)
+                    ldc_run(vw[vk][j], p + 8 * VR * j, jj < n);
+                else
+                    ld_run(vw[vk][j], p + 8 * VR * j, jj < n);
         }
     };
 
+    const int half = POST ? post.rot / 2 : 0;
+    if (POST && items > 0) { /* kv head g's new K/V row, by the block that takes item (pos/P, g), before its loads */
+        for (int g = 0; g < Hkv; g++) {
+            if (((int64_t)(thi - tlo) * Hkv + g) % gridDim.x != blockIdx.x)
+                continue;
+            const float *kx = post.qkv + (int64_t)(H + g) * D, *vx = post.qkv + (int64_t)(H + Hkv + g) * D;
+            const int64_t row = (pos - kv_pos0) * kvs + (int64_t)g * D;
+            uint16_t *kd = post.k + row, *vd = post.v + row;
+            for (int d = tid; d < D; d += DMMA_THREADS) {
+                kd[d] = (uint16_t)bf16_bits(rope1(kx, d, half, post.cos_t, post.sin_t));
+                vd[d] = (uint16_t)bf16_bits(vx[d]);
+            }
+        }
+        __syncthreads(); /* the row is in the cache before this block's loads (coherent: ldc_run) */
+    }
+    if (FUSE && blockIdx.x >= items) /* no item (short contexts: most of the grid): skip loading q */
+        return;
     int64_t it = blockIdx.x, pit = -1; /* (pit, pgrp): the group whose K/V this warp has in flight */
     int pgrp = -1;
     if (it < items) {
@@ -1321,7 +1401,12 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     }
     for (int i = tid; i < H * D / 2; i += DMMA_THREADS) {
         const int h = 2 * i / D, d = 2 * i - h * D;
-        const float2 v = *reinterpret_cast<const float2 *>(q + (int64_t)h * D + d);
+        float2 v;
+        if (POST) { /* q after RoPE, as k_qkv_post would have stored it */
+            const float *x = post.qkv + (int64_t)h * D;
+            v = make_float2(rope1(x, d, half, post.cos_t, post.sin_t), rope1(x, d + 1, half, post.cos_t, post.sin_t));
+        } else
+            v = *reinterpret_cast<const float2 *>(q + (int64_t)h * D + d);
         const unsigned hx = bf16_bits(v.x), hy = bf16_bits(v.y);
         *reinterpret_cast<unsigned *>(sq + h * LDQ + d) = pack2(hx, hy);
         if (SPLIT) /* q - bf16(q) is exact in fp32 */
@@ -1507,7 +1592,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             pl[slot + tid] = ((swl[tid] + swl[DMMA_N + tid]) + swl[2 * DMMA_N + tid]) + swl[3 * DMMA_N + tid];
         }
         if (FUSE && !one)
-            merge_tail<DMMA_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, sacc);
+            merge_tail<DMMA_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, sacc, DMMA_WARPS * G * D);
     }
 #else
     __trap(); /* the host launches this only on sm_80+ (dec_mma_ok) */
@@ -1547,10 +1632,10 @@ int dec_mma_ok(int H, int Hkv, int D, int f32)
 
 /* The grid: as many blocks as the device holds at once (occupancy at this shared memory), at most one per item, at
  * most dec_blocks_cap. */
-template <int D, bool SPLIT, bool FUSE>
+template <int D, bool SPLIT, bool FUSE, bool POST>
 cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *K, const uint16_t *V,
                         const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
-                        int Hkv, float scale, int window, cudaStream_t s)
+                        int Hkv, float scale, int window, const PostArgs &post, cudaStream_t s)
 {
     static int dev_c = -1, sms = 0, per_sm = 0;
     static size_t smem_c = 0;
@@ -1560,7 +1645,8 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
     if (err == cudaSuccess && (dev != dev_c || smem != smem_c)) {
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (err == cudaSuccess)
-            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT, FUSE>, DMMA_THREADS, smem);
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT, FUSE, POST>, DMMA_THREADS,
+                                                                smem);
         dev_c = err == cudaSuccess ? dev : -1;
         smem_c = smem;
     }
@@ -1571,21 +1657,21 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    return launch_dep(k_dec_mma<D, SPLIT, FUSE>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part, ctx,
-                      cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window);
+    return launch_dep(k_dec_mma<D, SPLIT, FUSE, POST>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part,
+                      ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post);
 }
 
-template <bool SPLIT, bool FUSE>
+template <bool SPLIT, bool FUSE, bool POST = false>
 cudaError_t dec_mma_d(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *k, const uint16_t *v,
                       const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
-                      int Hkv, int D, float scale, int window, cudaStream_t s)
+                      int Hkv, int D, float scale, int window, cudaStream_t s, const PostArgs &post = PostArgs())
 {
     switch (D) {
-    case 16: return launch_dmma<16, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 32: return launch_dmma<32, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 64: return launch_dmma<64, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 128: return launch_dmma<128, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    default: return launch_dmma<256, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 16: return launch_dmma<16, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
+    case 32: return launch_dmma<32, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
+    case 64: return launch_dmma<64, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
+    case 128: return launch_dmma<128, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
+    default: return launch_dmma<256, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
     }
 }
 
@@ -1672,6 +1758,25 @@ cudaError_t engk_attn_decode_fused(const float *q, float *ctx, float *part, unsi
     if (!cnt)
         return cudaErrorInvalidValue;
     return decode_parts(q, ctx, part, cnt, K, V, f32, pos_dev, max_tiles, P, H, Hkv, D, scale, window, s);
+}
+
+int engk_attn_decode_post_ok(int H, int Hkv, int D, int f32) { return D % 8 == 0 && dec_mma_ok(H, Hkv, D, f32); }
+
+cudaError_t engk_attn_decode_fused_post(const float *qkv, const float *cos_t, const float *sin_t, int rot, float *ctx,
+                                        float *part, unsigned *cnt, void *K, void *V, const int64_t *pos_dev,
+                                        int max_tiles, int P, int H, int Hkv, int D, float scale, int window,
+                                        cudaStream_t s)
+{
+    if (!cnt || !engk_attn_decode_post_ok(H, Hkv, D, 0) || rot < 0 || rot > D || rot % 2)
+        return cudaErrorInvalidValue;
+    const PostArgs post = {qkv, cos_t, sin_t, static_cast<uint16_t *>(K), static_cast<uint16_t *>(V), rot};
+    const uint16_t *k = static_cast<const uint16_t *>(K), *v = static_cast<const uint16_t *>(V);
+    const int kmax = max_tiles - 1;
+    return dec_kernel == ENGK_DEC_MMA_BF16
+               ? dec_mma_d<false, true, true>(NULL, part, ctx, cnt, k, v, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D,
+                                              scale, window, s, post)
+               : dec_mma_d<true, true, true>(NULL, part, ctx, cnt, k, v, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D,
+                                             scale, window, s, post);
 }
 
 void engk_attn_decode_blocks(int n) { dec_blocks_cap = n > 0 ? n : 0; }

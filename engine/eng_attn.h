@@ -28,6 +28,28 @@ enum { ENGK_MMA_ROWS64 = 8, ENGK_MMA_ROWS128 = 16, ENGK_MMA_WARP32 = 32, ENGK_MM
 
 /* ---- decode: one row at the position held in the device scalar *pos_dev (graph-capturable) ---- */
 
+#ifdef __CUDACC__
+#define ENGK_HOST_DEVICE __host__ __device__
+#else
+#define ENGK_HOST_DEVICE
+#endif
+/* The first position a row at pos attends to: pos - window + 1 with a window (window > 0), else 0. */
+static inline ENGK_HOST_DEVICE int64_t engk_window_lo(int64_t pos, int window)
+{
+    return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
+/* The decode's live tiles at pos are engk_dec_tlo .. engk_dec_thi (the kernels' items and merge order; the engine
+ * picks the step's form from their count, engk_dec_live_tiles). */
+static inline ENGK_HOST_DEVICE int engk_dec_tlo(int64_t pos, int window, int P)
+{
+    return (int)(engk_window_lo(pos, window) / P);
+}
+static inline ENGK_HOST_DEVICE int engk_dec_thi(int64_t pos, int P) { return (int)(pos / P); }
+static inline ENGK_HOST_DEVICE int engk_dec_live_tiles(int64_t pos, int window, int P)
+{
+    return engk_dec_thi(pos, P) - engk_dec_tlo(pos, window, P) + 1;
+}
+
 /* Tiles of P positions covering max_ctx positions; the partials workspace holds that many tiles. */
 int engk_attn_max_tiles(int64_t max_ctx, int P);
 /* Floats of the partials workspace: per (tile, head) m and l, and acc[D]. */
@@ -47,6 +69,16 @@ cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void
 cudaError_t engk_attn_decode_fused(const float *q, float *ctx, float *part, unsigned *cnt, const void *K,
                                    const void *V, int f32, const int64_t *pos_dev, int max_tiles, int P, int H,
                                    int Hkv, int D, float scale, int window, cudaStream_t s);
+/* 1 if engk_attn_decode_fused_post runs this shape on the current device (the tensor-core partials, D % 8 == 0). */
+int engk_attn_decode_post_ok(int H, int Hkv, int D, int f32);
+/* engk_qkv_post_dev (no q/k norm, back 0) + engk_attn_decode_fused in one launch, the same bits in ctx and in the
+ * cache: from the q|k|v row qkv (fp32 [H + 2 Hkv][D]) and the RoPE row (cos_t, sin_t: rot/2 each), the block that
+ * takes item (pos/P, g) stores kv head g's new K (RoPE, bf16) and V row at *pos_dev before it loads (its loads are
+ * coherent), and every block rounds q after RoPE as the partials would (q is not written). bf16 KV only. */
+cudaError_t engk_attn_decode_fused_post(const float *qkv, const float *cos_t, const float *sin_t, int rot, float *ctx,
+                                        float *part, unsigned *cnt, void *K, void *V, const int64_t *pos_dev,
+                                        int max_tiles, int P, int H, int Hkv, int D, float scale, int window,
+                                        cudaStream_t s);
 /* The partial of tile k alone, with K/V[j - k*P] holding position j (an uploaded tile buffer): the same kernel
  * and slot as engk_attn_decode's, so per-tile launches + engk_attn_decode_merge give the same bits. */
 cudaError_t engk_attn_decode_tile(const float *q, float *part, const void *Kt, const void *Vt, int f32,

@@ -106,11 +106,15 @@ int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *me
             return -1;
         o->device = (int)v;
     } else if (!strcmp(a, "--decode-fusion")) {
-        if (strcmp(val, "on") && strcmp(val, "off")) {
-            fprintf(stderr, "engine: error: --decode-fusion needs on or off, got '%s'\n", val);
+        if (strcmp(val, "on") && strcmp(val, "off") && strcmp(val, "post")) {
+            fprintf(stderr, "engine: error: --decode-fusion needs off, on or post, got '%s'\n", val);
             return -1;
         }
-        o->decode_fusion = !strcmp(val, "on");
+        o->decode_fusion = !strcmp(val, "post") ? 2 : !strcmp(val, "on");
+    } else if (!strcmp(a, "--fuse-max-tiles")) {
+        if (!eng_cli_int(a, val, 1, 1 << 30, &v))
+            return -1;
+        o->fuse_max_tiles = (int)v;
     } else
         return 0;
     (*i)++;

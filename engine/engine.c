@@ -52,7 +52,7 @@ struct eng {
     /* split-KV decode: tile partials (the position is the device scalar d_pos below) */
     float *d_part;
     unsigned *d_acnt; /* the fused merge's counters, after the partials in d_part (decode_fusion) */
-    int max_tiles, dec_fuse;
+    int max_tiles, dec_fuse, fuse_max, step_fuse; /* step_fuse: this decode step's form (step_fusion) */
     /* recurrent state of each GDN layer (NULL elsewhere), on the device in every mode: S [Hv, dv, dk] at position
      * gdn_base followed by the pending rows of gdn_base's DeltaNet chunk (engk_gdn_chunked), conv [K-1, C]; fp32 */
     float **d_gS, **d_gcs;
@@ -74,11 +74,11 @@ struct eng {
     int32_t *h_ids;
     float *inv[RC_MAX_ROPES], *tmp_cos, *tmp_sin;
     /* decode step: device position / next token / argmax scratch (d_dec), their pinned twins (h_dec), the
-     * step's launches captured once as a graph (gexec) */
+     * step's launches captured as a graph on first use, per form (gexec[0] unfused, gexec[1] dec_fuse's) */
     void *d_dec, *h_dec, *d_amax;
     int64_t *d_pos, *h_pos;
     int32_t *d_next, *h_next;
-    cudaGraphExec_t gexec;
+    cudaGraphExec_t gexec[2];
     int graph_off, graphed;
     /* vocab on CPU */
     eng_pool *pool;
@@ -164,20 +164,23 @@ static int64_t part_words(const rc_config *c, int max_tiles)
     return part_floats(c, max_tiles) + hkv;
 }
 
-/* The decode attention's form (ENG_AUTO: $REFCHAIN_DECODE_FUSION, else ENG_DECODE_FUSION): 1 = the merge folded into
- * the partial kernel (engk_attn_decode_fused), 0 = partials + merge kernel. The same bits either way. */
+/* The decode attention's form (ENG_AUTO: $REFCHAIN_DECODE_FUSION, else ENG_DECODE_FUSION): 0 = qkv_post, partials,
+ * merge kernel; 1 = the merge folded into the partial kernel (engk_attn_decode_fused); 2 = qkv_post folded in too
+ * where it can be (engk_attn_decode_fused_post, see decode_post_ok). The same bits in every form. */
 static int decode_fusion(int opt, rc_err *e)
 {
-    if (opt == 0 || opt == 1)
+    if (opt >= 0 && opt <= 2)
         return opt;
     const char *v = getenv("REFCHAIN_DECODE_FUSION");
     if (!v || !*v)
         return ENG_DECODE_FUSION;
+    if (!strcmp(v, "2") || !strcmp(v, "post"))
+        return 2;
     if (!strcmp(v, "1") || !strcmp(v, "on"))
         return 1;
     if (!strcmp(v, "0") || !strcmp(v, "off"))
         return 0;
-    return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_DECODE_FUSION must be 1, on, 0 or off, got '%s'", v);
+    return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_DECODE_FUSION must be 0, 1, 2, off, on or post, got '%s'", v);
 }
 
 /* The prefill GEMM's widest K and, when a layer has a bias and a residual on one matmul (o, down), the width of
@@ -371,7 +374,8 @@ void eng_close(eng *E)
     if (E->ev_kvhost) cudaEventDestroy(E->ev_kvhost);
     cudaFree(E->d_part);
     cudaFree(E->d_wdq);
-    if (E->gexec) cudaGraphExecDestroy(E->gexec);
+    for (int i = 0; i < 2; i++)
+        if (E->gexec[i]) cudaGraphExecDestroy(E->gexec[i]);
     void *dev[] = {E->d_dec, E->d_knew, E->d_vnew, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_x, E->d_a, E->d_qkv, E->d_q,
                    E->d_ctx, E->d_gu, E->d_act, E->d_fin, E->d_logits, E->d_rope, E->d_ids, E->d_gin, E->d_gconv,
                    E->d_gqn, E->d_gkn, E->d_gbeta, E->d_gg, E->d_gcore, E->d_agate, E->d_gws, E->d_xlo, E->d_rrel};
@@ -780,6 +784,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     E->c = &w->cfg;
     E->o = o;
     E->dec_fuse = fuse;
+    E->fuse_max = o.fuse_max_tiles > 0 ? o.fuse_max_tiles : ENG_FUSE_MAX_TILES;
     E->L = w->cfg.n_layers;
     E->P = o.kv_tile;
     E->max_ctx = o.max_ctx;
@@ -1071,7 +1076,7 @@ static cudaError_t decode_attention(eng *E, const void *K, const void *V, const 
                                     const rc_layer_desc *d)
 {
     const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
-    if (E->dec_fuse)
+    if (E->step_fuse)
         return engk_attn_decode_fused(E->d_q, E->d_ctx, E->d_part, E->d_acnt, K, V, E->f32, pos_dev, E->max_tiles,
                                       E->P, H, Hkv, D, d->attn_scale, d->window, E->s_comp);
     return engk_attn_decode(E->d_q, E->d_ctx, E->d_part, K, V, E->f32, pos_dev, E->max_tiles, E->P, H, Hkv, D,
@@ -1084,7 +1089,7 @@ static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
 {
     const rc_layer_desc *d = &E->c->layers[l];
     const int64_t pos0 = E->pos, last = pos0 + T - 1;
-    const int64_t lo0 = d->window > 0 && pos0 - d->window + 1 > 0 ? pos0 - d->window + 1 : 0;
+    const int64_t lo0 = engk_window_lo(pos0, d->window);
     const int tlo = (int)(lo0 / E->P), thi = (int)(last / E->P) + 1;
     const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
     const int dec = E->decoding;
@@ -1664,9 +1669,16 @@ static int attn_decode(eng *E, int l, const char *W, rc_err *e)
     } else {
         /* fault: a decode step writes its K/V row into the previous slot, leaving its own stale */
         const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");
-        CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_k[l], E->d_v[l], E->d_pos, back, E->f32, VEC(Ly->q_norm),
-                             VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
-        ATTEMPT(attention(E, l, 1, NULL, NULL, e)); /* split-KV over the resident cache, position from d_pos */
+        if (E->step_fuse == 2 && !back && Ly->q_norm < 0 && Ly->k_norm < 0 && !E->f32 &&
+            engk_attn_decode_post_ok(H, Hkv, D, E->f32)) { /* RoPE, the K/V store and attention in one kernel */
+            CK(engk_attn_decode_fused_post(E->d_qkv, cs, cs + rot / 2, rot, E->d_ctx, E->d_part, E->d_acnt, E->d_k[l],
+                                           E->d_v[l], E->d_pos, E->max_tiles, E->P, H, Hkv, D, d->attn_scale,
+                                           d->window, E->s_comp));
+        } else {
+            CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_k[l], E->d_v[l], E->d_pos, back, E->f32, VEC(Ly->q_norm),
+                                 VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
+            ATTEMPT(attention(E, l, 1, NULL, NULL, e)); /* split-KV over the resident cache, position from d_pos */
+        }
     }
     if (gated)
         CK(engk_sigmoid_gate(E->d_ctx, E->d_agate, 1, qd, E->s_comp));
@@ -1742,6 +1754,27 @@ static int decode_enqueue(eng *E, rc_err *e)
     return RC_OK;
 }
 
+/* This decode step's attention form: dec_fuse where every layer that would run the fused kernel (ring layers, and
+ * resident full-attention layers without KV offload) has at most fuse_max live tiles at this step (the kernels'
+ * count, engk_dec_live_tiles, at the position each layer's kernel reads: d_pos, or d_rrel for a ring layer), else 0.
+ * With several live tiles the fused merge runs in one block per KV head, slower than the merge kernel's grid (H200,
+ * llama3-8b at 2048 tokens: +33 us per layer). Every form gives the same bits, so switching between them (and between
+ * their graphs) mid-generation changes nothing. */
+static int step_fusion(const eng *E)
+{
+    if (!E->dec_fuse)
+        return 0;
+    for (int l = 0; l < E->L; l++) {
+        const rc_layer_desc *d = &E->c->layers[l];
+        const int ring = d->state == RC_STATE_KV_RING;
+        if (d->mixer == RC_MIXER_GDN || (!ring && E->plan.kv_offload))
+            continue;
+        if (engk_dec_live_tiles(ring ? E->h_rrel[l] : E->pos, d->window, E->P) > E->fuse_max)
+            return 0;
+    }
+    return E->dec_fuse;
+}
+
 /* The graph needs fixed pointers and no host work inside the step: every layer resident, KV and vocab on the
  * GPU. A selected fault (kv_stale_slot's slot offset, gdn_state_not_carried, ...) and the DeltaNet kernels' fresh
  * flag at position 0 are launch arguments a capture would keep, so the graph is off for them. */
@@ -1758,7 +1791,8 @@ static int graph_eligible(const eng *E)
  * this engine (same kernels launched directly: same bits) and says so in the log. */
 static int decode_graph(eng *E, rc_err *e)
 {
-    if (!E->gexec) {
+    cudaGraphExec_t *gx = &E->gexec[E->step_fuse != 0];
+    if (!*gx) {
         cudaGraph_t g = NULL;
         CK(cudaStreamBeginCapture(E->s_comp, cudaStreamCaptureModeThreadLocal));
         int rc = decode_enqueue(E, e);
@@ -1767,13 +1801,14 @@ static int decode_graph(eng *E, rc_err *e)
         if (!rc && err == cudaSuccess)
             err = cudaGraphGetNodes(g, NULL, &nodes);
         if (!rc && err == cudaSuccess)
-            err = cudaGraphInstantiateWithFlags(&E->gexec, g, 0);
+            err = cudaGraphInstantiateWithFlags(gx, g, 0);
         if (g)
             cudaGraphDestroy(g);
         if (!rc && err == cudaSuccess && E->o.log)
-            fprintf(E->o.log, "engine: decode step captured as a CUDA graph (%zu nodes), replayed every step\n", nodes);
+            fprintf(E->o.log, "engine: decode step%s captured as a CUDA graph (%zu nodes), replayed every such step\n",
+                    E->step_fuse ? " with the attention fused" : "", nodes);
         if (rc || err != cudaSuccess) {
-            E->gexec = NULL;
+            *gx = NULL;
             E->graph_off = 1;
             cudaGetLastError();
             if (E->o.log)
@@ -1784,7 +1819,7 @@ static int decode_graph(eng *E, rc_err *e)
             return decode_enqueue(E, e);
         }
     }
-    CK(cudaGraphLaunch(E->gexec, E->s_comp));
+    CK(cudaGraphLaunch(*gx, E->s_comp));
     return RC_OK;
 }
 
@@ -1838,12 +1873,14 @@ static int decode_step(eng *E, int32_t id, int32_t *next, float *logits, rc_err 
     ple_rows(E, &id, 1);
     ring_rels(E);
     *E->h_pos = E->pos;
+    E->step_fuse = step_fusion(E);
     E->graphed = graph_eligible(E);
     rc = E->graphed ? decode_graph(E, e) : decode_enqueue(E, e);
     E->graphed = E->graphed && !E->graph_off;
     if (!rc)
         rc = decode_finish(E, next, logits, e);
     E->decoding = 0;
+    E->step_fuse = 0;
     if (rc)
         E->broken = 1;
     else

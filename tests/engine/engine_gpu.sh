@@ -112,6 +112,20 @@ identity | identity-synth)
         [ -n "$sm" ] || { echo "FAIL: no smallest plan from --vram-budget 1" >&2; return 1; }
         echo "$sm" | awk '{m = $2 == "K" ? 1 : $2 == "M" ? 1024 : 1048576; printf "%dK", $1 * m * 1.1 + 1}'
     }
+    # run_cross: a 3-token prompt decoding 12 steps at tile 8 (positions 3 .. 14) crosses the tile boundary: the
+    # fused forms run their graph while every layer has one live tile, the unfused graph after (ENG_FUSE_MAX_TILES);
+    # byte for byte as the unfused form throughout, directly and as graphs, and fused at every step (any tiles)
+    run_cross() {
+        local keep=("${src[@]}") i
+        for ((i = 0; i + 1 < ${#src[@]}; i++)); do
+            [ "${src[$i]}" = --ids ] && src[i + 1]="5 17 901"
+        done
+        run_group 8 "cross off|--decode-fusion off" "cross on|--decode-fusion on" "cross post|--decode-fusion post" \
+            "cross on no-graph|--decode-fusion on --no-graph" "cross post no-graph|--decode-fusion post --no-graph" \
+            "cross on any tiles|--decode-fusion on --fuse-max-tiles 1000" \
+            "cross post any tiles|--decode-fusion post --fuse-max-tiles 1000"
+        src=("${keep[@]}")
+    }
     if [ "$cmd" = identity ]; then
         budget=$(smallest_budget 8) || exit 1
         run_group 8 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
@@ -122,10 +136,11 @@ identity | identity-synth)
             "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu" \
             "rl1+vocab-on-cpu+chunk 7|--resident-layers 1 --vocab-on-cpu --prefill-chunk 7" \
             "vram-budget $budget|--vram-budget $budget" \
-            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" "fusion+no-graph|--decode-fusion on --no-graph"
+            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
+            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
         run_group 512 "full|" "kv-offload|--kv-offload" \
             "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu" \
-            "decode-fusion on|--decode-fusion on"
+            "decode-fusion on|--decode-fusion on" "decode-fusion post|--decode-fusion post"
         # sampling: same seed, same tokens in every mode (identical logits, deterministic sampler)
         s=(--temperature 0.8 --top-k 20 --top-p 0.9 --seed 7)
         run_group 16 "sample full|${s[*]}" \
@@ -143,8 +158,10 @@ identity | identity-synth)
             "rl0+kv-offload+chunk 13|--resident-layers 0 --kv-offload --prefill-chunk 13" \
             "rl1+vocab-on-cpu+chunk 1|--resident-layers 1 --vocab-on-cpu --prefill-chunk 1" \
             "vram-budget $budget|--vram-budget $budget" \
-            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" "fusion+no-graph|--decode-fusion on --no-graph"
+            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
+            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
         run_group 512 "full|" "kv-offload+chunk 7|--kv-offload --prefill-chunk 7"
+        run_cross
     elif [ "$g" = synth-hybrid ]; then
         budget=$(smallest_budget 4) || exit 1
         run_group 4 "full|" "rerun|" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
@@ -158,8 +175,10 @@ identity | identity-synth)
             "rl1+vocab-on-cpu+chunk 1|--resident-layers 1 --vocab-on-cpu --prefill-chunk 1" \
             "rl2+kv-offload+chunk 5|--resident-layers 2 --kv-offload --prefill-chunk 5" \
             "vram-budget $budget|--vram-budget $budget" \
-            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" "fusion+no-graph|--decode-fusion on --no-graph"
+            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
+            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
         run_group 512 "full|" "kv-offload+chunk 3|--kv-offload --prefill-chunk 3"
+        run_cross
     else
         budget=$(smallest_budget 4) || exit 1
         run_group 4 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" "resident-layers 1|--resident-layers 1" \
@@ -169,7 +188,9 @@ identity | identity-synth)
             "rl3+kv-offload|--resident-layers 3 --kv-offload" \
             "rl0+kv-offload+chunk 6|--resident-layers 0 --kv-offload --prefill-chunk 6" \
             "vram-budget $budget|--vram-budget $budget" \
-            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" "fusion+no-graph|--decode-fusion on --no-graph"
+            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
+            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
+        run_cross
     fi
     if [ "$fails" -ne 0 ]; then
         echo "FAIL: $fails mode(s) differ from their reference run"
@@ -204,6 +225,8 @@ bad-input)
     check prompt_plus_steps 'positions' --model "$L" --prompt-golden --steps 100 --max-ctx 64
     check budget_too_small 'too small' --model "$L" --prompt-golden --vram-budget 1000
     check bad_kv_tile 'kv-tile' --model "$L" --prompt-golden --kv-tile 0
+    check bad_fuse_max_tiles 'fuse-max-tiles' --model "$L" --prompt-golden --fuse-max-tiles 0
+    check bad_decode_fusion 'decode-fusion' --model "$L" --prompt-golden --decode-fusion maybe
     check bad_prompt 'token ids' --model "$L" --prompt "1 two 3"
     check bad_ids 'token ids' --model "$L" --ids "1 two 3"
     check no_prompt 'exactly one' --model "$L"
