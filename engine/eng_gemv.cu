@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
     dep_launch();
     dep_wait(); /* x, nw, b, res and y belong to the kernels before */
     if (NORM) {
-        norm_row(SlotFlat{xs}, xn, x, nw, eps, kind, K, part);
+        norm_row<false>(SlotFlat{xs}, xn, x, nw, eps, kind, K, part);
         __syncthreads();
     }
     if (o0 >= N) {

@@ -359,12 +359,13 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
     }
     dep_launch(); /* the codes and scales above are weights; x, nw, b, res and y belong to the kernels before */
     dep_wait();
-    if (NORM) /* rmsnorm(x) into the padded copy (and xn), as k_rmsnorm */
-        norm_row(SlotPad{reinterpret_cast<float *>(xs)}, nm.xn, x, nm.nw, nm.eps, nm.kind, K, part);
-    else
-        for (int L = threadIdx.x; L < K / 4; L += WARPS * 32)
-            xs[xpad(L)] = reinterpret_cast<const float4 *>(x)[L];
+    for (int L = threadIdx.x; L < K / 4; L += WARPS * 32)
+        xs[xpad(L)] = reinterpret_cast<const float4 *>(x)[L];
     __syncthreads();
+    if (NORM) { /* the copy becomes rmsnorm(x) (and xn), as k_rmsnorm: its sums read the copy, not L2 */
+        norm_row<true>(SlotPad{reinterpret_cast<float *>(xs)}, nm.xn, x, nm.nw, nm.eps, nm.kind, K, part);
+        __syncthreads();
+    }
     if (o0 >= N)
         return;
     const float4 *xl = xs + xpad(lane * (P / 4));
@@ -938,9 +939,13 @@ extern "C" int engk_qgemv_norm_fits(int glu, const eng_qfmt *q, int N, int K)
     return N >= 1 && K >= 1 && s_runs(q, glu ? 2 * (int64_t)N : N, K, true);
 }
 
+/* The fused-norm forms: k_qgemv_s's best plain shape for now (each block also normalizes x, so fewer, fuller blocks
+ * may win instead; flip after measuring the norm rows of `test_engk_qgemv --bench`). */
+static const char *norm_pick(int glu, const eng_qfmt *q, int K) { return s_pick(glu, q, K); }
+
 extern "C" int engk_qgemv_pick_norm(int glu, const eng_qfmt *q, int N, int K)
 {
-    return engk_qgemv_norm_fits(glu, q, N, K) ? vindex(s_pick(glu, q, K)) : -1;
+    return engk_qgemv_norm_fits(glu, q, N, K) ? vindex(norm_pick(glu, q, K)) : -1;
 }
 
 extern "C" cudaError_t engk_qgemv_norm(float *y, float *xn, const float *x, const float *nw, float eps, int kind,
