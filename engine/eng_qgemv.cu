@@ -594,14 +594,23 @@ size_t mma_smem(int K, int bits, int family)
     return ((size_t)S * NQ * 8 + (size_t)NQ * 8) * 16 + (family == 2 ? (size_t)S * 4 : 0);
 }
 
+/* NORM: x's flat f32 copy follows, at this uint4 unit (mma_smem rounded up to 16 bytes); K floats. */
+__host__ __device__ inline int mma_xf_unit(int K, int bits, int family)
+{
+    const int SK = bits == 4 ? 128 : 64, S = K / SK, NQ = SK / 32;
+    return (S + 1) * NQ * 8 + (family == 2 ? (S * 4 + 15) / 16 : 0);
+}
+
 /* KS warps split a tile's k steps (warp ks: steps ks, ks + KS, ...), TILES tiles a block, a ring of U steps in
  * flight per lane (loaded before dep_wait: weights). Per row: each step's MMAs from zero, v = (c0 + c1) 2^e, then
  * acc = fma(s, v, acc) (+ fma(m, sum of the step's x, acc)) in the warp's step order (PERROW: acc += v, times s at
  * the end); the KS warps' accs summed in warp order; + b, res +. None of it depends on the grid or on U. */
-template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW>
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM>
 __global__ void __launch_bounds__(KS * TILES * 32)
-    k_qgemv_mma(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift)
+    k_qgemv_mma(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift,
+                QNorm nm)
 {
+    static_assert(!NORM || KS * TILES * 32 >= NORM_THREADS, "the fused norm needs k_rmsnorm's 256 threads");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int WARPS = KS * TILES, NT = WARPS * 32, SK = mma_stepk<BITS>(), NQ = SK / 32, PPS = SK / 8;
     extern __shared__ uint4 xq[];
@@ -643,8 +652,17 @@ __global__ void __launch_bounds__(KS * TILES * 32)
             load(u, (unsigned)(ks + KS * u));
     dep_launch(); /* the codes and scales above are weights; x, b, res and y belong to the kernels before */
     dep_wait();
-    /* max |x| (NaN ignored; exact, so in any order), then 2^e with max |x| 2^-e in [2^14, 2^15) */
     const float4 *x4 = reinterpret_cast<const float4 *>(x);
+    if (NORM) { /* x into its flat copy, made rmsnorm(x) there as k_rmsnorm (and xn); the prologue then reads it */
+        float *xf = reinterpret_cast<float *>(xq + mma_xf_unit(K, BITS, FAM));
+        for (int L = threadIdx.x; L < K / 4; L += NT)
+            reinterpret_cast<float4 *>(xf)[L] = x4[L];
+        __syncthreads();
+        norm_row<true>(SlotFlat{xf}, nm.xn, x, nm.nw, nm.eps, nm.kind, K, wmx); /* wmx: free until the max below */
+        __syncthreads();
+        x4 = reinterpret_cast<const float4 *>(xf);
+    }
+    /* max |x| (NaN ignored; exact, so in any order), then 2^e with max |x| 2^-e in [2^14, 2^15) */
     float mx = 0.0f;
     for (int L = threadIdx.x; L < K / 4; L += NT) {
         const float4 v = x4[L];
@@ -775,12 +793,12 @@ bool mma_runs(const eng_qfmt *q, int64_t rows, int K)
     return major >= 8 && optin >= 0 && mma_smem(K, q->bits, q->family) + 2048 <= (size_t)optin; /* + red, wmx */
 }
 
-template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW>
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM>
 cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, const float *res, int N, int K, int act,
-                     cudaStream_t s)
+                     const QNorm &nm, cudaStream_t s)
 {
-    const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW>;
-    const size_t smem = mma_smem(K, BITS, FAM);
+    const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW, NORM>;
+    const size_t smem = NORM ? (size_t)mma_xf_unit(K, BITS, FAM) * 16 + (size_t)K * 4 : mma_smem(K, BITS, FAM);
     if (smem > 32 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess)
@@ -789,7 +807,22 @@ cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, co
     const int64_t tiles = GLU ? ((int64_t)N + 7) / 8 : ((int64_t)N + 15) / 16;
     const unsigned grid = (unsigned)((tiles + TILES - 1) / TILES);
     return launch_dep(kern, dim3(grid), dim3(KS * TILES * 32), smem, s, y, x, m, b, res, N, K, act,
-                      mma_shift(m.group, K, mma_stepk<BITS>()));
+                      mma_shift(m.group, K, mma_stepk<BITS>()), nm);
+}
+
+/* k_qgemv_mma for q's family, bits and grouping (mma_runs). */
+template <int KS, int TILES, int U, bool GLU, bool NORM>
+cudaError_t launch_mf(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
+                      int N, int K, int act, const QNorm &nm, cudaStream_t s)
+{
+    const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
+    if (q->family == 2)
+        return launch_m<2, 4, KS, TILES, U, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
+    if (q->bits == 4)
+        return q->group == K ? launch_m<1, 4, KS, TILES, U, GLU, true, NORM>(y, x, m, b, res, N, K, act, nm, s)
+                             : launch_m<1, 4, KS, TILES, U, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
+    return q->group == K ? launch_m<1, 8, KS, TILES, U, GLU, true, NORM>(y, x, m, b, res, N, K, act, nm, s)
+                         : launch_m<1, 8, KS, TILES, U, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
 }
 
 /* The tensor-core kernel where mma_runs, else k_qgemv_s's s2u2w8 (eng_qdot_model's order). */
@@ -801,14 +834,31 @@ cudaError_t launch_mq(float *y, const float *x, const void *W, const eng_qfmt *q
         return cudaErrorInvalidValue;
     if (!mma_runs(q, GLU ? 2 * (int64_t)N : N, K))
         return launch_sq<2, 2, 8, GLU>(y, x, W, q, b, res, N, K, act, s);
-    const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
-    if (q->family == 2)
-        return launch_m<2, 4, KS, TILES, U, GLU, false>(y, x, m, b, res, N, K, act, s);
-    if (q->bits == 4)
-        return q->group == K ? launch_m<1, 4, KS, TILES, U, GLU, true>(y, x, m, b, res, N, K, act, s)
-                             : launch_m<1, 4, KS, TILES, U, GLU, false>(y, x, m, b, res, N, K, act, s);
-    return q->group == K ? launch_m<1, 8, KS, TILES, U, GLU, true>(y, x, m, b, res, N, K, act, s)
-                         : launch_m<1, 8, KS, TILES, U, GLU, false>(y, x, m, b, res, N, K, act, s);
+    return launch_mf<KS, TILES, U, GLU, false>(y, x, W, q, b, res, N, K, act, QNorm{nullptr, nullptr, 0.0f, 0}, s);
+}
+
+/* 1 if the fused-norm form of k_qgemv_mma runs q at [rows, K]: mma_runs, and x's flat copy fits too. */
+bool mma_norm_runs(const eng_qfmt *q, int64_t rows, int K)
+{
+    const int optin = dev_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    return mma_runs(q, rows, K) &&
+           (size_t)mma_xf_unit(K, q->bits, q->family) * 16 + (size_t)K * 4 + 2048 <= (size_t)optin;
+}
+
+/* The fused-norm form of launch_mq: the same kernel (or the same fallback, s2u2w8) on rmsnorm(x); refused where
+ * mma_runs but the copy does not fit (its plain form would run the tensor cores). */
+template <int KS, int TILES, int U, bool GLU>
+cudaError_t launch_mn(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
+                      const eng_qfmt *q, const float *b, int N, int K, int act, cudaStream_t s)
+{
+    const int64_t rows = GLU ? 2 * (int64_t)N : N;
+    if (N < 1 || !eng_qfmt_ok(q, K))
+        return cudaErrorInvalidValue;
+    if (!mma_runs(q, rows, K))
+        return launch_sn<2, 2, 8, GLU>(y, xn, x, nw, eps, kind, W, q, b, N, K, act, s);
+    if (kind < 0 || kind > 3 || (kind != 3 && !nw) || !mma_norm_runs(q, rows, K))
+        return cudaErrorInvalidValue;
+    return launch_mf<KS, TILES, U, GLU, true>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind}, s);
 }
 
 /* One thread per 16-byte block: the family's rule into f32 or bf16 (k_qgemv's dq, so the same weight values). */
@@ -884,13 +934,19 @@ const Variant variants[] = {
      launch_sn<1, 2, 16, false>, launch_sn<1, 2, 16, true>},
     /* k_qgemv_mma: m<warps a tile's k is split over>[t<tiles a block>]u<ring>; the fallback (s2u2w8) where it
      * does not run. More tiles a block: x's prologue (max, fp16 pieces) paid once for more rows */
-    {"m8u4", launch_mq<8, 1, 4, false>, launch_mq<8, 1, 4, true>, true, nullptr, nullptr},
-    {"m8u8", launch_mq<8, 1, 8, false>, launch_mq<8, 1, 8, true>, true, nullptr, nullptr},
+    {"m8u4", launch_mq<8, 1, 4, false>, launch_mq<8, 1, 4, true>, true,
+     launch_mn<8, 1, 4, false>, launch_mn<8, 1, 4, true>},
+    {"m8u8", launch_mq<8, 1, 8, false>, launch_mq<8, 1, 8, true>, true,
+     launch_mn<8, 1, 8, false>, launch_mn<8, 1, 8, true>},
     {"m4u8", launch_mq<4, 1, 8, false>, launch_mq<4, 1, 8, true>, true, nullptr, nullptr},
-    {"m4t2u4", launch_mq<4, 2, 4, false>, launch_mq<4, 2, 4, true>, true, nullptr, nullptr},
-    {"m16u2", launch_mq<16, 1, 2, false>, launch_mq<16, 1, 2, true>, true, nullptr, nullptr},
-    {"m8t2u4", launch_mq<8, 2, 4, false>, launch_mq<8, 2, 4, true>, true, nullptr, nullptr},
-    {"m4t4u4", launch_mq<4, 4, 4, false>, launch_mq<4, 4, 4, true>, true, nullptr, nullptr},
+    {"m4t2u4", launch_mq<4, 2, 4, false>, launch_mq<4, 2, 4, true>, true,
+     launch_mn<4, 2, 4, false>, launch_mn<4, 2, 4, true>},
+    {"m16u2", launch_mq<16, 1, 2, false>, launch_mq<16, 1, 2, true>, true,
+     launch_mn<16, 1, 2, false>, launch_mn<16, 1, 2, true>},
+    {"m8t2u4", launch_mq<8, 2, 4, false>, launch_mq<8, 2, 4, true>, true,
+     launch_mn<8, 2, 4, false>, launch_mn<8, 2, 4, true>},
+    {"m4t4u4", launch_mq<4, 4, 4, false>, launch_mq<4, 4, 4, true>, true,
+     launch_mn<4, 4, 4, false>, launch_mn<4, 4, 4, true>},
 };
 constexpr int NVARIANTS = (int)(sizeof variants / sizeof variants[0]);
 constexpr int OLD_DEFAULT = 5; /* r2u2r, plain and GLU: k_qgemv as it ran before k_qgemv_s */
@@ -939,13 +995,16 @@ extern "C" int engk_qgemv_norm_fits(int glu, const eng_qfmt *q, int N, int K)
     return N >= 1 && K >= 1 && s_runs(q, glu ? 2 * (int64_t)N : N, K, true);
 }
 
-/* The fused-norm forms: k_qgemv_s's best plain shape for now (each block also normalizes x, so fewer, fuller blocks
- * may win instead; flip after measuring the norm rows of `test_engk_qgemv --bench`). */
-static const char *norm_pick(int glu, const eng_qfmt *q, int K) { return s_pick(glu, q, K); }
+/* The fused-norm forms: the plain pick's shape (each block also normalizes x, so fewer, fuller blocks may win
+ * instead; flip after measuring the norm rows of `test_engk_qgemv --bench`). NORM_MMA 1: m8u4 for int8 q|k|v as
+ * the plain pick (where its copy of x fits), 0: k_qgemv_s's best there too. */
+static const int NORM_MMA = 1;
 
 extern "C" int engk_qgemv_pick_norm(int glu, const eng_qfmt *q, int N, int K)
 {
-    return engk_qgemv_norm_fits(glu, q, N, K) ? vindex(norm_pick(glu, q, K)) : -1;
+    if (USE_MMA && NORM_MMA && N >= 1 && !glu && q->bits == 8 && N > 4096 && K <= 8192 && mma_norm_runs(q, N, K))
+        return vindex("m8u4");
+    return engk_qgemv_norm_fits(glu, q, N, K) ? vindex(s_pick(glu, q, K)) : -1;
 }
 
 extern "C" cudaError_t engk_qgemv_norm(float *y, float *xn, const float *x, const float *nw, float eps, int kind,

@@ -6,9 +6,10 @@
  * lane-stride edges, NaN-poisoned outputs. The tensor-core variants (k_qgemv_mma, another order): against the double
  * dot product within a derived bound (mma_ref) and a tripwire, run twice and with fewer rows for the same bits, the
  * fused GLU bit-equal to their own plain rows; a host emulation of their fragment layouts runs even without a GPU.
- * The fused-norm forms (k_qgemv_s with NORM) bit-equal to engk_rmsnorm + the same variant, every norm kind, xn too.
+ * The fused-norm forms (k_qgemv_s, k_qgemv_mma) bit-equal to engk_rmsnorm + the same variant, every norm kind, xn.
  * --bench: llama3-8b decode shapes at int8 per row and int4 g128, GB/s of the bytes read against a read ceiling
- * measured in the same run; the fused-norm forms next to engk_rmsnorm + the plain form. Exit 77 without a GPU (after the emulation); 1 on any failure. */
+ * measured in the same run; the fused-norm forms next to engk_rmsnorm + the plain form. Exit 77 without a GPU
+ * (after the emulation); 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -438,7 +439,7 @@ static int check_glu(const qcase *c, int I, int K, int act)
     return fails;
 }
 
-/* ---- the fused-norm forms (k_qgemv_s with NORM) ----
+/* ---- the fused-norm forms (k_qgemv_s and k_qgemv_mma with NORM) ----
  * Against engk_rmsnorm followed by the same variant's plain form (or its GLU), bit for bit, on one matrix of each
  * case and shape, for each norm kind: y (+ b; GLU: I = N outputs from 2N rows, + b); xn equal to engk_rmsnorm's row
  * bit for bit, written by block 0 only and nowhere past K (a poisoned guard stays NaN); y the same with xn NULL;
