@@ -995,6 +995,15 @@ extern "C" int engk_qgemv_norm_fits(int glu, const eng_qfmt *q, int N, int K)
     return N >= 1 && K >= 1 && s_runs(q, glu ? 2 * (int64_t)N : N, K, true);
 }
 
+/* 1: the engine fuses the norm into the plain GEMV (q|k|v) / the GLU (gate|up) where it fits; 0: engk_rmsnorm + the
+ * plain form there. Flip after comparing `test_engk_qgemv --bench`'s norm rows (fused against engk_rmsnorm + plain). */
+static const int FUSE_NORM[2] = {1, 1};
+
+extern "C" int engk_qgemv_norm_use(int glu, const eng_qfmt *q, int N, int K)
+{
+    return FUSE_NORM[glu != 0] && engk_qgemv_norm_fits(glu, q, N, K);
+}
+
 /* The fused-norm forms: the plain pick's shape (each block also normalizes x, so fewer, fuller blocks may win
  * instead; flip after measuring the norm rows of `test_engk_qgemv --bench`). NORM_MMA 1: m8u4 for int8 q|k|v as
  * the plain pick (where its copy of x fits), 0: k_qgemv_s's best there too. */

@@ -42,6 +42,8 @@ cudaError_t engk_qgemv_glu(float *out, const float *x, const void *W, const eng_
  * engk_qgemv_norm_fits (glu: I gate|up outputs, 2I rows): 1 if they run q at that shape on the current device (else
  * cudaErrorInvalidValue: take engk_rmsnorm + engk_qgemv). */
 int engk_qgemv_norm_fits(int glu, const eng_qfmt *q, int N, int K);
+/* 1 where the decode step should take the fused form: it fits, and eng_qgemv.cu's FUSE_NORM switch is on for it. */
+int engk_qgemv_norm_use(int glu, const eng_qfmt *q, int N, int K);
 cudaError_t engk_qgemv_norm(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
                             const eng_qfmt *q, const float *b, int N, int K, cudaStream_t s);
 cudaError_t engk_qgemv_glu_norm(float *out, float *xn, const float *x, const float *nw, float eps, int kind,
