@@ -129,21 +129,7 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
     dep_launch();
     dep_wait(); /* x, nw, b, res and y belong to the kernels before */
     if (NORM) {
-        float ss = 0.0f;
-        if (threadIdx.x < NORM_THREADS)
-            for (int i = threadIdx.x; i < K; i += NORM_THREADS) {
-                const float v = x[i];
-                xs[i] = v;
-                ss = fmaf(v, v, ss);
-            }
-        const float inv = inv_rms(block_sum(ss, part), K, eps);
-        if (threadIdx.x < NORM_THREADS)
-            for (int i = threadIdx.x; i < K; i += NORM_THREADS) {
-                const float v = norm_apply(xs[i], inv, nw, i, kind);
-                xs[i] = v;
-                if (xn && blockIdx.x == 0)
-                    xn[i] = v;
-            }
+        norm_row<false>(SlotFlat{xs}, xn, x, nw, eps, kind, K, part);
         __syncthreads();
     }
     if (o0 >= N) {

@@ -84,6 +84,39 @@ __device__ __forceinline__ float norm_apply(float x, float inv, const float *w, 
     }
 }
 
+/* x[0:K] normalized exactly as k_rmsnorm (its first NORM_THREADS threads sum fmaf(v, v) over i = tid, tid +
+ * NORM_THREADS, ... in order, block_sum over warps 0..7, inv_rms, norm_apply), each element into slot(i) (a float &
+ * in the caller's shared copy of the row) and, from block 0, into xn if not NULL. STAGED: the slots already hold x
+ * (the caller copied it and synced), so the sum reads them instead of x. Every thread of the block calls it
+ * (block_sum syncs; part: one float per warp of the block); the caller syncs before reading the slots. */
+template <bool STAGED, typename Slot>
+__device__ __forceinline__ void norm_row(const Slot &slot, float *xn, const float *x, const float *nw, float eps,
+                                         int kind, int K, float *part)
+{
+    float ss = 0.0f;
+    if (threadIdx.x < NORM_THREADS)
+        for (int i = threadIdx.x; i < K; i += NORM_THREADS) {
+            const float v = STAGED ? slot(i) : x[i];
+            if (!STAGED)
+                slot(i) = v;
+            ss = fmaf(v, v, ss);
+        }
+    const float inv = inv_rms(block_sum(ss, part), K, eps);
+    if (threadIdx.x < NORM_THREADS)
+        for (int i = threadIdx.x; i < K; i += NORM_THREADS) {
+            const float v = norm_apply(slot(i), inv, nw, i, kind);
+            slot(i) = v;
+            if (xn && blockIdx.x == 0)
+                xn[i] = v;
+        }
+}
+
+/* norm_row's slots in a plain shared row: element i at p[i]. */
+struct SlotFlat {
+    float *p;
+    __device__ __forceinline__ float &operator()(int i) const { return p[i]; }
+};
+
 /* act(gate) * up of one GLU element (act: rc_act), the activation in double, rounded once. */
 __device__ __forceinline__ float glu_apply(float gate, float up, int act)
 {

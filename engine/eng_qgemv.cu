@@ -93,13 +93,13 @@ __device__ __forceinline__ float dqb(unsigned wb, int j, float s, float sb, floa
 }
 
 /* code() and dq() as they stand, for the blocks whose scale is too large for dqb's affine form (never in practice);
- * out of line so that it takes no registers from the common path. */
+ * out of line so that it takes no registers from the common path. xb: the block's x, global or shared. */
 template <int FAM, int BITS>
 __device__ __noinline__ float dot_block_slow(float sum, uint4 u, const float *xb, float s, float off)
 {
 #pragma unroll
     for (int i = 0; i < 128 / BITS; i++)
-        sum = __fmaf_rn(dq<FAM>(s, code<FAM, BITS>(u, i), off), __ldg(xb + i), sum);
+        sum = __fmaf_rn(dq<FAM>(s, code<FAM, BITS>(u, i), off), xb[i], sum);
     return sum;
 }
 
@@ -118,6 +118,20 @@ __device__ __forceinline__ int xpad(int L) { return L + (L >> 3); }
 struct XShared {
     const float4 *p; /* the block's first unit */
     __device__ __forceinline__ float4 operator()(int f) const { return p[f]; }
+};
+
+/* norm_row's slots in the padded copy: element i in unit xpad(i / 4). */
+struct SlotPad {
+    float *p;
+    __device__ __forceinline__ float &operator()(int i) const { return p[4 * xpad(i >> 2) + (i & 3)]; }
+};
+
+/* The fused norm's arguments (k_qgemv_s with NORM): xn (or NULL) receives rmsnorm(x) from block 0. */
+struct QNorm {
+    float *xn;
+    const float *nw;
+    float eps;
+    int kind;
 };
 
 /* The same sums as code()/dq() in k order for one 16-byte block of each of R rows (acc[r] += row r's block . x): a
@@ -293,15 +307,20 @@ cudaError_t launch_q(float *y, const float *x, const void *W, const eng_qfmt *q,
  * without bank conflicts instead of through L1 once per row block. PERROW (group == K): one scale per row, loaded
  * once, no scale in the ring. Lane l owns the blocks c = l, l + 32, ... and sums each in k order from 0, then the
  * butterfly: k_qgemv's order, so the same bits whatever the shape. Held to 64 registers (32 warps an SM) where the
- * ring takes at most 32 of them. */
+ * ring takes at most 32 of them. NORM: the copy is rmsnorm(x) instead, computed by every block exactly as k_rmsnorm
+ * (norm_row, as k_gemv's fused norm), and block 0 stores it into nm.xn if not NULL; the dot products are then those
+ * of engk_rmsnorm followed by the plain kernel, bit for bit. */
 template <int FAM, int PERROW> constexpr int slot_regs() { return 4 + (PERROW ? 0 : FAM == 2 ? 2 : 1); }
 
-template <int FAM, int BITS, int R, int U, int WARPS, bool GLU, bool PERROW>
+template <int FAM, int BITS, int R, int U, int WARPS, bool GLU, bool PERROW, bool NORM>
 __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() <= 32 ? 1024 : 512) / (WARPS * 32))
-    k_qgemv_s(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift)
+    k_qgemv_s(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift,
+              QNorm nm)
 {
+    static_assert(!NORM || WARPS * 32 >= NORM_THREADS, "the fused norm needs k_rmsnorm's 256 threads");
     constexpr int P = 128 / BITS, RP = GLU ? R / 2 : R;
     extern __shared__ float4 xs[];
+    __shared__ float part[NORM ? WARPS : 1]; /* block_sum's warp partials */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t o0 = ((int64_t)blockIdx.x * WARPS + warp) * RP;
     const int nb = K / P, nj = lane < nb ? (nb - lane + 31) >> 5 : 0; /* this lane's blocks */
@@ -338,11 +357,15 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
         srow[r] = PERROW ? __ldg(m.scale + so[r]) : 0.0f;
         mrow[r] = PERROW && FAM == 2 ? __ldg(m.offset + so[r]) : 0.0f;
     }
-    dep_launch(); /* the codes and scales above are weights; x, b, res and y belong to the kernels before */
+    dep_launch(); /* the codes and scales above are weights; x, nw, b, res and y belong to the kernels before */
     dep_wait();
     for (int L = threadIdx.x; L < K / 4; L += WARPS * 32)
         xs[xpad(L)] = reinterpret_cast<const float4 *>(x)[L];
     __syncthreads();
+    if (NORM) { /* the copy becomes rmsnorm(x) (and xn), as k_rmsnorm: its sums read the copy, not L2 */
+        norm_row<true>(SlotPad{reinterpret_cast<float *>(xs)}, nm.xn, x, nm.nw, nm.eps, nm.kind, K, part);
+        __syncthreads();
+    }
     if (o0 >= N)
         return;
     const float4 *xl = xs + xpad(lane * (P / 4));
@@ -360,7 +383,9 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
                 off[r] = FAM != 2 ? 0.0f : PERROW ? mrow[r] : cm[u][r];
             }
             /* block c = lane + 32 j starts at unit xpad(c P / 4) = xpad(lane P / 4) + 36 (P / 4) j */
-            dot_block<FAM, BITS, R>(acc, ch[u], ok, XShared{xl + 9 * P * j}, x + (int64_t)c * P, s, off, m.magic);
+            /* the slow path's x: the normed copy where NORM (a block's units are contiguous), else x itself */
+            const float *xb = NORM ? reinterpret_cast<const float *>(xl + 9 * P * j) : x + (int64_t)c * P;
+            dot_block<FAM, BITS, R>(acc, ch[u], ok, XShared{xl + 9 * P * j}, xb, s, off, m.magic);
             if (j + U < nj)
 #pragma unroll
                 for (int r = 0; r < R; r++) {
@@ -401,12 +426,12 @@ bool slot_fits(const eng_qfmt *q, int64_t rows, int64_t K)
 /* Shared bytes for x: K floats and their padding (xpad). */
 size_t xs_bytes(int K) { return ((size_t)K / 4 + (size_t)K / 32 + 1) * 16; }
 
-template <int FAM, int BITS, int RO, int U, int WARPS, bool GLU, bool PERROW>
+template <int FAM, int BITS, int RO, int U, int WARPS, bool GLU, bool PERROW, bool NORM>
 cudaError_t launch_s(float *y, const float *x, const QMat &m, const float *b, const float *res, int N, int K, int act,
-                     cudaStream_t s)
+                     const QNorm &nm, cudaStream_t s)
 {
     constexpr int R = GLU ? 2 * RO : RO;
-    const auto kern = k_qgemv_s<FAM, BITS, R, U, WARPS, GLU, PERROW>;
+    const auto kern = k_qgemv_s<FAM, BITS, R, U, WARPS, GLU, PERROW, NORM>;
     const size_t smem = xs_bytes(K);
     if (smem > 48 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -415,7 +440,22 @@ cudaError_t launch_s(float *y, const float *x, const QMat &m, const float *b, co
     }
     const int gshift = slot_shift(m.group, K, 128 / BITS);
     const unsigned grid = (unsigned)(((int64_t)N + WARPS * RO - 1) / (WARPS * RO));
-    return launch_dep(kern, dim3(grid), dim3(WARPS * 32), smem, s, y, x, m, b, res, N, K, act, gshift);
+    return launch_dep(kern, dim3(grid), dim3(WARPS * 32), smem, s, y, x, m, b, res, N, K, act, gshift, nm);
+}
+
+/* k_qgemv_s for q's family, bits and grouping (the format checked, slot_fits). */
+template <int RO, int U, int WARPS, bool GLU, bool NORM>
+cudaError_t launch_sf(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
+                      int N, int K, int act, const QNorm &nm, cudaStream_t s)
+{
+    const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
+    if (q->family == 2)
+        return launch_s<2, 4, RO, U, WARPS, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
+    if (q->bits == 4)
+        return launch_s<1, 4, RO, U, WARPS, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
+    if (q->group == K)
+        return launch_s<1, 8, RO, U, WARPS, GLU, true, NORM>(y, x, m, b, res, N, K, act, nm, s);
+    return launch_s<1, 8, RO, U, WARPS, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
 }
 
 template <int RO, int U, int WARPS, bool GLU>
@@ -426,14 +466,38 @@ cudaError_t launch_sq(float *y, const float *x, const void *W, const eng_qfmt *q
         return cudaErrorInvalidValue;
     if (!slot_fits(q, GLU ? 2 * (int64_t)N : N, K)) /* k_qgemv's r2u2r */
         return launch_q<2, 2, GLU, true>(y, x, W, q, b, res, N, K, act, s);
-    const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
-    if (q->family == 2)
-        return launch_s<2, 4, RO, U, WARPS, GLU, false>(y, x, m, b, res, N, K, act, s);
-    if (q->bits == 4)
-        return launch_s<1, 4, RO, U, WARPS, GLU, false>(y, x, m, b, res, N, K, act, s);
-    if (q->group == K)
-        return launch_s<1, 8, RO, U, WARPS, GLU, true>(y, x, m, b, res, N, K, act, s);
-    return launch_s<1, 8, RO, U, WARPS, GLU, false>(y, x, m, b, res, N, K, act, s);
+    return launch_sf<RO, U, WARPS, GLU, false>(y, x, W, q, b, res, N, K, act, QNorm{nullptr, nullptr, 0.0f, 0}, s);
+}
+
+/* An attribute of the current device, or -1 (the failed query's error cleared: not a kernel's). */
+int dev_attr(cudaDeviceAttr a)
+{
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, a, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return v;
+}
+
+/* 1 if k_qgemv_s runs q at [rows, K] on the current device: slot_fits, the padded row (and the fused norm's
+ * static warp partials, norm) within the opt-in shared memory. */
+bool s_runs(const eng_qfmt *q, int64_t rows, int K, bool norm)
+{
+    if (!eng_qfmt_ok(q, K) || !slot_fits(q, rows, K))
+        return false;
+    const int optin = dev_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    return optin >= 0 && xs_bytes(K) + (norm ? 16 * sizeof(float) : 0) <= (size_t)optin;
+}
+
+/* y = W rmsnorm(x) (+ b), or its GLU: k_qgemv_s with the fused norm; refused where norm_runs does not hold. */
+template <int RO, int U, int WARPS, bool GLU>
+cudaError_t launch_sn(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
+                      const eng_qfmt *q, const float *b, int N, int K, int act, cudaStream_t s)
+{
+    if (N < 1 || kind < 0 || kind > 3 || (kind != 3 && !nw) || !s_runs(q, GLU ? 2 * (int64_t)N : N, K, true))
+        return cudaErrorInvalidValue;
+    return launch_sf<RO, U, WARPS, GLU, true>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind}, s);
 }
 
 /* ---- k_qgemv_mma: the tensor-core variant (sm_80+; see eng_qgemv.h for its order and precision) ----
@@ -530,14 +594,23 @@ size_t mma_smem(int K, int bits, int family)
     return ((size_t)S * NQ * 8 + (size_t)NQ * 8) * 16 + (family == 2 ? (size_t)S * 4 : 0);
 }
 
+/* NORM: x's flat f32 copy follows, at this uint4 unit (mma_smem rounded up to 16 bytes); K floats. */
+__host__ __device__ inline int mma_xf_unit(int K, int bits, int family)
+{
+    const int SK = bits == 4 ? 128 : 64, S = K / SK, NQ = SK / 32;
+    return (S + 1) * NQ * 8 + (family == 2 ? (S * 4 + 15) / 16 : 0);
+}
+
 /* KS warps split a tile's k steps (warp ks: steps ks, ks + KS, ...), TILES tiles a block, a ring of U steps in
  * flight per lane (loaded before dep_wait: weights). Per row: each step's MMAs from zero, v = (c0 + c1) 2^e, then
  * acc = fma(s, v, acc) (+ fma(m, sum of the step's x, acc)) in the warp's step order (PERROW: acc += v, times s at
  * the end); the KS warps' accs summed in warp order; + b, res +. None of it depends on the grid or on U. */
-template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW>
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM>
 __global__ void __launch_bounds__(KS * TILES * 32)
-    k_qgemv_mma(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift)
+    k_qgemv_mma(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift,
+                QNorm nm)
 {
+    static_assert(!NORM || KS * TILES * 32 >= NORM_THREADS, "the fused norm needs k_rmsnorm's 256 threads");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int WARPS = KS * TILES, NT = WARPS * 32, SK = mma_stepk<BITS>(), NQ = SK / 32, PPS = SK / 8;
     extern __shared__ uint4 xq[];
@@ -579,8 +652,17 @@ __global__ void __launch_bounds__(KS * TILES * 32)
             load(u, (unsigned)(ks + KS * u));
     dep_launch(); /* the codes and scales above are weights; x, b, res and y belong to the kernels before */
     dep_wait();
-    /* max |x| (NaN ignored; exact, so in any order), then 2^e with max |x| 2^-e in [2^14, 2^15) */
     const float4 *x4 = reinterpret_cast<const float4 *>(x);
+    if (NORM) { /* x into its flat copy, made rmsnorm(x) there as k_rmsnorm (and xn); the prologue then reads it */
+        float *xf = reinterpret_cast<float *>(xq + mma_xf_unit(K, BITS, FAM));
+        for (int L = threadIdx.x; L < K / 4; L += NT)
+            reinterpret_cast<float4 *>(xf)[L] = x4[L];
+        __syncthreads();
+        norm_row<true>(SlotFlat{xf}, nm.xn, x, nm.nw, nm.eps, nm.kind, K, wmx); /* wmx: free until the max below */
+        __syncthreads();
+        x4 = reinterpret_cast<const float4 *>(xf);
+    }
+    /* max |x| (NaN ignored; exact, so in any order), then 2^e with max |x| 2^-e in [2^14, 2^15) */
     float mx = 0.0f;
     for (int L = threadIdx.x; L < K / 4; L += NT) {
         const float4 v = x4[L];
@@ -704,24 +786,19 @@ int mma_shift(int group, int K, int SK)
 bool mma_runs(const eng_qfmt *q, int64_t rows, int K)
 {
     const int SK = q->bits == 4 ? 128 : 64;
-    int dev = 0, major = 0, optin = 0;
     if (!eng_qfmt_ok(q, K) || K % SK || mma_shift(q->group, K, SK) < 0 || !slot_fits(q, rows, K))
         return false;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-        cudaGetLastError(); /* the failed query's error, not a kernel's */
-        return false;
-    }
-    return major >= 8 && mma_smem(K, q->bits, q->family) + 2048 <= (size_t)optin; /* + red, wmx */
+    const int major = dev_attr(cudaDevAttrComputeCapabilityMajor);
+    const int optin = dev_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    return major >= 8 && optin >= 0 && mma_smem(K, q->bits, q->family) + 2048 <= (size_t)optin; /* + red, wmx */
 }
 
-template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW>
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM>
 cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, const float *res, int N, int K, int act,
-                     cudaStream_t s)
+                     const QNorm &nm, cudaStream_t s)
 {
-    const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW>;
-    const size_t smem = mma_smem(K, BITS, FAM);
+    const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW, NORM>;
+    const size_t smem = NORM ? (size_t)mma_xf_unit(K, BITS, FAM) * 16 + (size_t)K * 4 : mma_smem(K, BITS, FAM);
     if (smem > 32 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess)
@@ -730,7 +807,22 @@ cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, co
     const int64_t tiles = GLU ? ((int64_t)N + 7) / 8 : ((int64_t)N + 15) / 16;
     const unsigned grid = (unsigned)((tiles + TILES - 1) / TILES);
     return launch_dep(kern, dim3(grid), dim3(KS * TILES * 32), smem, s, y, x, m, b, res, N, K, act,
-                      mma_shift(m.group, K, mma_stepk<BITS>()));
+                      mma_shift(m.group, K, mma_stepk<BITS>()), nm);
+}
+
+/* k_qgemv_mma for q's family, bits and grouping (mma_runs). */
+template <int KS, int TILES, int U, bool GLU, bool NORM>
+cudaError_t launch_mf(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
+                      int N, int K, int act, const QNorm &nm, cudaStream_t s)
+{
+    const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
+    if (q->family == 2)
+        return launch_m<2, 4, KS, TILES, U, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
+    if (q->bits == 4)
+        return q->group == K ? launch_m<1, 4, KS, TILES, U, GLU, true, NORM>(y, x, m, b, res, N, K, act, nm, s)
+                             : launch_m<1, 4, KS, TILES, U, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
+    return q->group == K ? launch_m<1, 8, KS, TILES, U, GLU, true, NORM>(y, x, m, b, res, N, K, act, nm, s)
+                         : launch_m<1, 8, KS, TILES, U, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
 }
 
 /* The tensor-core kernel where mma_runs, else k_qgemv_s's s2u2w8 (eng_qdot_model's order). */
@@ -742,14 +834,31 @@ cudaError_t launch_mq(float *y, const float *x, const void *W, const eng_qfmt *q
         return cudaErrorInvalidValue;
     if (!mma_runs(q, GLU ? 2 * (int64_t)N : N, K))
         return launch_sq<2, 2, 8, GLU>(y, x, W, q, b, res, N, K, act, s);
-    const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
-    if (q->family == 2)
-        return launch_m<2, 4, KS, TILES, U, GLU, false>(y, x, m, b, res, N, K, act, s);
-    if (q->bits == 4)
-        return q->group == K ? launch_m<1, 4, KS, TILES, U, GLU, true>(y, x, m, b, res, N, K, act, s)
-                             : launch_m<1, 4, KS, TILES, U, GLU, false>(y, x, m, b, res, N, K, act, s);
-    return q->group == K ? launch_m<1, 8, KS, TILES, U, GLU, true>(y, x, m, b, res, N, K, act, s)
-                         : launch_m<1, 8, KS, TILES, U, GLU, false>(y, x, m, b, res, N, K, act, s);
+    return launch_mf<KS, TILES, U, GLU, false>(y, x, W, q, b, res, N, K, act, QNorm{nullptr, nullptr, 0.0f, 0}, s);
+}
+
+/* 1 if the fused-norm form of k_qgemv_mma runs q at [rows, K]: mma_runs, and x's flat copy fits too. */
+bool mma_norm_runs(const eng_qfmt *q, int64_t rows, int K)
+{
+    const int optin = dev_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    return mma_runs(q, rows, K) &&
+           (size_t)mma_xf_unit(K, q->bits, q->family) * 16 + (size_t)K * 4 + 2048 <= (size_t)optin;
+}
+
+/* The fused-norm form of launch_mq: the same kernel (or the same fallback, s2u2w8) on rmsnorm(x); refused where
+ * mma_runs but the copy does not fit (its plain form would run the tensor cores). */
+template <int KS, int TILES, int U, bool GLU>
+cudaError_t launch_mn(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
+                      const eng_qfmt *q, const float *b, int N, int K, int act, cudaStream_t s)
+{
+    const int64_t rows = GLU ? 2 * (int64_t)N : N;
+    if (N < 1 || !eng_qfmt_ok(q, K))
+        return cudaErrorInvalidValue;
+    if (!mma_runs(q, rows, K))
+        return launch_sn<2, 2, 8, GLU>(y, xn, x, nw, eps, kind, W, q, b, N, K, act, s);
+    if (kind < 0 || kind > 3 || (kind != 3 && !nw) || !mma_norm_runs(q, rows, K))
+        return cudaErrorInvalidValue;
+    return launch_mf<KS, TILES, U, GLU, true>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind}, s);
 }
 
 /* One thread per 16-byte block: the family's rule into f32 or bf16 (k_qgemv's dq, so the same weight values). */
@@ -784,6 +893,8 @@ cudaError_t dequant_t(void *dst, int f32, const QMat &m, int N, int K, cudaStrea
 
 typedef cudaError_t (*QFn)(float *, const float *, const void *, const eng_qfmt *, const float *, const float *, int,
                            int, int, cudaStream_t);
+typedef cudaError_t (*QNFn)(float *, float *, const float *, const float *, float, int, const void *, const eng_qfmt *,
+                            const float *, int, int, int, cudaStream_t);
 
 /* Every k_qgemv / k_qgemv_s variant: the same per-row order, the same bits. glu: the fused gate|up variant (none
  * where a warp's rows cannot pair up). The k_qgemv_mma variants (mma): their own order (eng_qgemv.h), one per KS. */
@@ -791,36 +902,51 @@ struct Variant {
     const char *name;
     QFn plain, glu;
     bool mma; /* k_qgemv_mma where mma_runs: the MMA's order, not eng_qdot_model's */
+    QNFn norm, glu_norm; /* the fused-norm forms (k_qgemv_s only): rmsnorm(x) in the prologue, then the same bits */
 };
 
 const Variant variants[] = {
     /* k_qgemv: x through L1, scales loaded when a block is consumed (R rows incl. a GLU's up rows) */
-    {"r1u4", launch_q<1, 4, false>, nullptr, false},
-    {"r2u2", launch_q<2, 2, false>, launch_q<2, 2, true>, false},
-    {"r2u4", launch_q<2, 4, false>, launch_q<2, 4, true>, false},
-    {"r4u2", launch_q<4, 2, false>, launch_q<4, 2, true>, false},
-    {"r1u8", launch_q<1, 8, false>, nullptr, false},
-    {"r2u2r", launch_q<2, 2, false, true>, launch_q<2, 2, true, true>, false},
-    {"r1u4r", launch_q<1, 4, false, true>, nullptr, false},
-    {"r2u4r", launch_q<2, 4, false, true>, launch_q<2, 4, true, true>, false},
+    {"r1u4", launch_q<1, 4, false>, nullptr, false, nullptr, nullptr},
+    {"r2u2", launch_q<2, 2, false>, launch_q<2, 2, true>, false, nullptr, nullptr},
+    {"r2u4", launch_q<2, 4, false>, launch_q<2, 4, true>, false, nullptr, nullptr},
+    {"r4u2", launch_q<4, 2, false>, launch_q<4, 2, true>, false, nullptr, nullptr},
+    {"r1u8", launch_q<1, 8, false>, nullptr, false, nullptr, nullptr},
+    {"r2u2r", launch_q<2, 2, false, true>, launch_q<2, 2, true, true>, false, nullptr, nullptr},
+    {"r1u4r", launch_q<1, 4, false, true>, nullptr, false, nullptr, nullptr},
+    {"r2u4r", launch_q<2, 4, false, true>, launch_q<2, 4, true, true>, false, nullptr, nullptr},
     /* k_qgemv_s: s<outputs a warp>u<ring>w<warps a block>; x in shared memory, scales in the ring */
-    {"s1u8w8", launch_sq<1, 8, 8, false>, launch_sq<1, 8, 8, true>, false},
-    {"s1u8w16", launch_sq<1, 8, 16, false>, launch_sq<1, 8, 16, true>, false},
-    {"s2u4w8", launch_sq<2, 4, 8, false>, launch_sq<2, 4, 8, true>, false},
-    {"s2u4w16", launch_sq<2, 4, 16, false>, launch_sq<2, 4, 16, true>, false},
-    {"s1u4w8", launch_sq<1, 4, 8, false>, launch_sq<1, 4, 8, true>, false},
-    {"s1u4w16", launch_sq<1, 4, 16, false>, launch_sq<1, 4, 16, true>, false},
-    {"s2u2w8", launch_sq<2, 2, 8, false>, launch_sq<2, 2, 8, true>, false},
-    {"s1u2w16", launch_sq<1, 2, 16, false>, launch_sq<1, 2, 16, true>, false},
+    {"s1u8w8", launch_sq<1, 8, 8, false>, launch_sq<1, 8, 8, true>, false,
+     launch_sn<1, 8, 8, false>, launch_sn<1, 8, 8, true>},
+    {"s1u8w16", launch_sq<1, 8, 16, false>, launch_sq<1, 8, 16, true>, false,
+     launch_sn<1, 8, 16, false>, launch_sn<1, 8, 16, true>},
+    {"s2u4w8", launch_sq<2, 4, 8, false>, launch_sq<2, 4, 8, true>, false,
+     launch_sn<2, 4, 8, false>, launch_sn<2, 4, 8, true>},
+    {"s2u4w16", launch_sq<2, 4, 16, false>, launch_sq<2, 4, 16, true>, false,
+     launch_sn<2, 4, 16, false>, launch_sn<2, 4, 16, true>},
+    {"s1u4w8", launch_sq<1, 4, 8, false>, launch_sq<1, 4, 8, true>, false,
+     launch_sn<1, 4, 8, false>, launch_sn<1, 4, 8, true>},
+    {"s1u4w16", launch_sq<1, 4, 16, false>, launch_sq<1, 4, 16, true>, false,
+     launch_sn<1, 4, 16, false>, launch_sn<1, 4, 16, true>},
+    {"s2u2w8", launch_sq<2, 2, 8, false>, launch_sq<2, 2, 8, true>, false,
+     launch_sn<2, 2, 8, false>, launch_sn<2, 2, 8, true>},
+    {"s1u2w16", launch_sq<1, 2, 16, false>, launch_sq<1, 2, 16, true>, false,
+     launch_sn<1, 2, 16, false>, launch_sn<1, 2, 16, true>},
     /* k_qgemv_mma: m<warps a tile's k is split over>[t<tiles a block>]u<ring>; the fallback (s2u2w8) where it
      * does not run. More tiles a block: x's prologue (max, fp16 pieces) paid once for more rows */
-    {"m8u4", launch_mq<8, 1, 4, false>, launch_mq<8, 1, 4, true>, true},
-    {"m8u8", launch_mq<8, 1, 8, false>, launch_mq<8, 1, 8, true>, true},
-    {"m4u8", launch_mq<4, 1, 8, false>, launch_mq<4, 1, 8, true>, true},
-    {"m4t2u4", launch_mq<4, 2, 4, false>, launch_mq<4, 2, 4, true>, true},
-    {"m16u2", launch_mq<16, 1, 2, false>, launch_mq<16, 1, 2, true>, true},
-    {"m8t2u4", launch_mq<8, 2, 4, false>, launch_mq<8, 2, 4, true>, true},
-    {"m4t4u4", launch_mq<4, 4, 4, false>, launch_mq<4, 4, 4, true>, true},
+    {"m8u4", launch_mq<8, 1, 4, false>, launch_mq<8, 1, 4, true>, true,
+     launch_mn<8, 1, 4, false>, launch_mn<8, 1, 4, true>},
+    {"m8u8", launch_mq<8, 1, 8, false>, launch_mq<8, 1, 8, true>, true,
+     launch_mn<8, 1, 8, false>, launch_mn<8, 1, 8, true>},
+    {"m4u8", launch_mq<4, 1, 8, false>, launch_mq<4, 1, 8, true>, true, nullptr, nullptr},
+    {"m4t2u4", launch_mq<4, 2, 4, false>, launch_mq<4, 2, 4, true>, true,
+     launch_mn<4, 2, 4, false>, launch_mn<4, 2, 4, true>},
+    {"m16u2", launch_mq<16, 1, 2, false>, launch_mq<16, 1, 2, true>, true,
+     launch_mn<16, 1, 2, false>, launch_mn<16, 1, 2, true>},
+    {"m8t2u4", launch_mq<8, 2, 4, false>, launch_mq<8, 2, 4, true>, true,
+     launch_mn<8, 2, 4, false>, launch_mn<8, 2, 4, true>},
+    {"m4t4u4", launch_mq<4, 4, 4, false>, launch_mq<4, 4, 4, true>, true,
+     launch_mn<4, 4, 4, false>, launch_mn<4, 4, 4, true>},
 };
 constexpr int NVARIANTS = (int)(sizeof variants / sizeof variants[0]);
 constexpr int OLD_DEFAULT = 5; /* r2u2r, plain and GLU: k_qgemv as it ran before k_qgemv_s */
@@ -835,41 +961,74 @@ int vindex(const char *name)
 
 } // namespace
 
-/* The variant each entry point launches for a llama-sized matrix (to be confirmed by `test_engk_qgemv --bench`).
- * int8: a ring that holds a whole K = 4096 row (8 blocks a lane), one output a warp where N fills the GPU in about one
- * wave (o; down's long rows in 16-warp blocks, x taking 58 KB of shared memory), two for q|k|v. int4: two rows a warp
- * at least (an int4 block needs 128 bytes of x: with one row the shared-memory reads alone would match the DRAM
- * stream), a ring of 4 where N leaves at most 16 warps an SM anyway (o, down), of 2 at 64 registers elsewhere.
- * Rows too long for x in shared memory, and groups k_qgemv_s cannot index by a shift, take k_qgemv. */
-/* 1: the engine launches k_qgemv_mma wherever mma_runs (sm_80+, int8 per row or groups of 64 k and up, int4
- * groups of 128 k and up); 0: k_qgemv_s / k_qgemv everywhere (eng_qdot_model's bits). Flip after measuring
- * `test_engk_qgemv --bench`. */
+/* 1: the engine launches k_qgemv_mma where it measured best and mma_runs (sm_80+; int8 per row or groups of 64 k
+ * and up, int4 groups of 128 k and up): int8 q|k|v-like shapes (N > 4096, K <= 8192) and int4 down-like ones
+ * (K > 8192); 0: k_qgemv_s / k_qgemv everywhere (eng_qdot_model's bits). Flip after measuring
+ * `test_engk_qgemv --bench`. The fused-norm forms are k_qgemv_s only, whatever USE_MMA. */
 static const int USE_MMA = 1;
 
+/* The k_qgemv_s variant for a shape (plain, GLU or fused norm: k_qgemv_s's best was the same for both forms).
+ * Measured on the H200 (test_engk_qgemv --bench, graph times, llama3-8b shapes), us, int8 per row: q|k|v s1u2w16
+ * 6.8 (m8u4 6.2), o s1u2w16 4.9, fused gate|up s1u4w16 33.7 (s1u2w16 33.8, m8u4 34.0), down s1u4w16 16.6 (m8u8
+ * 19.4); int4 g128 affine: q|k|v s1u2w16 ~8.1 (m4u8, m4t2u4 the same), o s1u2w16 5.4, fused gate|up s1u2w16 32.3,
+ * down s1u2w16 15.8 (m8t2u4 13.8). The shape never changes a bit among k_qgemv_s variants. */
+static const char *s_pick(int glu, const eng_qfmt *q, int K)
+{
+    return q->bits == 8 && (glu || K > 8192) ? "s1u4w16" : "s1u2w16";
+}
+
+/* Rows too long for x in shared memory, and groups k_qgemv_s cannot index by a shift, take k_qgemv (r2u2r). */
 extern "C" int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K)
 {
-    int dev = 0, optin = 0;
-    if (USE_MMA && N >= 1 && mma_runs(q, glu ? 2 * (int64_t)N : N, K))
-        return vindex("m8u4"); /* not yet measured against the other m* shapes: see --bench */
-    if (!eng_qfmt_ok(q, K) || !slot_fits(q, glu ? 2 * (int64_t)N : N, K))
-        return OLD_DEFAULT;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-        cudaGetLastError(); /* the failed query's error, not a kernel's */
-        return OLD_DEFAULT;
+    const int64_t rows = glu ? 2 * (int64_t)N : N;
+    if (USE_MMA && N >= 1 && !glu && mma_runs(q, rows, K)) {
+        if (q->bits == 8 && N > 4096 && K <= 8192)
+            return vindex("m8u4"); /* int8 q|k|v */
+        if (q->bits == 4 && K > 8192)
+            return vindex("m8t2u4"); /* int4 down */
     }
-    if (xs_bytes(K) > (size_t)optin)
-        return OLD_DEFAULT;
-    /* measured on the H200 (test_engk_qgemv --bench, llama3-8b shapes), us int8 / int4 g128: fused gate|up 38.6 /
-     * 36.4, down 19.7 / 17.3, q|k|v 8.4 / 9.0, o 6.3 / 6.8; the shape never changes a bit */
-    const int int8 = q->bits == 8;
-    if (glu)
-        return vindex(int8 ? "s1u4w8" : "s1u2w16");
-    if (K > 8192)
-        return vindex(int8 ? "s1u4w16" : "s2u2w8");
-    if (N > 4096)
-        return vindex("s2u2w8");
-    return vindex(int8 ? "s1u2w16" : "s2u2w8");
+    return s_runs(q, rows, K, false) ? vindex(s_pick(glu, q, K)) : OLD_DEFAULT;
+}
+
+extern "C" int engk_qgemv_norm_fits(int glu, const eng_qfmt *q, int N, int K)
+{
+    return N >= 1 && K >= 1 && s_runs(q, glu ? 2 * (int64_t)N : N, K, true);
+}
+
+/* 1: the engine fuses the norm into the plain GEMV (q|k|v) / the GLU (gate|up) where it fits; 0: engk_rmsnorm + the
+ * plain form there. Flip after comparing `test_engk_qgemv --bench`'s norm rows (fused against engk_rmsnorm + plain). */
+static const int FUSE_NORM[2] = {1, 1};
+
+extern "C" int engk_qgemv_norm_use(int glu, const eng_qfmt *q, int N, int K)
+{
+    return FUSE_NORM[glu != 0] && engk_qgemv_norm_fits(glu, q, N, K);
+}
+
+/* The fused-norm forms: the plain pick's shape (each block also normalizes x, so fewer, fuller blocks may win
+ * instead; flip after measuring the norm rows of `test_engk_qgemv --bench`). NORM_MMA 1: m8u4 for int8 q|k|v as
+ * the plain pick (where its copy of x fits), 0: k_qgemv_s's best there too. */
+static const int NORM_MMA = 1;
+
+extern "C" int engk_qgemv_pick_norm(int glu, const eng_qfmt *q, int N, int K)
+{
+    if (USE_MMA && NORM_MMA && N >= 1 && !glu && q->bits == 8 && N > 4096 && K <= 8192 && mma_norm_runs(q, N, K))
+        return vindex("m8u4");
+    return engk_qgemv_norm_fits(glu, q, N, K) ? vindex(s_pick(glu, q, K)) : -1;
+}
+
+extern "C" cudaError_t engk_qgemv_norm(float *y, float *xn, const float *x, const float *nw, float eps, int kind,
+                                       const void *W, const eng_qfmt *q, const float *b, int N, int K, cudaStream_t s)
+{
+    const int v = engk_qgemv_pick_norm(0, q, N, K);
+    return v < 0 ? cudaErrorInvalidValue : variants[v].norm(y, xn, x, nw, eps, kind, W, q, b, N, K, 0, s);
+}
+
+extern "C" cudaError_t engk_qgemv_glu_norm(float *out, float *xn, const float *x, const float *nw, float eps, int kind,
+                                           const void *W, const eng_qfmt *q, const float *bgu, int I, int K, int act,
+                                           cudaStream_t s)
+{
+    const int v = engk_qgemv_pick_norm(1, q, I, K);
+    return v < 0 ? cudaErrorInvalidValue : variants[v].glu_norm(out, xn, x, nw, eps, kind, W, q, bgu, I, K, act, s);
 }
 
 extern "C" cudaError_t engk_qgemv(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b,
@@ -914,4 +1073,15 @@ extern "C" cudaError_t engk_qgemv_variant(int v, int glu, float *y, const float 
     if (v < 0 || v >= NVARIANTS || (glu && !variants[v].glu))
         return cudaErrorInvalidValue;
     return glu ? variants[v].glu(y, x, W, q, b, nullptr, N, K, act, s) : variants[v].plain(y, x, W, q, b, res, N, K, 0, s);
+}
+
+extern "C" int engk_qgemv_variant_has_norm(int v) { return v >= 0 && v < NVARIANTS && variants[v].norm; }
+
+extern "C" cudaError_t engk_qgemv_variant_norm(int v, int glu, float *y, float *xn, const float *x, const float *nw,
+                                               float eps, int kind, const void *W, const eng_qfmt *q, const float *b,
+                                               int N, int K, int act, cudaStream_t s)
+{
+    if (v < 0 || v >= NVARIANTS || !variants[v].norm)
+        return cudaErrorInvalidValue;
+    return (glu ? variants[v].glu_norm : variants[v].norm)(y, xn, x, nw, eps, kind, W, q, b, N, K, act, s);
 }

@@ -15,7 +15,8 @@
  *   included: expected near 2^-20 sqrt(sum (s q x)^2) (the checker's tripwire: 2^-16), the proven bound in
  *   test_engk_qgemv's mma_ref. The same bits
  *   every run, whatever the grid or N; the variant (its split-k) is fixed per shape by engk_qgemv_pick.
- * engk_qgemv_pick chooses k_qgemv_mma where it runs (eng_qgemv.cu's USE_MMA switches that off). */
+ * engk_qgemv_pick chooses k_qgemv_mma where it runs and measured best (int8 q|k|v-like shapes, int4 down-like ones;
+ * eng_qgemv.cu's USE_MMA switches that off). The fused-norm forms are k_qgemv_s's order. */
 #ifndef ENG_QGEMV_H
 #define ENG_QGEMV_H
 
@@ -34,6 +35,20 @@ cudaError_t engk_qgemv(float *y, const float *x, const void *W, const eng_qfmt *
 /* out[I] = act(W[0:I] x + b[0:I]) * (W[I:2I] x + b[I:2I]), each row as engk_qgemv, then engk_glu's arithmetic. */
 cudaError_t engk_qgemv_glu(float *out, const float *x, const void *W, const eng_qfmt *q, const float *bgu, int I, int K,
                            int act, cudaStream_t s);
+/* The fused-norm forms: y = W rmsnorm(x) (+ b), or the GLU of W rmsnorm(x) (+ bgu); every block normalizes x[K] into
+ * shared memory exactly as engk_rmsnorm (kind: rc_norm; nw may be NULL for RC_NORM_POW), and block 0 stores the
+ * normed row into xn if not NULL: bit-identical to engk_rmsnorm followed by engk_qgemv_variant / its GLU of the
+ * variant engk_qgemv_pick_norm names (a k_qgemv_s variant, or k_qgemv_mma's m8u4 for int8 q|k|v-like shapes).
+ * engk_qgemv_norm_fits (glu: I gate|up outputs, 2I rows): 1 if they run q at that shape on the current device (else
+ * cudaErrorInvalidValue: take engk_rmsnorm + engk_qgemv). */
+int engk_qgemv_norm_fits(int glu, const eng_qfmt *q, int N, int K);
+/* 1 where the decode step should take the fused form: it fits, and eng_qgemv.cu's FUSE_NORM switch is on for it. */
+int engk_qgemv_norm_use(int glu, const eng_qfmt *q, int N, int K);
+cudaError_t engk_qgemv_norm(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
+                            const eng_qfmt *q, const float *b, int N, int K, cudaStream_t s);
+cudaError_t engk_qgemv_glu_norm(float *out, float *xn, const float *x, const float *nw, float eps, int kind,
+                                const void *W, const eng_qfmt *q, const float *bgu, int I, int K, int act,
+                                cudaStream_t s);
 /* dst[N, K] = the dequantized matrix, exactly (f32) or rounded to nearest even to bf16 (f32 == 0). */
 cudaError_t engk_qdequant(void *dst, int f32, const void *W, const eng_qfmt *q, int N, int K, cudaStream_t s);
 
@@ -50,6 +65,15 @@ int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K);
 int engk_qgemv_variant_mma(int v, int glu, const eng_qfmt *q, int N, int K);
 cudaError_t engk_qgemv_variant(int v, int glu, float *y, const float *x, const void *W, const eng_qfmt *q,
                                const float *b, const float *res, int N, int K, int act, cudaStream_t s);
+/* The fused-norm form of variant v (engk_qgemv_variant_has_norm: the k_qgemv_s variants and the k_qgemv_mma ones of
+ * 8 warps and more; an m* form runs its plain form's fallback where that runs, and is refused where the plain form
+ * runs the tensor cores but x's copy does not fit) and the variant
+ * engk_qgemv_norm / engk_qgemv_glu_norm launch (-1 where engk_qgemv_norm_fits does not hold). */
+int engk_qgemv_variant_has_norm(int v);
+int engk_qgemv_pick_norm(int glu, const eng_qfmt *q, int N, int K);
+cudaError_t engk_qgemv_variant_norm(int v, int glu, float *y, float *xn, const float *x, const float *nw, float eps,
+                                    int kind, const void *W, const eng_qfmt *q, const float *b, int N, int K, int act,
+                                    cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -1623,6 +1623,10 @@ static int dec_norm_gemv(eng *E, float *y, float *xn, const float *nw, const cha
         CK(engk_gemv_norm(y, xn, E->d_x, nw, c->eps, c->norm, W, E->f32, b, N, Hd, E->s_comp));
         return RC_OK;
     }
+    if (q->family && engk_qgemv_norm_use(0, q, N, Hd)) { /* the same bits as engk_rmsnorm + its plain form */
+        CK(engk_qgemv_norm(y, xn, E->d_x, nw, c->eps, c->norm, W, q, b, N, Hd, E->s_comp));
+        return RC_OK;
+    }
     CK(engk_rmsnorm(E->d_a, E->d_x, nw, 1, Hd, c->eps, c->norm, E->s_comp));
     CK(dec_gemv(E, y, E->d_a, W, q, b, NULL, N, Hd));
     return RC_OK;
@@ -1706,7 +1710,10 @@ static int layer_decode(eng *E, int l, rc_err *e)
     ATTEMPT(acquire_layer(E, l, &W, e));
 #define VEC(off) ((off) >= 0 ? (const float *)(W + (off)) : NULL)
     ATTEMPT(c->layers[l].mixer == RC_MIXER_GDN ? gdn_decode(E, l, W, e) : attn_decode(E, l, W, e));
-    if (Ly->qgu.family) {
+    if (Ly->qgu.family && engk_qgemv_norm_use(1, &Ly->qgu, Ly->inter, Hd))
+        CK(engk_qgemv_glu_norm(E->d_act, NULL, E->d_x, VEC(Ly->mlp_norm), c->eps, c->norm, W + Ly->wgu, &Ly->qgu,
+                               VEC(Ly->bgu), Ly->inter, Hd, c->act, E->s_comp));
+    else if (Ly->qgu.family) {
         CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), 1, Hd, c->eps, c->norm, E->s_comp));
         CK(engk_qgemv_glu(E->d_act, E->d_a, W + Ly->wgu, &Ly->qgu, VEC(Ly->bgu), Ly->inter, Hd, c->act, E->s_comp));
     } else if (engk_gemv_norm_fits(Hd))

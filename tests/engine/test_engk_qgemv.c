@@ -6,8 +6,10 @@
  * lane-stride edges, NaN-poisoned outputs. The tensor-core variants (k_qgemv_mma, another order): against the double
  * dot product within a derived bound (mma_ref) and a tripwire, run twice and with fewer rows for the same bits, the
  * fused GLU bit-equal to their own plain rows; a host emulation of their fragment layouts runs even without a GPU.
+ * The fused-norm forms (k_qgemv_s, k_qgemv_mma) bit-equal to engk_rmsnorm + the same variant, every norm kind, xn.
  * --bench: llama3-8b decode shapes at int8 per row and int4 g128, GB/s of the bytes read against a read ceiling
- * measured in the same run. Exit 77 without a GPU (after the emulation); 1 on any failure. */
+ * measured in the same run; the fused-norm forms next to engk_rmsnorm + the plain form. Exit 77 without a GPU
+ * (after the emulation); 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -437,6 +439,115 @@ static int check_glu(const qcase *c, int I, int K, int act)
     return fails;
 }
 
+/* ---- the fused-norm forms (k_qgemv_s and k_qgemv_mma with NORM) ----
+ * Against engk_rmsnorm followed by the same variant's plain form (or its GLU), bit for bit, on one matrix of each
+ * case and shape, for each norm kind: y (+ b; GLU: I = N outputs from 2N rows, + b); xn equal to engk_rmsnorm's row
+ * bit for bit, written by block 0 only and nowhere past K (a poisoned guard stays NaN); y the same with xn NULL;
+ * every variant with a norm form, then the entry point (engk_qgemv_norm / engk_qgemv_glu_norm) against rmsnorm +
+ * the variant engk_qgemv_pick_norm names. */
+static const qcase norm_cases[] = {
+    {"int8 per-row scale", RC_QF_SCALE, 8, 0, 0, 0},
+    {"int4 g128 scale", RC_QF_SCALE, 4, 128, 0, 0},
+    {"int4 g128 affine, zeros", RC_QF_AFFINE, 4, 128, 1, 0},
+    {"int8 g32 scale, huge scales", RC_QF_SCALE, 8, 32, 0, 110},          /* dot_block_slow on the normed copy */
+    {"int4 g32 affine, zeros, huge scales", RC_QF_AFFINE, 4, 32, 1, 110}, /* the same, affine */
+};
+
+static int check_norm_one(int v, int glu, const char *cname, int kind, float *dy, float *dxn, const float *dx,
+                          const float *dnw, const void *dm, const eng_qfmt *q, const float *db, const float *want,
+                          const float *xr, int N, int K, int act)
+{
+    enum { GUARD = 64 };
+    const float eps = 1e-5f;
+    float *got = ekc_hmalloc(N, 4), *gxn = ekc_hmalloc(K + GUARD, 4);
+    const char *vname = v < 0 ? (glu ? "engk_qgemv_glu_norm" : "engk_qgemv_norm") : engk_qgemv_variant_name(v);
+    char what[240];
+    int fails = 0;
+    for (int with_xn = 1; with_xn >= 0; with_xn--) {
+        float *xn = with_xn ? dxn : NULL;
+        ekc_poison(dy, N, 4);
+        ekc_poison(dxn, K + GUARD, 4);
+        if (v >= 0)
+            EKC_CU(engk_qgemv_variant_norm(v, glu, dy, xn, dx, dnw, eps, kind, dm, q, db, N, K, act, 0));
+        else if (glu)
+            EKC_CU(engk_qgemv_glu_norm(dy, xn, dx, dnw, eps, kind, dm, q, db, N, K, act, 0));
+        else
+            EKC_CU(engk_qgemv_norm(dy, xn, dx, dnw, eps, kind, dm, q, db, N, K, 0));
+        ekc_from_dev(got, dy, N, 4);
+        snprintf(what, sizeof what, "qgemv%s norm %s %s N=%d K=%d kind=%d%s vs engk_rmsnorm + plain", glu ? "_glu" : "",
+                 vname, cname, N, K, kind, with_xn ? "" : " (xn NULL)");
+        fails += ekc_bits(what, got, want, N) != 0;
+        if (!with_xn)
+            continue;
+        ekc_from_dev(gxn, dxn, K + GUARD, 4);
+        snprintf(what, sizeof what, "qgemv%s norm %s %s N=%d K=%d kind=%d xn vs engk_rmsnorm", glu ? "_glu" : "", vname,
+                 cname, N, K, kind);
+        fails += ekc_bits(what, gxn, xr, K) != 0;
+        int touched = 0;
+        for (int i = K; i < K + GUARD; i++) {
+            uint32_t u;
+            memcpy(&u, &gxn[i], 4);
+            touched += u != 0xffffffffu;
+        }
+        if (touched) {
+            printf("FAIL qgemv%s norm %s %s N=%d K=%d kind=%d: %d guard element(s) past xn[K] written\n",
+                   glu ? "_glu" : "", vname, cname, N, K, kind, touched);
+            fails++;
+        }
+    }
+    free(got);
+    free(gxn);
+    return fails;
+}
+
+static int check_norm(const qcase *c, int N, int K, int glu)
+{
+    if (c->group && K % c->group)
+        return 0;
+    const int rows = glu ? 2 * N : N;
+    rc_qtensor t;
+    make_qt(&t, c, rows, K);
+    eng_qfmt q;
+    void *hm = pack(&t, &q);
+    float *x = ekc_hmalloc(K, 4), *nw = ekc_hmalloc(K, 4), *b = ekc_hmalloc(rows, 4);
+    float *xr = ekc_hmalloc(K, 4), *want = ekc_hmalloc(N, 4);
+    ekc_fill(x, K, -3, 3, (unsigned long)(N * 17 + K));
+    ekc_fill(nw, K, 0.5, 1.5, (unsigned long)(K + 19));
+    ekc_fill(b, rows, -0.5, 0.5, (unsigned long)(N + 23));
+    void *dm = ekc_to_dev(hm, eng_qmat_bytes(rows, K, &q), 1);
+    float *dx = ekc_to_dev(x, K, 4), *dnw = ekc_to_dev(nw, K, 4), *db = ekc_to_dev(b, rows, 4);
+    float *dxr = ekc_dev_alloc(K, 4), *dxn = ekc_dev_alloc(K + 64, 4), *dy = ekc_dev_alloc(N, 4);
+    float *dw = ekc_dev_alloc(N, 4);
+    const int act = (N + K) % 2 ? RC_ACT_GELU_TANH : RC_ACT_SILU, pick = engk_qgemv_pick_norm(glu, &q, N, K);
+    int fails = 0;
+    if (!engk_qgemv_norm_fits(glu, &q, N, K) || pick < 0) { /* every case and shape here fits any sm_70+ device */
+        printf("FAIL qgemv%s norm %s N=%d K=%d: no fused-norm form fits (pick %d)\n", glu ? "_glu" : "", c->name, N, K,
+               pick);
+        fails++;
+    }
+    static const int kinds[] = {RC_NORM_W, RC_NORM_1PW, RC_NORM_POW_W, RC_NORM_POW};
+    for (int ki = 0; ki < 4 && !fails; ki++) {
+        const int kind = kinds[ki];
+        const float *wp = kind == RC_NORM_POW ? NULL : dnw; /* no weight: the kernels must not read it */
+        ekc_poison(dxr, K, 4);
+        EKC_CU(engk_rmsnorm(dxr, dx, wp, 1, K, 1e-5f, kind, 0));
+        ekc_from_dev(xr, dxr, K, 4);
+        for (int v = -1; v < engk_qgemv_variants(); v++) {
+            if (v >= 0 && !engk_qgemv_variant_has_norm(v))
+                continue;
+            ekc_poison(dw, N, 4);
+            EKC_CU(engk_qgemv_variant(v < 0 ? pick : v, glu, dw, dxr, dm, &q, db, NULL, N, K, act, 0));
+            ekc_from_dev(want, dw, N, 4);
+            fails += check_norm_one(v, glu, c->name, kind, dy, dxn, dx, wp, dm, &q, db, want, xr, N, K, act);
+        }
+    }
+    free(x); free(nw); free(b); free(xr); free(want); free(hm);
+    ekc_dev_free(dm); ekc_dev_free(dx); ekc_dev_free(dnw); ekc_dev_free(db); ekc_dev_free(dxr); ekc_dev_free(dxn);
+    ekc_dev_free(dy); ekc_dev_free(dw);
+    rc_qtensor_free(&t);
+    return fails;
+}
+
 /* Formats the kernels do not run are refused, not run wrong. */
 static int check_refusals(void)
 {
@@ -602,11 +713,22 @@ typedef struct bop {
     eng_qfmt q;
     int N, K, glu, v;
     cudaStream_t s;
+    int norm;      /* 0: the GEMV on x; 1: the fused-norm form on x (nw, xn); 2: engk_rmsnorm into xn, then the GEMV */
+    float *xn, *nw;
 } bop;
 
 static cudaError_t run_bop(void *p)
 {
     const bop *o = p;
+    if (o->norm == 1)
+        return engk_qgemv_variant_norm(o->v, o->glu, o->y, o->xn, o->x, o->nw, 1e-5f, RC_NORM_W, o->W, &o->q, NULL,
+                                       o->N, o->K, 0, o->s);
+    if (o->norm == 2) {
+        const cudaError_t err = engk_rmsnorm(o->xn, o->x, o->nw, 1, o->K, 1e-5f, RC_NORM_W, o->s);
+        if (err != cudaSuccess)
+            return err;
+        return engk_qgemv_variant(o->v, o->glu, o->y, o->xn, o->W, &o->q, NULL, NULL, o->N, o->K, 0, o->s);
+    }
     return engk_qgemv_variant(o->v, o->glu, o->y, o->x, o->W, &o->q, NULL, NULL, o->N, o->K, 0, o->s);
 }
 
@@ -648,6 +770,35 @@ static double time_graph_us(bop *o)
     return best;
 }
 
+/* The fused-norm form of every k_qgemv_s variant next to engk_rmsnorm + the same variant's plain form (graph times);
+ * '<' marks engk_qgemv_pick_norm's; then engk_rmsnorm + the plain pick (engk_qgemv_pick: the engine's fallback).
+ * *fused, *sep: the picks' times. */
+static void bench_norm(const char *fname, const char *sname, float *y, float *x, float *xn, float *nw, const void *dm,
+                       const eng_qfmt *q, int N, int K, int glu, double ceil, double read, double *fused, double *sep)
+{
+    const int pick = engk_qgemv_pick_norm(glu, q, N, K);
+    for (int v = 0; v < engk_qgemv_variants(); v++) {
+        if (!engk_qgemv_variant_has_norm(v))
+            continue;
+        bop o = {y, x, dm, *q, N, K, glu, v, 0, 1, xn, nw};
+        const double f = time_graph_us(&o);
+        o.norm = 2;
+        const double r = time_graph_us(&o);
+        printf("bench qgemv %-12s %-20s %-8s norm fused graph %8.1f us %7.0f GB/s %5.1f%% of ceiling; engk_rmsnorm + "
+               "plain graph %8.1f us%s\n",
+               fname, sname, engk_qgemv_variant_name(v), f, read / f / 1e3, 100.0 * read / f / 1e3 / ceil, r,
+               v == pick ? " <" : "");
+        if (v == pick)
+            *fused = f;
+    }
+    bop o = {y, x, dm, *q, N, K, glu, engk_qgemv_pick(glu, q, N, K), 0, 2, xn, nw};
+    *sep = time_graph_us(&o);
+    printf("bench qgemv %-12s %-20s engk_rmsnorm + the plain pick %s: graph %8.1f us\n", fname, sname,
+           engk_qgemv_variant_name(o.v), *sep);
+    if (pick < 0)
+        printf("bench qgemv %-12s %-20s no fused-norm form fits\n", fname, sname);
+}
+
 static void bench(void)
 {
     static const struct { const char *name; int N, K, glu; } sh[] = {
@@ -664,10 +815,14 @@ static void bench(void)
            "'<' marks the one engk_qgemv / engk_qgemv_glu picks, 'old' is r2u2r, the pick before k_qgemv_s; "
            "us: direct launches (the host's launch cost can hide a fast kernel), graph: in a captured graph (the "
            "engine's decode form; the per-layer lines use these)\n");
-    float *x = ekc_dev_alloc(14336, 4), *y = ekc_dev_alloc(128256, 4);
+    float *x = ekc_dev_alloc(14336, 4), *y = ekc_dev_alloc(128256, 4), *xn = ekc_dev_alloc(14336, 4);
+    float *nw = ekc_dev_alloc(14336, 4);
     EKC_CU(cudaMemset(x, 0, 14336 * 4));
+    EKC_CU(cudaMemset(nw, 0, 14336 * 4));
     for (size_t f = 0; f < sizeof fm / sizeof fm[0]; f++) {
         double layer_us = 0.0, layer_old = 0.0, layer_best = 0.0, layer_bytes = 0.0, layer_bs = 0.0, layer_bm = 0.0;
+        double picked_at[sizeof sh / sizeof sh[0]] = {0}, fused_at[sizeof sh / sizeof sh[0]] = {0};
+        double sep_at[sizeof sh / sizeof sh[0]] = {0};
         for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
             eng_qfmt q = fm[f].q;
             if (!q.group)
@@ -684,7 +839,7 @@ static void bench(void)
             for (int v = 0; v < engk_qgemv_variants(); v++) {
                 if (sh[s].glu && !engk_qgemv_variant_has_glu(v))
                     continue;
-                bop o = {y, x, dm, q, sh[s].N, sh[s].K, sh[s].glu, v, 0};
+                bop o = {y, x, dm, q, sh[s].N, sh[s].K, sh[s].glu, v, 0, 0, xn, nw};
                 const double direct = ekc_time_us(run_bop, &o), us = time_graph_us(&o);
                 const char *name = engk_qgemv_variant_name(v);
                 const int mma = engk_qgemv_variant_mma(v, sh[s].glu, &q, sh[s].N, sh[s].K);
@@ -703,6 +858,10 @@ static void bench(void)
                        fm[f].name, sh[s].name, name, direct, us, read / us / 1e3, 100.0 * read / us / 1e3 / ceil,
                        read / 1e6, mma ? " mma" : "", v == pick ? " <" : "");
             }
+            picked_at[s] = picked;
+            if (s == 0 || s == 2) /* the norm-fused forms (q|k|v, gate|up GLU) next to engk_rmsnorm + the plain form */
+                bench_norm(fm[f].name, sh[s].name, y, x, xn, nw, dm, &q, sh[s].N, sh[s].K, sh[s].glu, ceil, read,
+                           &fused_at[s], &sep_at[s]);
             if (s != 3 && s != 5) { /* the layer uses the fused GLU, not the plain gate|up; lm_head is once a token */
                 layer_us += picked;
                 layer_old += old;
@@ -720,9 +879,17 @@ static void bench(void)
                    "%.1f%% of ceiling; x32 layers %.3f ms, %.0f tok/s from the layer matrices alone\n",
                    fm[f].name, which[i], lay[i], layer_bytes / 1e6, layer_bytes / lay[i] / 1e3,
                    100.0 * layer_bytes / lay[i] / 1e3 / ceil, 32.0 * lay[i] / 1e3, 1e6 / (32.0 * lay[i]));
+        /* the engine's decode layer: the norms fused into q|k|v and gate|up (or engk_rmsnorm + the plain picks) */
+        const double fused = fused_at[0] + picked_at[1] + fused_at[2] + picked_at[4];
+        const double sep = sep_at[0] + picked_at[1] + sep_at[2] + picked_at[4];
+        printf("bench qgemv %-12s per layer with both norms: fused %.1f us (x32 %.3f ms), engk_rmsnorm + plain picks "
+               "%.1f us (x32 %.3f ms), saving %.1f us a layer\n",
+               fm[f].name, fused, 32.0 * fused / 1e3, sep, 32.0 * sep / 1e3, sep - fused);
     }
     ekc_dev_free(x);
     ekc_dev_free(y);
+    ekc_dev_free(xn);
+    ekc_dev_free(nw);
 }
 
 int main(int argc, char **argv)
@@ -752,6 +919,12 @@ int main(int argc, char **argv)
             fails += check_mma(&mma_cases[c], 17, mk[ki], ki % 2, 1);
         fails += check_mma(&mma_cases[c], 4099, 4096, 1, 1);
         fails += check_mma_grid(&mma_cases[c], 4099, 17, 4096);
+    }
+    for (size_t c = 0; c < sizeof norm_cases / sizeof norm_cases[0]; c++) {
+        static const int nsh[][2] = {{1, 128}, {37, 128}, {131, 4096}, {4099, 4096}, {19, 14336}};
+        for (size_t i = 0; i < sizeof nsh / sizeof nsh[0]; i++)
+            for (int glu = 0; glu < 2; glu++)
+                fails += check_norm(&norm_cases[c], nsh[i][0], nsh[i][1], glu);
     }
     fails += check_refusals();
     printf("%s: %d failure(s)\n", fails ? "FAIL" : "PASS", fails);
