@@ -432,7 +432,8 @@ template <bool F32> __device__ __forceinline__ float rsqrt_ab(float x)
 
 /* Thread (column, group g)'s values d = g + 8 t + 32 i of the state column Sc: loaded (zeros where !on or past dk),
  * stored back (where on). */
-template <int NPL> __device__ __forceinline__ void col_load(float (&s)[4][NPL], const float *Sc, bool on, int g, int dk)
+template <int NPL>
+__device__ __forceinline__ void col_load(float (&s)[4][NPL], const float *Sc, bool on, int g, int dk)
 {
 #pragma unroll
     for (int t = 0; t < 4; t++)
@@ -442,7 +443,8 @@ template <int NPL> __device__ __forceinline__ void col_load(float (&s)[4][NPL], 
             s[t][i] = on && d < dk ? Sc[d] : 0.0f;
         }
 }
-template <int NPL> __device__ __forceinline__ void col_store(float *Sc, const float (&s)[4][NPL], bool on, int g, int dk)
+template <int NPL>
+__device__ __forceinline__ void col_store(float *Sc, const float (&s)[4][NPL], bool on, int g, int dk)
 {
 #pragma unroll
     for (int t = 0; t < 4; t++)
@@ -456,8 +458,8 @@ template <int NPL> __device__ __forceinline__ void col_store(float *Sc, const fl
 
 /* One warp: the gated RMSNorm of head h as k_gdn_norm_gate from the head's dv outputs in full, y of slice x's W dims */
 template <bool F32>
-__device__ __forceinline__ void norm_slice(const StepArgs &a, const float *full, const float *wn, const float *zs, int h,
-                                           int x, int W, int lane)
+__device__ __forceinline__ void norm_slice(const StepArgs &a, const float *full, const float *wn, const float *zs,
+                                           int h, int x, int W, int lane)
 {
     float ss = 0.0f;
 #pragma unroll
@@ -848,12 +850,16 @@ __global__ void __launch_bounds__(STEP5_THREADS) k_gdn_step5(StepArgs a)
  * STEP6_THREADS threads: a prologue item (a q, k or v channel's conv + silu, or a silu(z)) per thread on the first
  * STEP6_THREADS - 64 (one each at the qwen3.5-9b shape, 2 dk + 2 W = 320), beta alone on lane 0 of the next warp and
  * the softplus and exp(g) alone on lane 0 of the last warp, with exp(A_log) (a weight) taken there before dep_wait.
- * The raw q | k go to shared memory (step_items, as V5); after the one __syncthreads every warp that holds state columns computes both
- * L2 norms itself with l2norm_head's arithmetic (lane-strided fmaf over d = lane + 32 i, warp_sum, the double
- * reciprocal square root), so no second barrier phase and no qn/kn stores: the delta rule takes k(d) = raw_k[d] inv_k
- * and q(d) = raw_q[d] inv_q qmul (l2norm_head's products in its order), zeros past dk, as V3's shared kn, qn hold
- * them. Every other value (gates, conv state, state columns, output exchange, gated norm) is V3's arithmetic on the
- * same inputs in the same order, so the bits are V3's (and V2's). Launched as V3 (programmatic in a captured graph). */
+ * The raw q | k go to shared memory (step_items, as V5). Named barriers replace the __syncthreads: 1 among the item
+ * warps (raw, hist, vv, zs, wn written), then every warp holding state columns computes both L2 norms itself with
+ * l2norm_head's arithmetic (lane-strided fmaf over d = lane + 32 i, warp_sum, the double reciprocal square root, q's
+ * on lanes 0-15 and k's on 16-31 so the fp64 pipe, shared by 8 warps, runs one chain a warp) while the gates' chain
+ * may still run, and waits on barrier 2 (the gate warps arrive on it) just before the delta rule. So no second
+ * barrier phase and no qn/kn stores: the delta rule takes k(d) = raw_k[d] inv_k and q(d) = raw_q[d] inv_q qmul
+ * (l2norm_head's products in its order), zeros past dk, the values V3's shared kn, qn hold. Same bits as V3: every
+ * value (conv, silu, sums of squares and their butterflies, inv, q/k products, gates, state columns, output
+ * exchange, gated norm) is the same operations on the same operands in the same order; only which thread computes
+ * it and when change. Launched as V3 (programmatic inside a captured graph). */
 constexpr int STEP6_THREADS = 384;
 static_assert(STEP6_THREADS >= STEP_THREADS + 64 && STEP6_THREADS % 32 == 0, "k_gdn_step6: columns, items, gates");
 
@@ -914,10 +920,16 @@ __global__ void __launch_bounds__(STEP6_THREADS, 1) k_gdn_step6(StepArgs a)
         const float sp = xa > 20.0f ? xa : (float)log1p(exp((double)xa));
         gates[1] = (float)exp((double)(-ea * sp));
     }
-    __syncthreads();
+    /* named barriers instead of __syncthreads, so the q/k norms overlap the gates' chain: 1 among the item warps
+     * (raw, hist, vv, zs, wn written), 2 from the two gate warps (bar.arrive) to the column warps (bar.sync) */
+    const int ncw = (STEP_TPC * W + 31) / 32, n2 = 32 * (ncw + 2);
+    if (warp >= NIT / 32)
+        asm volatile("barrier.arrive 2, %0;" ::"r"(n2) : "memory");
+    else
+        asm volatile("barrier.sync 1, %0;" ::"r"(NIT) : "memory");
     float oo = 0.0f;
-    if (warp < (STEP_TPC * W + 31) / 32) { /* the warps of state columns (uniform per warp: the shuffles) */
-        float ssq = 0.0f, ssk = 0.0f;      /* both L2 norms as l2norm_head, in every such warp */
+    if (warp < ncw) { /* the warps of state columns (uniform per warp: the shuffles) */
+        float ssq = 0.0f, ssk = 0.0f; /* both L2 norms as l2norm_head, in every such warp */
 #pragma unroll
         for (int i = 0; i < NPL; i++) {
             const int d = lane + 32 * i;
@@ -926,9 +938,12 @@ __global__ void __launch_bounds__(STEP6_THREADS, 1) k_gdn_step6(StepArgs a)
                 ssk = fmaf(raw[dk + d], raw[dk + d], ssk);
             }
         }
-        const float iq = (float)(1.0 / sqrt((double)(warp_sum(ssq) + 1e-6f)));
-        const float ik = (float)(1.0 / sqrt((double)(warp_sum(ssk) + 1e-6f)));
+        const float sq = warp_sum(ssq) + 1e-6f, sk = warp_sum(ssk) + 1e-6f; /* the same bits in every lane */
+        /* l2norm_head's reciprocal square root, q's on lanes 0-15 and k's on 16-31: one double chain a warp */
+        const float r = (float)(1.0 / sqrt((double)(lane < 16 ? sq : sk)));
+        const float iq = __shfl_sync(FULL, r, 0), ik = __shfl_sync(FULL, r, 16);
         const float qmul = a.qmul;
+        asm volatile("barrier.sync 2, %0;" ::"r"(n2) : "memory"); /* the gates are in */
         oo = delta_cols_f<NPL>(
             s, [&](int d) { return d < dk ? raw[dk + d] * ik : 0.0f; },
             [&](int d) { return d < dk ? raw[d] * iq * qmul : 0.0f; }, col ? vv[e] : 0.0f, gates[1], gates[0], g);
@@ -942,8 +957,8 @@ __global__ void __launch_bounds__(STEP6_THREADS, 1) k_gdn_step6(StepArgs a)
     __cluster_barrier_wait(); /* the peers' outputs are here */
     if (warp == 2) { /* the gated RMSNorm of head h as k_gdn_norm_gate, from the head's dv outputs here */
         norm_slice<false>(a, full, wn, zs, h, x, W, lane);
-    } else if (__clusterRelativeBlockRank() == 0) { /* the q/k conv state of key head kh (every block has read it) */
-        for (int i = warp > 2 ? tid - 32 : tid; i < 2 * dk; i += NT - 32) /* warp 2 left out */
+    } else if (warp < NIT / 32 && __clusterRelativeBlockRank() == 0) { /* the q/k conv state of key head kh */
+        for (int i = warp > 2 ? tid - 32 : tid; i < 2 * dk; i += NIT - 32)
             for (int j = 0; j < K - 1; j++)
                 a.cst[(int64_t)j * C + chan(i)] = hist[j + 1 - a.shift][i];
     }
