@@ -861,10 +861,14 @@ __global__ void __launch_bounds__(STEP5_THREADS) k_gdn_step5(StepArgs a)
  * exchange, gated norm) is the same operations on the same operands in the same order; only which thread computes
  * it and when change. Launched as V3 (programmatic inside a captured graph). */
 constexpr int STEP6_THREADS = 384;
+/* two blocks an SM (80 registers a thread), so a step launched programmatically can be resident, its weights loaded
+ * and its S prefetched, while the step before runs (as V3's 256 x 128 registers allow), where ptxas fits that
+ * without spilling (NPL 1 and 4: the qwen3.5-9b shape; NPL 2 spills there, NPL 8 holds 32 state values a thread) */
+#define STEP6_MINB(npl) ((npl) == 1 || (npl) == 4 ? 2 : 1)
 static_assert(STEP6_THREADS >= STEP_THREADS + 64 && STEP6_THREADS % 32 == 0, "k_gdn_step6: columns, items, gates");
 
 template <int NPL>
-__global__ void __launch_bounds__(STEP6_THREADS, 1) k_gdn_step6(StepArgs a)
+__global__ void __launch_bounds__(STEP6_THREADS, STEP6_MINB(NPL)) k_gdn_step6(StepArgs a)
 {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
     __shared__ float raw[64 * NPL], hist[STEP_KMAX][64 * NPL], vv[STEP_MAXW], zs[STEP_MAXW], wn[STEP_MAXW],
