@@ -861,14 +861,16 @@ __global__ void __launch_bounds__(STEP5_THREADS) k_gdn_step5(StepArgs a)
  * exchange, gated norm) is the same operations on the same operands in the same order; only which thread computes
  * it and when change. Launched as V3 (programmatic inside a captured graph). */
 constexpr int STEP6_THREADS = 384;
-/* two blocks an SM (80 registers a thread), so a step launched programmatically can be resident, its weights loaded
- * and its S prefetched, while the step before runs (as V3's 256 x 128 registers allow), where ptxas fits that
- * without spilling (NPL 1 and 4: the qwen3.5-9b shape; NPL 2 spills there, NPL 8 holds 32 state values a thread) */
-#define STEP6_MINB(npl) ((npl) == 1 || (npl) == 4 ? 2 : 1)
+/* V6 (CAP): two blocks an SM (80 registers a thread), so a step launched programmatically can be resident, its
+ * weights loaded and its S prefetched, while the step before runs (as V3's 256 x 128 registers allow), where ptxas
+ * fits that without spilling (NPL 1 and 4: the qwen3.5-9b shape; NPL 2 spills there, NPL 8 holds 32 state values a
+ * thread). V7 (!CAP): the same kernel with the registers ptxas likes (one block an SM), for --bench to weigh the
+ * cap. */
+#define STEP6_MINB(npl, cap) ((cap) && ((npl) == 1 || (npl) == 4) ? 2 : 1)
 static_assert(STEP6_THREADS >= STEP_THREADS + 64 && STEP6_THREADS % 32 == 0, "k_gdn_step6: columns, items, gates");
 
-template <int NPL>
-__global__ void __launch_bounds__(STEP6_THREADS, STEP6_MINB(NPL)) k_gdn_step6(StepArgs a)
+template <int NPL, bool CAP>
+__global__ void __launch_bounds__(STEP6_THREADS, STEP6_MINB(NPL, CAP)) k_gdn_step6(StepArgs a)
 {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
     __shared__ float raw[64 * NPL], hist[STEP_KMAX][64 * NPL], vv[STEP_MAXW], zs[STEP_MAXW], wn[STEP_MAXW],
@@ -1319,7 +1321,7 @@ int engk_gdn_step_fits(int Hk, int Hv, int dk, int dv, int K)
     return step_slices(Hk, Hv, dk, dv, K) > 0;
 }
 
-/* the fused step in form `form` (ENG_GDN_STEP_V1 .. V6; STEP_NOP, STEP_NOP_PDL: its launch floor; STEP_ABL + k:
+/* the fused step in form `form` (ENG_GDN_STEP_V1 .. V7; STEP_NOP, STEP_NOP_PDL: its launch floor; STEP_ABL + k:
  * V3's ablation k, ABL_MASK[k], --bench alone) */
 constexpr int STEP_NOP = ENG_GDN_STEP_NFORMS + 1, STEP_NOP_PDL = STEP_NOP + 1, STEP_ABL = STEP_NOP_PDL + 1;
 constexpr int ABL_MASK[ENG_GDN_STEP_NABL] = {AB_PRO, AB_FP32, AB_DELTA, AB_SMEM, AB_XCHG, AB_ALL};
@@ -1352,7 +1354,7 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
     cfg.stream = s;
     cfg.attrs = attr;
     const bool pdl = form == ENG_GDN_STEP_V3 || form == ENG_GDN_STEP_V4 || form == ENG_GDN_STEP_V5 ||
-                     form == ENG_GDN_STEP_V6 || form == STEP_NOP_PDL || form >= STEP_ABL;
+                     form == ENG_GDN_STEP_V6 || form == ENG_GDN_STEP_V7 || form == STEP_NOP_PDL || form >= STEP_ABL;
     cfg.numAttrs = pdl && programmatic(s) ? 2 : 1;
     cudaError_t err;
     if (form == ENG_GDN_STEP_V5) { /* a block per value head, clusters of the key head's r value heads */
@@ -1369,11 +1371,13 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
          : cudaErrorInvalidConfiguration)
         err = npl == 1 ? STEP5(1, 0) : npl == 2 ? STEP5(2, 1) : STEP5(4, 2);
 #undef STEP5
-    } else if (form == ENG_GDN_STEP_V6) { /* V3's grid and clusters, STEP6_THREADS threads a block */
+    } else if (form == ENG_GDN_STEP_V6 || form == ENG_GDN_STEP_V7) { /* V3's grid and clusters, STEP6_THREADS */
         cfg.blockDim = dim3(STEP6_THREADS);
-#define STEP6(n) (cudaLaunchKernelEx(&cfg, k_gdn_step6<n>, a))
+#define STEP6_C(n, c) (cudaLaunchKernelEx(&cfg, k_gdn_step6<n, c>, a))
+#define STEP6(n) (form == ENG_GDN_STEP_V6 ? STEP6_C(n, true) : STEP6_C(n, false))
         err = dk <= 32 ? STEP6(1) : dk <= 64 ? STEP6(2) : dk <= 128 ? STEP6(4) : STEP6(8);
 #undef STEP6
+#undef STEP6_C
     } else if (form >= STEP_ABL) { /* timing only: the qwen3.5-9b key width */
         if (dk <= 64 || dk > 128)
             return cudaErrorNotSupported;
@@ -1474,8 +1478,8 @@ cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, 
     return cudaGetLastError();
 }
 
-/* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1-6 the
- * fused forms V1-V6 (where they apply), then unfused, the launch floor and V3's ablations (eng_gdn.h). */
+/* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1-7 the
+ * fused forms V1-V7 (where they apply), then unfused, the launch floor and V3's ablations (eng_gdn.h). */
 cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[ENG_GDN_STEP_NTIMES],
                                 int *fused_out)
 {
