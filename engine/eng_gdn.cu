@@ -367,10 +367,9 @@ __device__ __forceinline__ void mbar_wait0(uint64_t *bar)
 
 /* The delta rule on one state column spread over STEP_TPC threads (thread g holds values d = g + 8 t + 32 i): decay,
  * m = S.k, S += k (v - m) beta, and the column's output S.q, each dot's lane partials and butterfly as k_gdn_delta's
- * (see above); every thread of the column returns it. */
-template <int NPL>
-__device__ __forceinline__ float delta_cols(float (&s)[4][NPL], const float *kn, const float *qn, float v, float decay,
-                                            float bt, int g)
+ * (see above); every thread of the column returns it. k and q at d are kn(d), qn(d) (zeros past dk). */
+template <int NPL, class KF, class QF>
+__device__ __forceinline__ float delta_cols_f(float (&s)[4][NPL], KF kn, QF qn, float v, float decay, float bt, int g)
 {
     float m[4], o[4];
 #pragma unroll
@@ -380,7 +379,7 @@ __device__ __forceinline__ float delta_cols(float (&s)[4][NPL], const float *kn,
         for (int i = 0; i < NPL; i++) {
             const int d = g + 8 * t + 32 * i;
             s[t][i] = s[t][i] * decay;
-            m[t] = fmaf(s[t][i], kn[d], m[t]);
+            m[t] = fmaf(s[t][i], kn(d), m[t]);
         }
     }
     float mm = (m[0] + m[2]) + (m[1] + m[3]);
@@ -394,8 +393,8 @@ __device__ __forceinline__ float delta_cols(float (&s)[4][NPL], const float *kn,
 #pragma unroll
         for (int i = 0; i < NPL; i++) {
             const int d = g + 8 * t + 32 * i;
-            s[t][i] = fmaf(kn[d], delta, s[t][i]);
-            o[t] = fmaf(s[t][i], qn[d], o[t]);
+            s[t][i] = fmaf(kn(d), delta, s[t][i]);
+            o[t] = fmaf(s[t][i], qn(d), o[t]);
         }
     }
     float oo = (o[0] + o[2]) + (o[1] + o[3]);
@@ -403,6 +402,14 @@ __device__ __forceinline__ float delta_cols(float (&s)[4][NPL], const float *kn,
     for (int off = STEP_TPC / 2; off; off >>= 1)
         oo += __shfl_xor_sync(FULL, oo, off);
     return oo;
+}
+
+/* delta_cols with k and q from shared memory (V2-V5) */
+template <int NPL>
+__device__ __forceinline__ float delta_cols(float (&s)[4][NPL], const float *kn, const float *qn, float v, float decay,
+                                            float bt, int g)
+{
+    return delta_cols_f<NPL>(s, [kn](int d) { return kn[d]; }, [qn](int d) { return qn[d]; }, v, decay, bt, g);
 }
 
 /* Ablations of V3 for --bench alone (AB != 0; the engine never runs them, their outputs are wrong and unchecked):
@@ -421,6 +428,48 @@ template <bool F32> __device__ __forceinline__ float exp_ab(float x) { return F3
 template <bool F32> __device__ __forceinline__ float rsqrt_ab(float x)
 {
     return F32 ? rsqrtf(x) : (float)(1.0 / sqrt((double)x));
+}
+
+/* Thread (column, group g)'s values d = g + 8 t + 32 i of the state column Sc: loaded (zeros where !on or past dk),
+ * stored back (where on). */
+template <int NPL>
+__device__ __forceinline__ void col_load(float (&s)[4][NPL], const float *Sc, bool on, int g, int dk)
+{
+#pragma unroll
+    for (int t = 0; t < 4; t++)
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            const int d = g + 8 * t + 32 * i;
+            s[t][i] = on && d < dk ? Sc[d] : 0.0f;
+        }
+}
+template <int NPL>
+__device__ __forceinline__ void col_store(float *Sc, const float (&s)[4][NPL], bool on, int g, int dk)
+{
+#pragma unroll
+    for (int t = 0; t < 4; t++)
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            const int d = g + 8 * t + 32 * i;
+            if (on && d < dk)
+                Sc[d] = s[t][i];
+        }
+}
+
+/* One warp: the gated RMSNorm of head h as k_gdn_norm_gate from the head's dv outputs in full, y of slice x's W dims */
+template <bool F32>
+__device__ __forceinline__ void norm_slice(const StepArgs &a, const float *full, const float *wn, const float *zs,
+                                           int h, int x, int W, int lane)
+{
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        if (lane + 32 * j < a.dv)
+            ss = fmaf(full[lane + 32 * j], full[lane + 32 * j], ss);
+    const float ms = warp_sum(ss) / (float)a.dv;
+    const float inv = rsqrt_ab<F32>(ms + a.eps);
+    if (lane < W)
+        a.y[(int64_t)h * a.dv + x * W + lane] = full[x * W + lane] * inv * wn[lane] * zs[lane];
 }
 
 template <int NPL, bool PDL, bool AX, int AB = 0>
@@ -510,13 +559,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
         }
     }
     float s[4][NPL];
-#pragma unroll
-    for (int t = 0; t < 4; t++)
-#pragma unroll
-        for (int i = 0; i < NPL; i++) {
-            const int d = g + 8 * t + 32 * i;
-            s[t][i] = !SMEM && !a.fresh && col && d < dk ? Sc[d] : 0.0f;
-        }
+    col_load<NPL>(s, Sc, !SMEM && !a.fresh && col, g, dk);
     if (warp < 3) { /* conv + silu as k_gdn_conv at T = 1 */
         float u[NPL];
 #pragma unroll
@@ -590,14 +633,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
     }
     if (!AX && !XCHG)
         __cluster_barrier_arrive(); /* release: the stores above, and every block is done with the old conv state */
-#pragma unroll
-    for (int t = 0; t < 4; t++) /* the new state after the arrive, which would otherwise wait for these stores */
-#pragma unroll
-        for (int i = 0; i < NPL; i++) {
-            const int d = g + 8 * t + 32 * i;
-            if (!SMEM && col && d < dk)
-                Sc[d] = s[t][i];
-        }
+    col_store<NPL>(Sc, s, !SMEM && col, g, dk); /* after the arrive, which would otherwise wait for these stores */
     if (warp == 2 && lane < W) /* v's conv state: this block alone reads these channels */
 #pragma unroll
         for (int j = 0; j < STEP_KMAX - 1; j++)
@@ -608,15 +644,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
     if (warp == 2 && !XCHG) { /* the gated RMSNorm of head h as k_gdn_norm_gate, from the head's dv outputs here */
         if (AX)
             mbar_wait0(&xbar);
-        float ss = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (lane + 32 * j < dv)
-                ss = fmaf(full[lane + 32 * j], full[lane + 32 * j], ss);
-        const float ms = warp_sum(ss) / (float)dv;
-        const float inv = rsqrt_ab<F32>(ms + a.eps);
-        if (lane < W)
-            a.y[(int64_t)h * dv + e0 + lane] = full[x * W + lane] * inv * wn[lane] * zs[lane];
+        norm_slice<F32>(a, full, wn, zs, h, x, W, lane);
     }
     if (AX)
         __cluster_barrier_wait(); /* every block of the cluster has read the old conv state */
@@ -631,6 +659,45 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
 #else
     __trap();
 #endif
+}
+
+/* The prologue items i = i0, i0 + stride, .. < nitem of V5 and V6: the block's q, k and v channels (i < nconv: conv +
+ * silu as k_gdn_conv at T = 1; q | k raw into raw[i] and their K taps of history into hist[j hs + i], v into vv and its
+ * conv state, which this block alone reads), then silu(z) and the norm weight of value dim e0 + i - nconv. Item i0's
+ * channel c0, conv taps cw0 and norm weight w0 were loaded before dep_wait; chan(i) gives the others' channels. */
+template <class CF>
+__device__ __forceinline__ void step_items(const StepArgs &a, int64_t C, int i0, int stride, int nconv, int nitem,
+                                           int e0, int64_t c0, const float (&cw0)[STEP_KMAX], float w0, CF chan,
+                                           float *raw, float *hist, int hs, float *vv, float *zs, float *wn)
+{
+    const int dk = a.dk, K = a.K;
+    for (int i = i0; i < nitem; i += stride) {
+        const int64_t c = i == i0 ? c0 : chan(i);
+        if (i >= nconv) {
+            zs[i - nconv] = silu(a.gin[c]);
+            wn[i - nconv] = i == i0 ? w0 : a.nw[e0 + i - nconv];
+            continue;
+        }
+        float hv[STEP_KMAX], acc = 0.0f;
+        conv_hist(hv, a, C, c);
+#pragma unroll
+        for (int j = 0; j < STEP_KMAX; j++)
+            if (j < K)
+                acc = fmaf(i == i0 ? cw0[j] : a.cw[c * K + j], hv[j], acc);
+        const float u = silu(acc);
+        if (i < 2 * dk) {
+            raw[i] = u;
+#pragma unroll
+            for (int j = 0; j < STEP_KMAX; j++)
+                hist[j * hs + i] = hv[j];
+        } else {
+            vv[i - 2 * dk] = u;
+#pragma unroll
+            for (int j = 0; j < STEP_KMAX - 1; j++)
+                if (j < K - 1)
+                    a.cst[(int64_t)j * C + c] = a.shift ? hv[j] : hv[j + 1];
+        }
+    }
 }
 
 /* V5: one block per value head (STEP_TPC threads per state column, so dv <= STEP5_MAXDV), no slices: the gated norm
@@ -708,33 +775,7 @@ __global__ void __launch_bounds__(STEP5_THREADS) k_gdn_step5(StepArgs a)
         gx = row[h];
     else if (tid == nt - 31)
         gx = row[a.Hv + h] + dtb;
-    for (int i = tid; i < nitem; i += nt) { /* conv + silu as k_gdn_conv at T = 1; silu(z) */
-        const int64_t c = i == tid ? c0 : chan(i);
-        if (i >= nconv) {
-            zs[i - nconv] = silu(a.gin[c]);
-            wn[i - nconv] = i == tid ? w0 : a.nw[i - nconv];
-            continue;
-        }
-        float hv[STEP_KMAX], acc = 0.0f;
-        conv_hist(hv, a, C, c);
-#pragma unroll
-        for (int j = 0; j < STEP_KMAX; j++)
-            if (j < K)
-                acc = fmaf(i == tid ? cw0[j] : a.cw[c * K + j], hv[j], acc);
-        const float u = silu(acc);
-        if (i < 2 * dk) {
-            raw[i] = u;
-#pragma unroll
-            for (int j = 0; j < STEP_KMAX; j++)
-                hist[j][i] = hv[j];
-        } else {
-            vv[i - 2 * dk] = u;
-#pragma unroll
-            for (int j = 0; j < STEP_KMAX - 1; j++) /* this block alone reads these channels */
-                if (j < K - 1)
-                    a.cst[(int64_t)j * C + c] = a.shift ? hv[j] : hv[j + 1];
-        }
-    }
+    step_items(a, C, tid, nt, nconv, nitem, 0, c0, cw0, w0, chan, raw, &hist[0][0], 64 * NPL, vv, zs, wn);
     if (tid == nt - 32) /* the gates as k_gdn_prep, then exp(g) */
         gates[0] = sigmoid(gx);
     else if (tid == nt - 31) {
@@ -798,6 +839,135 @@ __global__ void __launch_bounds__(STEP5_THREADS) k_gdn_step5(StepArgs a)
         for (int i = tid; i < 2 * dk; i += nt)
             for (int j = 0; j < K - 1; j++)
                 a.cst[(int64_t)j * C + chan(i)] = hist[j + 1 - a.shift][i];
+#else
+    __trap();
+#endif
+}
+
+/* V6: V3 with a shorter prologue. V3's prologue is a serial chain: each lane of warps 0-2 runs its NPL channels' conv
+ * + silu (a double exp and a double divide each) one after the other, then the L2 norm; and warp 3 runs beta's
+ * sigmoid, the softplus and exp(A_log) on three divergent lanes (so one after the other too) before exp(g). V6 runs
+ * STEP6_THREADS threads: a prologue item (a q, k or v channel's conv + silu, or a silu(z)) per thread on the first
+ * STEP6_THREADS - 64 (one each at the qwen3.5-9b shape, 2 dk + 2 W = 320), beta alone on lane 0 of the next warp and
+ * the softplus and exp(g) alone on lane 0 of the last warp, with exp(A_log) (a weight) taken there before dep_wait.
+ * The raw q | k go to shared memory (step_items, as V5). Named barriers replace the __syncthreads: 1 among the item
+ * warps (raw, hist, vv, zs, wn written), then every warp holding state columns computes both L2 norms itself with
+ * l2norm_head's arithmetic (lane-strided fmaf over d = lane + 32 i, warp_sum, the double reciprocal square root, q's
+ * on lanes 0-15 and k's on 16-31 so the fp64 pipe, shared by 8 warps, runs one chain a warp) while the gates' chain
+ * may still run, and waits on barrier 2 (the gate warps arrive on it) just before the delta rule. So no second
+ * barrier phase and no qn/kn stores: the delta rule takes k(d) = raw_k[d] inv_k and q(d) = raw_q[d] inv_q qmul
+ * (l2norm_head's products in its order), zeros past dk, the values V3's shared kn, qn hold. Same bits as V3: every
+ * value (conv, silu, sums of squares and their butterflies, inv, q/k products, gates, state columns, output
+ * exchange, gated norm) is the same operations on the same operands in the same order; only which thread computes
+ * it and when change. Launched as V3 (programmatic inside a captured graph). */
+constexpr int STEP6_THREADS = 384;
+/* V6 (CAP): two blocks an SM (80 registers a thread), so a step launched programmatically can be resident, its
+ * weights loaded and its S prefetched, while the step before runs (as V3's 256 x 128 registers allow), where ptxas
+ * fits that without spilling (NPL 1 and 4: the qwen3.5-9b shape; NPL 2 spills there, NPL 8 holds 32 state values a
+ * thread). V7 (!CAP): the same kernel with the registers ptxas likes (one block an SM), for --bench to weigh the
+ * cap. */
+#define STEP6_MINB(npl, cap) ((cap) && ((npl) == 1 || (npl) == 4) ? 2 : 1)
+static_assert(STEP6_THREADS >= STEP_THREADS + 64 && STEP6_THREADS % 32 == 0, "k_gdn_step6: columns, items, gates");
+
+template <int NPL, bool CAP>
+__global__ void __launch_bounds__(STEP6_THREADS, STEP6_MINB(NPL, CAP)) k_gdn_step6(StepArgs a)
+{
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+    __shared__ float raw[64 * NPL], hist[STEP_KMAX][64 * NPL], vv[STEP_MAXW], zs[STEP_MAXW], wn[STEP_MAXW],
+        full[8 * STEP_MAXW], gates[2];
+    constexpr int NT = STEP6_THREADS, NIT = NT - 64, TB = NT - 64, TG = NT - 32; /* item threads; beta, g lanes */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
+    const int dk = a.dk, dv = a.dv, K = a.K, W = dv / a.ns, x = blockIdx.x, e0 = x * W, y = blockIdx.y, kh = y / a.r;
+    __cluster_barrier_arrive_relaxed(); /* waited on before the first store into a peer's shared memory */
+    dep_launch();
+    const int h = RC_FAULTS_BUILT && a.hm ? (y % a.r) * a.Hk + kh : y; /* fault gdn_key_head_modulo */
+    const int64_t C = 2 * (int64_t)a.Hk * dk + (int64_t)a.Hv * dv;
+    const int nconv = 2 * dk + W, nitem = nconv + W; /* items: q, k, the slice's v channels (conv), then its z */
+    auto chan = [&](int i) -> int64_t { /* item i's channel in gin / the conv state (z: its column in gin) */
+        return i < dk       ? (int64_t)kh * dk + i
+               : i < 2 * dk ? (int64_t)a.Hk * dk + (int64_t)kh * dk + i - dk
+               : i < nconv  ? 2 * (int64_t)a.Hk * dk + (int64_t)h * dv + e0 + i - 2 * dk
+                            : C + (int64_t)h * dv + e0 + i - nconv;
+    };
+    const float *row = a.gin + C + (int64_t)a.Hv * dv; /* b [Hv] | a [Hv] */
+    /* before dep_wait: the weights of this thread's first item; the g lane: dt_bias and exp(A_log) */
+    const bool it0 = tid < NIT && tid < nitem;
+    const int64_t c0 = it0 ? chan(tid) : 0;
+    float cw0[STEP_KMAX], w0 = 0.0f, ea = 0.0f, dtb = 0.0f;
+#pragma unroll
+    for (int j = 0; j < STEP_KMAX; j++)
+        cw0[j] = it0 && tid < nconv && j < K ? a.cw[c0 * K + j] : 0.0f;
+    if (it0 && tid >= nconv)
+        w0 = a.nw[e0 + tid - nconv];
+    if (tid == TG) {
+        dtb = a.dt[h];
+        ea = (float)exp((double)a.A_log[h]); /* as V3's lane 2: -(float)exp(A_log) * softplus */
+    }
+    /* the state slice: thread (column e, group g) holds partials l = g + 8 t, values d = l + 32 i (as V3) */
+    const int e = tid / STEP_TPC, g = tid % STEP_TPC;
+    const bool col = e < W;
+    float *Sc = a.S + ((int64_t)h * dv + e0 + (col ? e : 0)) * dk;
+    if (!a.fresh) {
+        if (col && 32 * g < dk)
+            prefetch_l2(Sc + 32 * g);
+        if (it0 && tid < nconv)
+            for (int j = 0; j < K - 1; j++)
+                prefetch_l2(a.cst + (int64_t)j * C + c0);
+    }
+    dep_wait(); /* gin, the conv state and S belong to the kernels before */
+    float s[4][NPL];
+    col_load<NPL>(s, Sc, !a.fresh && col, g, dk);
+    if (tid < NIT) {
+        step_items(a, C, tid, NIT, nconv, nitem, e0, c0, cw0, w0, chan, raw, &hist[0][0], 64 * NPL, vv, zs, wn);
+    } else if (tid == TB) { /* beta as k_gdn_prep */
+        gates[0] = sigmoid(row[h]);
+    } else if (tid == TG) { /* g as k_gdn_prep, then exp(g) (as V3) */
+        const float xa = row[a.Hv + h] + dtb;
+        const float sp = xa > 20.0f ? xa : (float)log1p(exp((double)xa));
+        gates[1] = (float)exp((double)(-ea * sp));
+    }
+    /* named barriers instead of __syncthreads, so the q/k norms overlap the gates' chain: 1 among the item warps
+     * (raw, hist, vv, zs, wn written), 2 from the two gate warps (bar.arrive) to the column warps (bar.sync) */
+    const int ncw = (STEP_TPC * W + 31) / 32, n2 = 32 * (ncw + 2);
+    if (warp >= NIT / 32)
+        asm volatile("barrier.arrive 2, %0;" ::"r"(n2) : "memory");
+    else
+        asm volatile("barrier.sync 1, %0;" ::"r"(NIT) : "memory");
+    float oo = 0.0f;
+    if (warp < ncw) { /* the warps of state columns (uniform per warp: the shuffles) */
+        float ssq = 0.0f, ssk = 0.0f; /* both L2 norms as l2norm_head, in every such warp */
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            const int d = lane + 32 * i;
+            if (d < dk) {
+                ssq = fmaf(raw[d], raw[d], ssq);
+                ssk = fmaf(raw[dk + d], raw[dk + d], ssk);
+            }
+        }
+        const float sq = warp_sum(ssq) + 1e-6f, sk = warp_sum(ssk) + 1e-6f; /* the same bits in every lane */
+        /* l2norm_head's reciprocal square root, q's on lanes 0-15 and k's on 16-31: one double chain a warp */
+        const float r = (float)(1.0 / sqrt((double)(lane < 16 ? sq : sk)));
+        const float iq = __shfl_sync(FULL, r, 0), ik = __shfl_sync(FULL, r, 16);
+        const float qmul = a.qmul;
+        asm volatile("barrier.sync 2, %0;" ::"r"(n2) : "memory"); /* the gates are in */
+        oo = delta_cols_f<NPL>(
+            s, [&](int d) { return d < dk ? raw[dk + d] * ik : 0.0f; },
+            [&](int d) { return d < dk ? raw[d] * iq * qmul : 0.0f; }, col ? vv[e] : 0.0f, gates[1], gates[0], g);
+    }
+    const unsigned dst0 = (unsigned)((y % a.r) * a.ns); /* cluster rank of slice 0 of this value head */
+    __cluster_barrier_wait(); /* every peer has started: it takes our stores */
+    if (col && g < a.ns)      /* output e of slice x into slice g of this value head */
+        *(float *)__cluster_map_shared_rank(&full[x * W + e], dst0 + g) = oo;
+    __cluster_barrier_arrive(); /* release: the stores above, and every block is done with the old conv state */
+    col_store<NPL>(Sc, s, col, g, dk); /* after the arrive, which would otherwise wait for these stores */
+    __cluster_barrier_wait(); /* the peers' outputs are here */
+    if (warp == 2) { /* the gated RMSNorm of head h as k_gdn_norm_gate, from the head's dv outputs here */
+        norm_slice<false>(a, full, wn, zs, h, x, W, lane);
+    } else if (warp < NIT / 32 && __clusterRelativeBlockRank() == 0) { /* the q/k conv state of key head kh */
+        for (int i = warp > 2 ? tid - 32 : tid; i < 2 * dk; i += NIT - 32)
+            for (int j = 0; j < K - 1; j++)
+                a.cst[(int64_t)j * C + chan(i)] = hist[j + 1 - a.shift][i];
+    }
 #else
     __trap();
 #endif
@@ -1151,7 +1321,7 @@ int engk_gdn_step_fits(int Hk, int Hv, int dk, int dv, int K)
     return step_slices(Hk, Hv, dk, dv, K) > 0;
 }
 
-/* the fused step in form `form` (ENG_GDN_STEP_V1 .. V5; STEP_NOP, STEP_NOP_PDL: its launch floor; STEP_ABL + k:
+/* the fused step in form `form` (ENG_GDN_STEP_V1 .. V7; STEP_NOP, STEP_NOP_PDL: its launch floor; STEP_ABL + k:
  * V3's ablation k, ABL_MASK[k], --bench alone) */
 constexpr int STEP_NOP = ENG_GDN_STEP_NFORMS + 1, STEP_NOP_PDL = STEP_NOP + 1, STEP_ABL = STEP_NOP_PDL + 1;
 constexpr int ABL_MASK[ENG_GDN_STEP_NABL] = {AB_PRO, AB_FP32, AB_DELTA, AB_SMEM, AB_XCHG, AB_ALL};
@@ -1184,7 +1354,7 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
     cfg.stream = s;
     cfg.attrs = attr;
     const bool pdl = form == ENG_GDN_STEP_V3 || form == ENG_GDN_STEP_V4 || form == ENG_GDN_STEP_V5 ||
-                     form == STEP_NOP_PDL || form >= STEP_ABL;
+                     form == ENG_GDN_STEP_V6 || form == ENG_GDN_STEP_V7 || form == STEP_NOP_PDL || form >= STEP_ABL;
     cfg.numAttrs = pdl && programmatic(s) ? 2 : 1;
     cudaError_t err;
     if (form == ENG_GDN_STEP_V5) { /* a block per value head, clusters of the key head's r value heads */
@@ -1201,6 +1371,13 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
          : cudaErrorInvalidConfiguration)
         err = npl == 1 ? STEP5(1, 0) : npl == 2 ? STEP5(2, 1) : STEP5(4, 2);
 #undef STEP5
+    } else if (form == ENG_GDN_STEP_V6 || form == ENG_GDN_STEP_V7) { /* V3's grid and clusters, STEP6_THREADS */
+        cfg.blockDim = dim3(STEP6_THREADS);
+#define STEP6_C(n, c) (cudaLaunchKernelEx(&cfg, k_gdn_step6<n, c>, a))
+#define STEP6(n) (form == ENG_GDN_STEP_V6 ? STEP6_C(n, true) : STEP6_C(n, false))
+        err = dk <= 32 ? STEP6(1) : dk <= 64 ? STEP6(2) : dk <= 128 ? STEP6(4) : STEP6(8);
+#undef STEP6
+#undef STEP6_C
     } else if (form >= STEP_ABL) { /* timing only: the qwen3.5-9b key width */
         if (dk <= 64 || dk > 128)
             return cudaErrorNotSupported;
@@ -1301,8 +1478,8 @@ cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, 
     return cudaGetLastError();
 }
 
-/* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1-5 the
- * fused forms V1-V5 (where they apply), then unfused, the launch floor and V3's ablations (eng_gdn.h). */
+/* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1-7 the
+ * fused forms V1-V7 (where they apply), then unfused, the launch floor and V3's ablations (eng_gdn.h). */
 cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[ENG_GDN_STEP_NTIMES],
                                 int *fused_out)
 {

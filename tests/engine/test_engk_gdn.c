@@ -335,7 +335,7 @@ static void test_chunked(int T, int Hk, int Hv, int dk, int dv, int64_t b0, int 
     gdn_in_free(&I);
 }
 
-/* ---- the fused decode step: `steps` steps of every form (ENG_GDN_STEP_V1 .. V5), launched one by one and captured
+/* ---- the fused decode step: `steps` steps of every form (ENG_GDN_STEP_V1 .. V7), launched one by one and captured
  * as one graph (where V3 and V4 launch programmatically: each step overlaps the one before it), vs the four kernels
  * run in a row at T = 1, bit for bit (outputs of every step, delta-rule state, conv state); the four kernels' outputs
  * all finite (so no form can pass by leaving a NaN-poisoned output alone), and the engine's form vs ref's gated norm
@@ -535,6 +535,8 @@ static cudaError_t bench_fn(void *p)
     case 10 + ENG_GDN_STEP_V3:
     case 10 + ENG_GDN_STEP_V4:
     case 10 + ENG_GDN_STEP_V5:
+    case 10 + ENG_GDN_STEP_V6:
+    case 10 + ENG_GDN_STEP_V7:
         return engk_gdn_step_form(b->which - 10, b->core, b->S, b->conv_st, b->gin, b->conv_w, b->alog, b->dt, b->nw,
                                   Hk, Hv, dk, dv, 4, 0.088f, 1e-6f, 0, 0);
     default:
@@ -575,18 +577,18 @@ static int bench(void)
         for (int f = ENG_GDN_STEP_V1; f <= ENG_GDN_STEP_NFORMS; f++)
             v[f] = (b.which = 10 + f, ekc_time_us(bench_fn, &b));
         printf("decode step, fused, one launch each (no graph, so no programmatic launch): V1 %.2f, V2 %.2f, V3 %.2f, "
-               "V4 %.2f, V5 %.2f us/layer\n",
-               v[1], v[2], v[3], v[4], v[5]);
+               "V4 %.2f, V5 %.2f, V6 %.2f, V7 %.2f us/layer\n",
+               v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
     }
     double g[ENG_GDN_STEP_NTIMES];
     int fused = 0;
     const cudaError_t gerr = engk_gdn_step_times(16, 32, 128, 128, 4, g, &fused); /* a failed form reads -1 */
     if (fused) {
         printf("decode step as a graph of 200 steps (as decode runs): engk_gdn_step (V%d) %.2f us/layer; V1 %.2f, V2 "
-               "%.2f, V3 %.2f, V4 %.2f, V5 %.2f; four kernels %.2f; launch floor (its grid, one cluster barrier) %.2f, "
-               "programmatic %.2f; state read+write floor %.2f us; target <= 4 us/layer\n",
-               ENG_GDN_STEP_FORM, g[0], g[1], g[2], g[3], g[4], g[5], g[ENG_GDN_TIME_UNFUSED], g[ENG_GDN_TIME_NOP],
-               g[ENG_GDN_TIME_NOP_PDL], floor_us);
+               "%.2f, V3 %.2f, V4 %.2f, V5 %.2f, V6 %.2f, V7 %.2f; four kernels %.2f; launch floor (its grid, one "
+               "cluster barrier) %.2f, programmatic %.2f; state read+write floor %.2f us; target <= 4 us/layer\n",
+               ENG_GDN_STEP_FORM, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[ENG_GDN_TIME_UNFUSED],
+               g[ENG_GDN_TIME_NOP], g[ENG_GDN_TIME_NOP_PDL], floor_us);
         const double *ab = g + ENG_GDN_TIME_ABL;
         printf("V3 ablations as a graph of 200 steps (TIMING ONLY: these kernels compute wrong outputs, never checked "
                "and never run by the engine), us/layer: V3 %.2f; without the prologue's math (silu, q/k norms, gates) "
