@@ -964,8 +964,11 @@ int vindex(const char *name)
 /* 1: the engine launches k_qgemv_mma where it measured best and mma_runs (sm_80+; int8 per row or groups of 64 k
  * and up, int4 groups of 128 k and up): int8 q|k|v-like shapes (N > 4096, K <= 8192) and int4 down-like ones
  * (K > 8192); 0: k_qgemv_s / k_qgemv everywhere (eng_qdot_model's bits). Flip after measuring
- * `test_engk_qgemv --bench`. The fused-norm forms are k_qgemv_s only, whatever USE_MMA. */
+ * `test_engk_qgemv --bench`. The fused-norm forms follow it for int8 q|k|v only (NORM_MMA below). */
 static const int USE_MMA = 1;
+
+/* The int8 q|k|v-like shapes where m8u4 measured best (plain and fused-norm picks). */
+static bool int8_qkv_shape(const eng_qfmt *q, int N, int K) { return q->bits == 8 && N > 4096 && K <= 8192; }
 
 /* The k_qgemv_s variant for a shape (plain, GLU or fused norm: k_qgemv_s's best was the same for both forms).
  * Measured on the H200 (test_engk_qgemv --bench, graph times, llama3-8b shapes), us, int8 per row: q|k|v s1u2w16
@@ -982,8 +985,8 @@ extern "C" int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K)
 {
     const int64_t rows = glu ? 2 * (int64_t)N : N;
     if (USE_MMA && N >= 1 && !glu && mma_runs(q, rows, K)) {
-        if (q->bits == 8 && N > 4096 && K <= 8192)
-            return vindex("m8u4"); /* int8 q|k|v */
+        if (int8_qkv_shape(q, N, K))
+            return vindex("m8u4");
         if (q->bits == 4 && K > 8192)
             return vindex("m8t2u4"); /* int4 down */
     }
@@ -1011,7 +1014,7 @@ static const int NORM_MMA = 1;
 
 extern "C" int engk_qgemv_pick_norm(int glu, const eng_qfmt *q, int N, int K)
 {
-    if (USE_MMA && NORM_MMA && N >= 1 && !glu && q->bits == 8 && N > 4096 && K <= 8192 && mma_norm_runs(q, N, K))
+    if (USE_MMA && NORM_MMA && N >= 1 && !glu && int8_qkv_shape(q, N, K) && mma_norm_runs(q, N, K))
         return vindex("m8u4");
     return engk_qgemv_norm_fits(glu, q, N, K) ? vindex(s_pick(glu, q, K)) : -1;
 }

@@ -722,9 +722,10 @@ static int open_workspace(eng *E, rc_err *e)
     if (E->w->dq_max)
         ATTEMPT(DALLOC(E->d_wdq, E->w->dq_max * E->elt, acct, "the dequant scratch"));
     E->max_tiles = engk_attn_max_tiles(E->max_ctx, E->P);
-    ATTEMPT(DALLOC(E->d_part, 4 * part_words(c, E->max_tiles), acct, "decode attention partials"));
-    E->d_acnt = (unsigned *)(E->d_part + part_floats(c, E->max_tiles)); /* zero, and left zero by every launch */
-    CK(cudaMemset(E->d_acnt, 0, (size_t)(4 * (part_words(c, E->max_tiles) - part_floats(c, E->max_tiles)))));
+    const int64_t pf = part_floats(c, E->max_tiles), pw = part_words(c, E->max_tiles);
+    ATTEMPT(DALLOC(E->d_part, 4 * pw, acct, "decode attention partials"));
+    E->d_acnt = (unsigned *)(E->d_part + pf); /* zero, and left zero by every launch */
+    CK(cudaMemset(E->d_acnt, 0, (size_t)(4 * (pw - pf))));
     ATTEMPT(DALLOC(E->d_dec, ENG_DEC_BYTES, acct, "decode scalars"));
     E->d_pos = E->d_dec;
     E->d_next = (int32_t *)((char *)E->d_dec + 8);
