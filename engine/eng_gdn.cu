@@ -989,6 +989,8 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step_nop(StepArgs)
 
 __global__ void k_sigmoid_gate(float *ctx, const float *gate, int64_t total)
 {
+    dep_launch();
+    dep_wait(); /* ctx and gate come from the kernels before: launch_dep */
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < total)
         ctx[i] = ctx[i] * sigmoid(gate[i]);
@@ -1296,8 +1298,9 @@ cudaError_t engk_gdn_norm_gate(float *y, const float *x, const float *z, int64_t
 cudaError_t engk_sigmoid_gate(float *ctx, const float *gate, int T, int n, cudaStream_t s)
 {
     const int64_t total = (int64_t)T * n;
-    k_sigmoid_gate<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(ctx, gate, total);
-    return cudaGetLastError();
+    if (total <= 0)
+        return cudaGetLastError();
+    return launch_dep(k_sigmoid_gate, dim3((unsigned)((total + 255) / 256)), dim3(256), 0, s, ctx, gate, total);
 }
 
 /* The slices per value head of the fused step (0: it does not apply: no cluster launch, or a shape outside it). */

@@ -30,9 +30,10 @@ cudaError_t engk_ring_move(void *ring, void *lin, int64_t rowbytes, int64_t p0, 
                            int to_ring, cudaStream_t s);
 /* The same moves for a decode step, with the position and rel = pos - base in device memory (a captured CUDA graph
  * replays them at every position): to_ring = 0 gathers positions [base, pos) (rel <= max_rows of them), 1 writes
- * position pos from linear row rel. */
-cudaError_t engk_ring_move_dev(void *ring, void *lin, int64_t rowbytes, const int64_t *pos_dev, const int64_t *rel_dev,
-                               int W, int max_rows, int to_ring, cudaStream_t s);
+ * position pos from linear row rel. ring2/lin2 (both or neither): a second pair (V's beside K's) moved by the same
+ * launch. */
+cudaError_t engk_ring_move_dev(void *ring, void *lin, void *ring2, void *lin2, int64_t rowbytes, const int64_t *pos_dev,
+                               const int64_t *rel_dev, int W, int max_rows, int to_ring, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -1277,13 +1277,11 @@ static int ring_decode(eng *E, int l, const float *cs, int rot, const float *qn,
     const int64_t rb = kvrow(d) * E->elt, *rel = E->d_rrel + l;
     const int W = ring_cap(d, E->max_ctx), rows = W + E->P;
     const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
-    CK(engk_ring_move_dev(E->d_rk[l], E->d_lk, rb, E->d_pos, rel, W, rows, 0, E->s_comp));
-    CK(engk_ring_move_dev(E->d_rv[l], E->d_lv, rb, E->d_pos, rel, W, rows, 0, E->s_comp));
+    CK(engk_ring_move_dev(E->d_rk[l], E->d_lk, E->d_rv[l], E->d_lv, rb, E->d_pos, rel, W, rows, 0, E->s_comp));
     CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_lk, E->d_lv, rel, 0, E->f32, qn, kn, c->qk_norm, c->eps, cs,
                          cs + rot / 2, H, Hkv, D, rot, E->s_comp));
     CK(decode_attention(E, E->d_lk, E->d_lv, rel, d));
-    CK(engk_ring_move_dev(E->d_rk[l], E->d_lk, rb, E->d_pos, rel, W, rows, 1, E->s_comp));
-    CK(engk_ring_move_dev(E->d_rv[l], E->d_lv, rb, E->d_pos, rel, W, rows, 1, E->s_comp));
+    CK(engk_ring_move_dev(E->d_rk[l], E->d_lk, E->d_rv[l], E->d_lv, rb, E->d_pos, rel, W, rows, 1, E->s_comp));
     return RC_OK;
 }
 

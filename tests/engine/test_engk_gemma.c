@@ -158,11 +158,11 @@ static void test_ring(int W, int C, int npos, int row)
 static void test_ring_dev(int W, int P, int npos, int row)
 {
     const int64_t rb = (int64_t)row * 4, lin_rows = (int64_t)W + P;
-    float *ring[2], *lin[2];
+    float *ring[3], *lin[3]; /* 0: host positions; 1 and 2: the pair one device-position launch moves (K's, V's) */
     int64_t *dscal = ekc_dev_alloc(2, 8);
     float *h[2] = {ekc_hmalloc(lin_rows * row, 4), ekc_hmalloc(lin_rows * row, 4)};
     int bad = 0;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         ring[k] = ekc_dev_alloc((int64_t)W * row, 4);
         lin[k] = ekc_dev_alloc(lin_rows * row, 4);
         EKC_CU(cudaMemset(ring[k], 0, (size_t)(W * rb)));
@@ -172,29 +172,39 @@ static void test_ring_dev(int W, int P, int npos, int row)
         const int64_t lo = pos - W + 1 > 0 ? pos - W + 1 : 0, base = lo / P * P, scal[2] = {pos, pos - base};
         EKC_CU(cudaMemcpy(dscal, scal, sizeof scal, cudaMemcpyHostToDevice));
         EKC_CU(engk_ring_move(ring[0], lin[0], rb, base, pos - base, base, W, 0, 0));
-        EKC_CU(engk_ring_move_dev(ring[1], lin[1], rb, dscal, dscal + 1, W, W + P, 0, 0));
-        for (int i = 0; i < row; i++) /* the new row, then back into the ring */
-            h[0][i] = (float)(pos * 1000 + i);
-        for (int k = 0; k < 2; k++)
-            EKC_CU(cudaMemcpy(lin[k] + (pos - base) * row, h[0], (size_t)rb, cudaMemcpyHostToDevice));
+        EKC_CU(engk_ring_move_dev(ring[1], lin[1], ring[2], lin[2], rb, dscal, dscal + 1, W, W + P, 0, 0));
+        for (int i = 0; i < row; i++) { /* the new row (never 0; the V pair's negated), then back into the ring */
+            h[0][i] = (float)(pos * 1000 + i + 1);
+            h[1][i] = -h[0][i];
+        }
+        for (int k = 0; k < 3; k++)
+            EKC_CU(cudaMemcpy(lin[k] + (pos - base) * row, k == 2 ? h[1] : h[0], (size_t)rb, cudaMemcpyHostToDevice));
         EKC_CU(engk_ring_move(ring[0], lin[0], rb, pos, 1, base, W, 1, 0));
-        EKC_CU(engk_ring_move_dev(ring[1], lin[1], rb, dscal, dscal + 1, W, W + P, 1, 0));
-        for (int k = 0; k < 2; k++)
-            ekc_from_dev(h[k], lin[k], (pos - base + 1) * row, 4);
-        bad = memcmp(h[0], h[1], (size_t)((pos - base + 1) * rb)) != 0;
-        for (int k = 0; k < 2 && !bad; k++)
-            ekc_from_dev(h[k], ring[k], (int64_t)W * row, 4);
-        bad = bad || memcmp(h[0], h[1], (size_t)(W * rb)) != 0;
+        EKC_CU(engk_ring_move_dev(ring[1], lin[1], ring[2], lin[2], rb, dscal, dscal + 1, W, W + P, 1, 0));
+        /* pair 1 equals the host-position moves bit for bit; pair 2 their negation (0 where nothing was written) */
+        for (int k = 1; k < 3 && !bad; k++) {
+            const int64_t n[2] = {(pos - base + 1) * row, (int64_t)W * row};
+            for (int m = 0; m < 2 && !bad; m++) {
+                ekc_from_dev(h[0], m ? ring[0] : lin[0], n[m], 4);
+                ekc_from_dev(h[1], m ? ring[k] : lin[k], n[m], 4);
+                for (int64_t i = 0; i < n[m] && !bad; i++) {
+                    const float want = k == 2 && h[0][i] != 0.0f ? -h[0][i] : h[0][i];
+                    bad = memcmp(&want, &h[1][i], 4) != 0;
+                }
+            }
+        }
         if (bad)
             printf("  ring decode moves W=%d P=%d: differ at position %lld\n", W, P, (long long)pos);
     }
-    printf("%-60s %s\n", "ring moves with device positions = host positions", bad ? "FAIL" : "ok (bit-identical)");
+    printf("%-60s %s\n", "ring moves (K and V pairs) with device positions = host positions",
+           bad ? "FAIL" : "ok (bit-identical)");
     printf("  (W=%d, P=%d, %d positions one at a time, rows of %d floats)\n", W, P, npos, row);
     failures += bad;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         ekc_dev_free(ring[k]); ekc_dev_free(lin[k]);
-        free(h[k]);
     }
+    for (int k = 0; k < 2; k++)
+        free(h[k]);
     ekc_dev_free(dscal);
 }
 
