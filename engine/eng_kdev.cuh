@@ -175,60 +175,6 @@ cudaError_t launch_dep(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, 
     return cudaLaunchKernelEx(&cfg, k, args...);
 }
 
-
-/* ---- sm_90 bulk copies into shared memory (the tensor memory accelerator's 1-D form), completed on an mbarrier.
- * One thread arms the barrier with the bytes it expects (bar_expect) and issues the copies (bulk_g2s: dst and src
- * 16-byte aligned, bytes a multiple of 16); every consumer waits on the barrier's phase (bar_wait: phase 0, 1, 0,
- * ... as the barrier is reused). A buffer read by ordinary loads and then refilled by a bulk copy needs the readers
- * done (__syncthreads or a barrier of their own) and fence_async() by the issuing thread before the copy. Compiled
- * for sm_90+ only: callers keep a path without them for older devices (bulk_ok() on the device, the compute
- * capability on the host). */
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-/* bar <- a barrier expecting `count` arrivals (one thread; then fence_bar_init() and __syncthreads()). */
-__device__ __forceinline__ void bar_init(uint64_t *bar, unsigned count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-/* Makes the barrier's initialisation visible to the async proxy (the bulk copies' completions). */
-__device__ __forceinline__ void fence_bar_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-/* Orders this thread's earlier generic-proxy shared memory accesses before its later bulk copies. */
-__device__ __forceinline__ void fence_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
-/* One arrival on bar that also expects `bytes` more bytes of bulk copies in the current phase. */
-__device__ __forceinline__ void bar_expect(uint64_t *bar, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-
-/* bytes from global src into shared dst, completing on bar (src: read-only data, e.g. weights). */
-__device__ __forceinline__ void bulk_g2s(void *dst, const void *src, unsigned bytes, uint64_t *bar)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
-                 : "memory");
-}
-
-/* Waits until the barrier's phase with the given parity (0 for its first use, then alternating) has completed;
- * the bulk copies' data is then visible to this thread. */
-__device__ __forceinline__ void bar_wait(uint64_t *bar, unsigned parity)
-{
-    for (;;) {
-        uint32_t done;
-        asm volatile("{\n\t.reg .pred p;\n\t"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}"
-                     : "=r"(done)
-                     : "r"(smem_u32(bar)), "r"(parity)
-                     : "memory");
-        if (done)
-            return;
-    }
-}
-#endif
-
 } // namespace
 
 #endif
