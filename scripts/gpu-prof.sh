@@ -2,8 +2,10 @@
 # Per-kernel profile of the engine on the GPU machine (from the repo root, .debs/ carried): builds build-gpu through
 # scripts/gpu-lane.sh (one quick test), then runs Nsight Compute over `engine bench` and writes one CSV per prompt
 # length with every kernel's duration, DRAM bytes read and grid:
-#   OUT=/tmp/out [PROF_PROMPTS="16 2048"] [PROF_SHAPE=llama3-8b] [PROF_FILTER=regex] bash scripts/gpu-prof.sh
-# $OUT/prof-<len>.csv (ncu --csv --page raw) and $OUT/prof.txt (a per-kernel-name summary: count, total µs, GB/s).
+#   OUT=/tmp/out [PROF_PROMPTS="16 2048"] [PROF_SHAPE=llama3-8b] [PROF_FLAGS="--weights int8"] [PROF_FILTER=regex] \
+#       bash scripts/gpu-prof.sh
+# $OUT/prof-<len>.csv (ncu --csv --page raw) and $OUT/prof.txt (a per-kernel-name summary: count, total µs, GB/s;
+# then the same for one decode step alone: the shortest stretch between two device argmaxes).
 # With --sections, Nsight Compute's detail (speed of light, occupancy, launch, warp stalls, memory, compute) for
 # chosen kernels instead, one report per spec:
 #   OUT=/tmp/out bash scripts/gpu-prof.sh --sections 'NAME|KERNEL_REGEX|SKIP|COUNT|COMMAND...' ...
@@ -32,9 +34,11 @@ if [ "${1:-}" = --sections ]; then
     exit 0
 fi
 for len in ${PROF_PROMPTS:-16 2048}; do
+    # shellcheck disable=SC2086 # PROF_FLAGS: engine bench flags, word-split on purpose
     "$NCU" --clock-control none --csv --page raw --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size,launch__block_size \
         ${PROF_FILTER:+-k "$PROF_FILTER"} ${PROF_SKIP:+--launch-skip "$PROF_SKIP"} --launch-count "${PROF_COUNT:-4000}" \
         "$B/engine/engine" bench --shape "${PROF_SHAPE:-llama3-8b}" --prompt-len "$len" --steps "${PROF_STEPS:-3}" --rounds 1 --no-stream \
+        ${PROF_FLAGS:-} \
         >"$OUT/prof-$len.csv" 2>"$OUT/prof-$len.err"
     echo "ncu $len: exit $? ($(wc -l <"$OUT/prof-$len.csv") lines)"
 done
@@ -55,4 +59,19 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "prof-*.csv"))):
     print("==", os.path.basename(path), "units: time as ncu reports (ns unless header says otherwise)", rows[1][ti], rows[1][bi])
     for (k, g), (n, t, b) in sorted(agg.items(), key=lambda x: -x[1][1])[:40]:
         print("%-60s grid %-8s n %5d  total %12.0f  mean %10.1f  bytes/launch %12.0f" % (k, g, n, t, t / n, b / n))
+    # one decode step: every step ends in a device argmax, and so does a prefill (its first token); the shortest
+    # stretch between two consecutive argmaxes is a decode step alone (a prefill adds its chunk's launches)
+    ends = [i for i, r in enumerate(data) if "k_argmax_final" in r[ki]]
+    if len(ends) >= 2:
+        j = min(range(1, len(ends)), key=lambda m: ends[m] - ends[m - 1])
+        step = collections.OrderedDict()
+        tot = 0.0
+        for r in data[ends[j - 1] + 1:ends[j] + 1]:
+            try: t = float(r[ti].replace(",", "")); b = float(r[bi].replace(",", ""))
+            except ValueError: continue
+            a = step.setdefault((r[ki][:60], r[gi]), [0, 0.0, 0.0]); a[0] += 1; a[1] += t; a[2] += b; tot += t
+        print("== one decode step: %d launches, kernels alone %.1f (sum of durations; a graph adds its gaps)" %
+              (ends[j] - ends[j - 1], tot))
+        for (k, g), (n, t, b) in sorted(step.items(), key=lambda x: -x[1][1])[:30]:
+            print("%-60s grid %-8s n %5d  total %12.0f  mean %10.1f  bytes/launch %12.0f" % (k, g, n, t, t / n, b / n))
 PY
