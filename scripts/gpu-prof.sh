@@ -44,34 +44,32 @@ for len in ${PROF_PROMPTS:-16 2048}; do
 done
 python3 - "$OUT" <<'PY' | tee "$OUT/prof.txt"
 import csv, glob, os, sys, collections
+
+def table(rows, ki, ti, bi, gi, limit):
+    """Per (kernel name, grid): launches, total time, DRAM bytes; printed longest first. Returns the total time."""
+    agg, tot = collections.OrderedDict(), 0.0
+    for r in rows:
+        try: t = float(r[ti].replace(",", "")); b = float(r[bi].replace(",", ""))
+        except ValueError: continue
+        a = agg.setdefault((r[ki][:60], r[gi]), [0, 0.0, 0.0]); a[0] += 1; a[1] += t; a[2] += b; tot += t
+    for (k, g), (n, t, b) in sorted(agg.items(), key=lambda x: -x[1][1])[:limit]:
+        print("%-60s grid %-8s n %5d  total %12.0f  mean %10.1f  bytes/launch %12.0f" % (k, g, n, t, t / n, b / n))
+    return tot
+
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "prof-*.csv"))):
     rows = [r for r in csv.reader(l for l in open(path) if l.startswith('"'))]
     if len(rows) < 3:
         print(path, "no rows"); continue
     h = rows[0]; data = rows[2:]
-    ki, ti, bi, gi = h.index("Kernel Name"), h.index("gpu__time_duration.sum"), h.index("dram__bytes_read.sum"), h.index("launch__grid_size")
-    agg = collections.OrderedDict()
-    for r in data:
-        try: t = float(r[ti].replace(",", "")); b = float(r[bi].replace(",", ""))
-        except ValueError: continue
-        k = (r[ki][:60], r[gi])
-        a = agg.setdefault(k, [0, 0.0, 0.0]); a[0] += 1; a[1] += t; a[2] += b
-    print("==", os.path.basename(path), "units: time as ncu reports (ns unless header says otherwise)", rows[1][ti], rows[1][bi])
-    for (k, g), (n, t, b) in sorted(agg.items(), key=lambda x: -x[1][1])[:40]:
-        print("%-60s grid %-8s n %5d  total %12.0f  mean %10.1f  bytes/launch %12.0f" % (k, g, n, t, t / n, b / n))
+    cols = h.index("Kernel Name"), h.index("gpu__time_duration.sum"), h.index("dram__bytes_read.sum"), h.index("launch__grid_size")
+    print("==", os.path.basename(path), "units: time as ncu reports (ns unless header says otherwise)", rows[1][cols[1]], rows[1][cols[2]])
+    table(data, *cols, 40)
     # one decode step: every step ends in a device argmax, and so does a prefill (its first token); the shortest
     # stretch between two consecutive argmaxes is a decode step alone (a prefill adds its chunk's launches)
-    ends = [i for i, r in enumerate(data) if "k_argmax_final" in r[ki]]
+    ends = [i for i, r in enumerate(data) if "k_argmax_final" in r[cols[0]]]
     if len(ends) >= 2:
         j = min(range(1, len(ends)), key=lambda m: ends[m] - ends[m - 1])
-        step = collections.OrderedDict()
-        tot = 0.0
-        for r in data[ends[j - 1] + 1:ends[j] + 1]:
-            try: t = float(r[ti].replace(",", "")); b = float(r[bi].replace(",", ""))
-            except ValueError: continue
-            a = step.setdefault((r[ki][:60], r[gi]), [0, 0.0, 0.0]); a[0] += 1; a[1] += t; a[2] += b; tot += t
-        print("== one decode step: %d launches, kernels alone %.1f (sum of durations; a graph adds its gaps)" %
-              (ends[j] - ends[j - 1], tot))
-        for (k, g), (n, t, b) in sorted(step.items(), key=lambda x: -x[1][1])[:30]:
-            print("%-60s grid %-8s n %5d  total %12.0f  mean %10.1f  bytes/launch %12.0f" % (k, g, n, t, t / n, b / n))
+        print("== one decode step: %d launches, longest first" % (ends[j] - ends[j - 1]))
+        tot = table(data[ends[j - 1] + 1:ends[j] + 1], *cols, 30)
+        print("   kernels alone %.1f (sum of durations; a graph adds its gaps)" % tot)
 PY
