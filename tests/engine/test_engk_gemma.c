@@ -181,11 +181,12 @@ static void test_ring_dev(int W, int P, int npos, int row)
             EKC_CU(cudaMemcpy(lin[k] + (pos - base) * row, k == 2 ? h[1] : h[0], (size_t)rb, cudaMemcpyHostToDevice));
         EKC_CU(engk_ring_move(ring[0], lin[0], rb, pos, 1, base, W, 1, 0));
         EKC_CU(engk_ring_move_dev(ring[1], lin[1], ring[2], lin[2], rb, dscal, dscal + 1, W, W + P, 1, 0));
-        /* pair 1 equals the host-position moves bit for bit; pair 2 their negation (0 where nothing was written) */
-        for (int k = 1; k < 3 && !bad; k++) {
-            const int64_t n[2] = {(pos - base + 1) * row, (int64_t)W * row};
-            for (int m = 0; m < 2 && !bad; m++) {
-                ekc_from_dev(h[0], m ? ring[0] : lin[0], n[m], 4);
+        /* pair 1 equals the host-position moves bit for bit; pair 2 their negation (0 where nothing was written):
+         * the linear window, then the ring, each read back once per pair */
+        const int64_t n[2] = {(pos - base + 1) * row, (int64_t)W * row};
+        for (int m = 0; m < 2 && !bad; m++) {
+            ekc_from_dev(h[0], m ? ring[0] : lin[0], n[m], 4);
+            for (int k = 1; k < 3 && !bad; k++) {
                 ekc_from_dev(h[1], m ? ring[k] : lin[k], n[m], 4);
                 for (int64_t i = 0; i < n[m] && !bad; i++) {
                     const float want = k == 2 && h[0][i] != 0.0f ? -h[0][i] : h[0][i];
