@@ -711,33 +711,24 @@ constexpr int mma_resident(int D, int NW, int WM)
 
 /* The prefill kernel's sub-block loop. OLD: session 4's (a division per sub-block for the walk and per copy,
  * predicated 64-bit addressing of every 16-byte copy); LEAN: sub-block cursors (SubCur), one 64-bit base per copied
- * sub-block, unpredicated copies of full sub-blocks; SPLIT: LEAN with P V issued per m16 tile right after that
- * tile's softmax (32 rows per warp: tile 1's softmax can issue between tile 0's P V MMAs, at the cost of loading
- * the V fragments once per tile); SPLIT2: SPLIT, and S = Q K^T per m16 tile too, tile 1's issued between tile 0's
- * softmax instructions (K fragments also loaded once per tile: 144 ldmatrix per 256 MMAs instead of 80). The same
- * arithmetic in the same order per row: the same bits. */
-enum { LOOP_OLD = 0, LOOP_LEAN = 1, LOOP_SPLIT = 2, LOOP_SPLIT2 = 3 };
+ * sub-block, unpredicated copies of full sub-blocks. The same arithmetic in the same order per row: the same bits.
+ * (Two more loops, P V and also Q K^T issued per m16 tile, measured slower on the H200 at every T and were removed;
+ * engine/README.md, "Prefill attention forms".) */
+enum { LOOP_OLD = 0, LOOP_LEAN = 1 };
 /* The engine's prefill form for blocks of 32 rows per warp (long chunks): a loop, and whether long chunks (one
  * 256-row block per SM) run in blocks of 8 warps x 32 rows (half the K/V copies per MMA, one block per SM) instead
  * of 4 warps x 32 rows (two blocks per SM). MMA_LOOP16: the loop of blocks of 16 rows per warp (short chunks,
  * D = 256), where LEAN spills more than OLD at the 168 / 255 register caps. Flip after measuring
  * (tests/engine/test_engk_attn --bench prints each form); every form gives the same bits. Measured on the H200
  * (llama3-8b heads, causal, one chunk; TFLOP/s old / lean / 256-row lean): T = 2048 199.1 / 200.8 / 205.9, T = 8192
- * 281.7 / 280.7 / 283.7, T = 32768 313.3 / 309.2 / 313.5; SPLIT and SPLIT2 slower at every T: LEAN8. */
+ * 281.7 / 280.7 / 283.7, T = 32768 313.3 / 309.2 / 313.5: LEAN8. */
 enum {
     MMA_FORM_OLD = 0,
     MMA_FORM_LEAN = 1,
-    MMA_FORM_SPLIT = 2,
-    MMA_FORM_SPLIT2 = 3,
     MMA_FORM_LEAN8 = 4,
-    MMA_FORM_SPLIT8 = 5,
-    MMA_FORM_SPLIT2_8 = 6,
 };
 constexpr int MMA_FORM = MMA_FORM_LEAN8, MMA_LOOP16 = LOOP_OLD;
-constexpr int MMA_FORM_LOOP = MMA_FORM == MMA_FORM_OLD                                    ? LOOP_OLD
-                              : MMA_FORM == MMA_FORM_SPLIT || MMA_FORM == MMA_FORM_SPLIT8   ? LOOP_SPLIT
-                              : MMA_FORM == MMA_FORM_SPLIT2 || MMA_FORM == MMA_FORM_SPLIT2_8 ? LOOP_SPLIT2
-                                                                                            : LOOP_LEAN;
+constexpr int MMA_FORM_LOOP = MMA_FORM == MMA_FORM_OLD ? LOOP_OLD : LOOP_LEAN;
 constexpr bool MMA_FORM_8WARPS = MMA_FORM >= MMA_FORM_LEAN8;
 
 /* Block (kv head g) of NW warps of 16 WM packed rows r = t * G + h (the G heads of one position share the K/V
@@ -981,11 +972,9 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                         }
                 }
         };
-        constexpr int M0 = LOOP == LOOP_SPLIT2 ? 1 : WM; /* the m16 tiles whose S comes before any softmax */
-        qk(0, M0);
-        mask(0, M0);
-        int nrs = no_rescale; /* LEAN: opaque per sub-block, so the softmax is not unswitched on it (no branch keeps
-                                 the softmax of m16 tile 1 from issuing between tile 0's P V MMAs) */
+        qk(0, WM);
+        mask(0, WM);
+        int nrs = no_rescale; /* LEAN: opaque per sub-block, so ptxas does not unswitch the softmax on it */
         if constexpr (LEAN)
             asm volatile("" : "+r"(nrs));
         unsigned pb[WM][NJ][2];
@@ -1015,8 +1004,6 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
         };
 #pragma unroll
         for (int mt = 0; mt < WM; mt++) {
-            if (LOOP == LOOP_SPLIT2 && mt + 1 < WM)
-                qk(mt + 1, mt + 2); /* its MMAs issue between this tile's softmax instructions */
             float corr[2];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
@@ -1050,13 +1037,8 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                     o[mt][nt][2] = o[mt][nt][2] * corr[1];
                     o[mt][nt][3] = o[mt][nt][3] * corr[1];
                 }
-            if (LOOP == LOOP_SPLIT2 && mt + 1 < WM)
-                mask(mt + 1, mt + 2);
-            if constexpr (LOOP == LOOP_SPLIT || LOOP == LOOP_SPLIT2)
-                pv(mt, mt + 1);
         }
-        if constexpr (LOOP != LOOP_SPLIT && LOOP != LOOP_SPLIT2)
-            pv(0, WM);
+        pv(0, WM);
     }
 #pragma unroll
     for (int mt = 0; mt < WM; mt++)
@@ -1131,30 +1113,19 @@ cudaError_t launch_form(const float *q, float *ctx, float *st_m, float *st_l, fl
 }
 
 /* The loop of MMA_FORM (32 rows per warp) or MMA_LOOP16 (16 rows per warp), or the one ENGK_MMA_OLD /
- * ENGK_MMA_LEAN / ENGK_MMA_SPLIT / ENGK_MMA_SPLIT2 forces (the same bits); SPLIT and SPLIT2 only with 32 rows per
- * warp (16: LEAN). */
+ * ENGK_MMA_LEAN forces (the same bits). */
 template <int D, int NW, int WM>
 cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
                         const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
                         int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
 {
-    const int loop = flags & ENGK_MMA_OLD      ? LOOP_OLD
-                     : flags & ENGK_MMA_LEAN   ? LOOP_LEAN
-                     : flags & ENGK_MMA_SPLIT  ? LOOP_SPLIT
-                     : flags & ENGK_MMA_SPLIT2 ? LOOP_SPLIT2
-                     : WM > 1                  ? MMA_FORM_LOOP
-                                               : MMA_LOOP16;
+    const int loop = flags & ENGK_MMA_OLD    ? LOOP_OLD
+                     : flags & ENGK_MMA_LEAN ? LOOP_LEAN
+                     : WM > 1                ? MMA_FORM_LOOP
+                                             : MMA_LOOP16;
     if (loop == LOOP_OLD)
         return launch_form<D, NW, WM, LOOP_OLD>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi,
                                                 P, T, pos0, H, Hkv, scale, window, flags, s);
-    if (loop == LOOP_SPLIT && WM > 1)
-        return launch_form<D, NW, WM, (WM > 1 ? LOOP_SPLIT : LOOP_LEAN)>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0,
-                                                                        kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv,
-                                                                        scale, window, flags, s);
-    if (loop == LOOP_SPLIT2 && WM > 1)
-        return launch_form<D, NW, WM, (WM > 1 ? LOOP_SPLIT2 : LOOP_LEAN)>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0,
-                                                                         kv_last, tile_lo, tile_hi, P, T, pos0, H,
-                                                                         Hkv, scale, window, flags, s);
     return launch_form<D, NW, WM, LOOP_LEAN>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P,
                                              T, pos0, H, Hkv, scale, window, flags, s);
 }

@@ -20,11 +20,10 @@ enum { ENGK_INIT = 1, ENGK_FINAL = 2, ENGK_CUDA_CORES = 4 };
 /* Instead of the choice by chunk length, force the tensor-core kernel's 16 rows per warp in blocks of 64 / 128 rows
  * (ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128, the latter D <= 128) or its 32 rows per warp in blocks of 128 rows
  * (ENGK_MMA_WARP32, D <= 128) or of 256 rows (ENGK_MMA_WARP32X8, 8 warps, D <= 128); instead of the engine's
- * sub-block loop, force the previous one (ENGK_MMA_OLD), the lean one (ENGK_MMA_LEAN), the lean one with P V per
- * m16 tile (ENGK_MMA_SPLIT, 32 rows per warp) or with Q K^T and P V per m16 tile (ENGK_MMA_SPLIT2, 32 rows per
- * warp): the same bits every way (tests, bench). */
+ * sub-block loop, force the previous one (ENGK_MMA_OLD) or the lean one (ENGK_MMA_LEAN): the same bits every way
+ * (tests, bench). */
 enum { ENGK_MMA_ROWS64 = 8, ENGK_MMA_ROWS128 = 16, ENGK_MMA_WARP32 = 32, ENGK_MMA_WARP32X8 = 64, ENGK_MMA_OLD = 128,
-       ENGK_MMA_LEAN = 512, ENGK_MMA_SPLIT = 1024, ENGK_MMA_SPLIT2 = 2048 };
+       ENGK_MMA_LEAN = 512 };
 
 /* ---- decode: one row at the position held in the device scalar *pos_dev (graph-capturable) ---- */
 

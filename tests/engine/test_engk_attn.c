@@ -699,10 +699,7 @@ static int64_t check_prefill(const pcase *c)
         {0, ""},
         {ENGK_MMA_WARP32, " (32 rows per warp)"},
         {ENGK_MMA_WARP32 | ENGK_MMA_OLD, " (32 rows per warp, previous loop)"},
-        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT, " (32 rows per warp, P V per m16 tile)"},
-        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2, " (32 rows per warp, Q K^T and P V per m16 tile)"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, " (32 rows per warp, 8 warps)"},
-        {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT, " (32 rows per warp, 8 warps, P V per m16 tile)"},
         {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, " (16 rows per warp, lean loop)"},
     };
     const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
@@ -742,7 +739,7 @@ static int64_t check_prefill(const pcase *c)
     }
     /* other rows share each row's block and warp: 16 rows per warp in blocks of 64 and 128 rows, 32 rows per warp
      * in blocks of 128 and 256 (D = 256 runs 16 per warp in blocks of 64 whatever the flag), each in every sub-block
-     * loop (the previous one, the lean one, the lean one with P V per m16 tile) */
+     * loop (the previous one, the lean one) */
     static const struct { int flag; const char *what; } blk[] = {
         {ENGK_MMA_ROWS64 | ENGK_MMA_OLD, "  16 rows per warp, blocks of 64 rows, previous loop = one chunk"},
         {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, "  16 rows per warp, blocks of 64 rows, lean loop = one chunk"},
@@ -750,12 +747,8 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_ROWS128 | ENGK_MMA_LEAN, "  16 rows per warp, blocks of 128 rows, lean loop = one chunk"},
         {ENGK_MMA_WARP32 | ENGK_MMA_OLD, "  32 rows per warp, blocks of 128 rows, previous loop = one chunk"},
         {ENGK_MMA_WARP32 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 128 rows, lean loop = one chunk"},
-        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT, "  32 rows per warp, blocks of 128 rows, P V per tile = one chunk"},
-        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2, "  32 rows per warp, blocks of 128 rows, S, P V per tile = one chunk"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_OLD, "  32 rows per warp, blocks of 256 rows, previous loop = one chunk"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 256 rows, lean loop = one chunk"},
-        {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT, "  32 rows per warp, blocks of 256 rows, P V per tile = one chunk"},
-        {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT2, "  32 rows per warp, blocks of 256 rows, S, P V per tile = one chunk"},
     };
     for (size_t b = 0; mma && b < sizeof blk / sizeof blk[0]; b++) {
         pcase cb = *c;
@@ -1016,11 +1009,7 @@ static void bench(void)
     static const struct { const char *name; int flags; } pv[] = {
         {"MMA 32 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_WARP32 | ENGK_MMA_OLD},
         {"MMA 32 rows/warp, 128-row blocks, lean loop      ", ENGK_MMA_WARP32 | ENGK_MMA_LEAN},
-        {"MMA 32 rows/warp, 128-row blocks, P V per tile   ", ENGK_MMA_WARP32 | ENGK_MMA_SPLIT},
-        {"MMA 32 rows/warp, 128-row blocks, S, P V per tile", ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2},
         {"MMA 32 rows/warp, 256-row blocks, lean loop      ", ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN},
-        {"MMA 32 rows/warp, 256-row blocks, P V per tile   ", ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT},
-        {"MMA 32 rows/warp, 256-row blocks, S, P V per tile", ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT2},
         {"MMA 16 rows/warp,  64-row blocks, previous loop  ", ENGK_MMA_ROWS64 | ENGK_MMA_OLD},
         {"MMA 16 rows/warp,  64-row blocks, lean loop      ", ENGK_MMA_ROWS64 | ENGK_MMA_LEAN},
         {"MMA 16 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_ROWS128 | ENGK_MMA_OLD},
