@@ -1181,14 +1181,6 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
  * [D x 8] += V^T P^T by MT MMAs (m-tiles over D): A = V^T, lane (r, c4) loading keys 2 c4, 2 c4 + 1, 2 c4 + 8,
  * 2 c4 + 9 (VN runs of VR dims per key: dims VR (r + 8 j) + e) and pairing two keys per register (prmt); B = P^T,
  * the probabilities rounded to bf16, moved from S's fragment layout by four shuffles. */
-/* engk_attn_decode_fused_post: the q|k|v row (fp32 [H + 2 Hkv][D], as the GEMV leaves it), the RoPE row (cos,
- * sin: rot/2 each) and the caches the new K/V row goes to (the same as Kc, Vc, writable). */
-struct PostArgs {
-    const float *qkv, *cos_t, *sin_t;
-    uint16_t *k, *v;
-    int rot;
-};
-
 template <int D> struct Dmma {
     static constexpr int MT = D / 16;
     static constexpr int KR = D / 4 < 8 ? D / 4 : 8, KN = D / 4 / KR;
@@ -1198,23 +1190,6 @@ constexpr int DMMA_WARPS = 4, DMMA_THREADS = DMMA_WARPS * 32, DMMA_N = 8; /* DMM
 constexpr int DMMA_QPAD = 32; /* bf16 padding of a q row in shared memory: 16-byte reads of rows r, r + 1 miss */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-/* Element d of a head x after RoPE, as k_qkv_post computes it (pairs (i, i + rot/2), i < rot/2; the rest as is). */
-__device__ __forceinline__ float rope1(const float *x, int d, int half, const float *c, const float *sn)
-{
-    if (d < half) {
-        const float x1 = x[d], x2 = x[d + half];
-        const float a = x1 * c[d], b = -x2 * sn[d];
-        return a + b;
-    }
-    if (d < 2 * half) {
-        const int i = d - half;
-        const float x1 = x[i], x2 = x[d];
-        const float a2 = x2 * c[i], b2 = x1 * sn[i];
-        return a2 + b2;
-    }
-    return x[d];
-}
-
 /* N words (2N bf16) from global memory, not kept in L1 (each K/V row is read once per step); zeros when !ok. */
 __device__ __forceinline__ void ld_run(unsigned (&w)[4], const uint16_t *p, bool ok)
 {
@@ -1235,28 +1210,6 @@ __device__ __forceinline__ void ld_run(unsigned (&w)[1], const uint16_t *p, bool
     w[0] = 0u;
     if (ok)
         asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
-}
-/* ld_run's coherent form (no .nc): for a cache the same kernel writes (k_dec_mma with POST stores the new row) */
-__device__ __forceinline__ void ldc_run(unsigned (&w)[4], const uint16_t *p, bool ok)
-{
-    w[0] = w[1] = w[2] = w[3] = 0u;
-    if (ok)
-        asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                     : "l"(p)
-                     : "memory");
-}
-__device__ __forceinline__ void ldc_run(unsigned (&w)[2], const uint16_t *p, bool ok)
-{
-    w[0] = w[1] = 0u;
-    if (ok)
-        asm volatile("ld.global.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p) : "memory");
-}
-__device__ __forceinline__ void ldc_run(unsigned (&w)[1], const uint16_t *p, bool ok)
-{
-    w[0] = 0u;
-    if (ok)
-        asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p) : "memory");
 }
 __device__ __forceinline__ void lds_run(unsigned (&w)[4], const uint16_t *p)
 {
@@ -1282,11 +1235,11 @@ __device__ __forceinline__ void lds_run(unsigned (&w)[2], const uint16_t *p)
  * warp issues its next group's K loads when its S is done and the V loads when its P V is done, so one item's
  * softmax, P V and the block's merge run under the next item's loads. FUSE (engk_attn_decode_fused): the merge
  * folded in, as in k_dec_part (merge_one for a single live tile, else merge_tail). */
-template <int D, bool SPLIT, bool FUSE, bool POST>
+template <int D, bool SPLIT, bool FUSE>
 __global__ void __launch_bounds__(DMMA_THREADS)
     k_dec_mma(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *Kc, const uint16_t *Vc,
               const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv,
-              float scale, int window, PostArgs post)
+              float scale, int window)
 {
     dep_wait(); /* q, the new K/V row and *pos_dev come from the kernels before: launch_dep */
     dep_launch();
@@ -1320,10 +1273,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             const uint16_t *p = Kc + base + (int64_t)jj * kvs + KR * c4;
 #pragma unroll
             for (int c = 0; c < KN; c++)
-                if (POST)
-                    ldc_run(kw[h2][c], p + 4 * KR * c, jj < n);
-                else
-                    ld_run(kw[h2][c], p + 4 * KR * c, jj < n);
+                ld_run(kw[h2][c], p + 4 * KR * c, jj < n);
         }
     };
     auto load_v = [&](int64_t base, int n, int grp) { /* keys 16 grp + 2 c4 + {0, 1, 8, 9} */
@@ -1333,28 +1283,10 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             const uint16_t *p = Vc + base + (int64_t)jj * kvs + VR * r;
 #pragma unroll
             for (int j = 0; j < VN; j++)
-                if (POST)
-                    ldc_run(vw[vk][j], p + 8 * VR * j, jj < n);
-                else
-                    ld_run(vw[vk][j], p + 8 * VR * j, jj < n);
+                ld_run(vw[vk][j], p + 8 * VR * j, jj < n);
         }
     };
 
-    const int half = POST ? post.rot / 2 : 0;
-    if (POST && items > 0) { /* kv head g's new K/V row, by the block that takes item (pos/P, g), before its loads */
-        for (int g = 0; g < Hkv; g++) {
-            if (((int64_t)(thi - tlo) * Hkv + g) % gridDim.x != blockIdx.x)
-                continue;
-            const float *kx = post.qkv + (int64_t)(H + g) * D, *vx = post.qkv + (int64_t)(H + Hkv + g) * D;
-            const int64_t row = (pos - kv_pos0) * kvs + (int64_t)g * D;
-            uint16_t *kd = post.k + row, *vd = post.v + row;
-            for (int d = tid; d < D; d += DMMA_THREADS) {
-                kd[d] = (uint16_t)bf16_bits(rope1(kx, d, half, post.cos_t, post.sin_t));
-                vd[d] = (uint16_t)bf16_bits(vx[d]);
-            }
-        }
-        __syncthreads(); /* the row is in the cache before this block's loads (coherent: ldc_run) */
-    }
     if (FUSE && blockIdx.x >= items) /* no item (short contexts: most of the grid): skip loading q */
         return;
     int64_t it = blockIdx.x, pit = -1; /* (pit, pgrp): the group whose K/V this warp has in flight */
@@ -1372,12 +1304,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     }
     for (int i = tid; i < H * D / 2; i += DMMA_THREADS) {
         const int h = 2 * i / D, d = 2 * i - h * D;
-        float2 v;
-        if (POST) { /* q after RoPE, as k_qkv_post would have stored it */
-            const float *x = post.qkv + (int64_t)h * D;
-            v = make_float2(rope1(x, d, half, post.cos_t, post.sin_t), rope1(x, d + 1, half, post.cos_t, post.sin_t));
-        } else
-            v = *reinterpret_cast<const float2 *>(q + (int64_t)h * D + d);
+        const float2 v = *reinterpret_cast<const float2 *>(q + (int64_t)h * D + d);
         const unsigned hx = bf16_bits(v.x), hy = bf16_bits(v.y);
         *reinterpret_cast<unsigned *>(sq + h * LDQ + d) = pack2(hx, hy);
         if (SPLIT) /* q - bf16(q) is exact in fp32 */
@@ -1603,10 +1530,10 @@ int dec_mma_ok(int H, int Hkv, int D, int f32)
 
 /* The grid: as many blocks as the device holds at once (occupancy at this shared memory), at most one per item, at
  * most dec_blocks_cap. */
-template <int D, bool SPLIT, bool FUSE, bool POST>
+template <int D, bool SPLIT, bool FUSE>
 cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *K, const uint16_t *V,
                         const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
-                        int Hkv, float scale, int window, const PostArgs &post, cudaStream_t s)
+                        int Hkv, float scale, int window, cudaStream_t s)
 {
     static int dev_c = -1, sms = 0, per_sm = 0;
     static size_t smem_c = 0;
@@ -1616,7 +1543,7 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
     if (err == cudaSuccess && (dev != dev_c || smem != smem_c)) {
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (err == cudaSuccess)
-            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT, FUSE, POST>, DMMA_THREADS,
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT, FUSE>, DMMA_THREADS,
                                                                 smem);
         dev_c = err == cudaSuccess ? dev : -1;
         smem_c = smem;
@@ -1628,21 +1555,21 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    return launch_dep(k_dec_mma<D, SPLIT, FUSE, POST>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part,
-                      ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post);
+    return launch_dep(k_dec_mma<D, SPLIT, FUSE>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part, ctx,
+                      cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window);
 }
 
-template <bool SPLIT, bool FUSE, bool POST = false>
+template <bool SPLIT, bool FUSE>
 cudaError_t dec_mma_d(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *k, const uint16_t *v,
                       const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
-                      int Hkv, int D, float scale, int window, cudaStream_t s, const PostArgs &post = PostArgs())
+                      int Hkv, int D, float scale, int window, cudaStream_t s)
 {
     switch (D) {
-    case 16: return launch_dmma<16, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
-    case 32: return launch_dmma<32, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
-    case 64: return launch_dmma<64, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
-    case 128: return launch_dmma<128, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
-    default: return launch_dmma<256, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
+    case 16: return launch_dmma<16, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 32: return launch_dmma<32, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 64: return launch_dmma<64, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 128: return launch_dmma<128, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    default: return launch_dmma<256, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
     }
 }
 
@@ -1729,25 +1656,6 @@ cudaError_t engk_attn_decode_fused(const float *q, float *ctx, float *part, unsi
     if (!cnt)
         return cudaErrorInvalidValue;
     return decode_parts(q, ctx, part, cnt, K, V, f32, pos_dev, max_tiles, P, H, Hkv, D, scale, window, s);
-}
-
-int engk_attn_decode_post_ok(int H, int Hkv, int D, int f32) { return D % 8 == 0 && dec_mma_ok(H, Hkv, D, f32); }
-
-cudaError_t engk_attn_decode_fused_post(const float *qkv, const float *cos_t, const float *sin_t, int rot, float *ctx,
-                                        float *part, unsigned *cnt, void *K, void *V, const int64_t *pos_dev,
-                                        int max_tiles, int P, int H, int Hkv, int D, float scale, int window,
-                                        cudaStream_t s)
-{
-    if (!cnt || !engk_attn_decode_post_ok(H, Hkv, D, 0) || rot < 0 || rot > D || rot % 2)
-        return cudaErrorInvalidValue;
-    const PostArgs post = {qkv, cos_t, sin_t, static_cast<uint16_t *>(K), static_cast<uint16_t *>(V), rot};
-    const uint16_t *k = static_cast<const uint16_t *>(K), *v = static_cast<const uint16_t *>(V);
-    const int kmax = max_tiles - 1;
-    return dec_kernel == ENGK_DEC_MMA_BF16
-               ? dec_mma_d<false, true, true>(NULL, part, ctx, cnt, k, v, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D,
-                                              scale, window, s, post)
-               : dec_mma_d<true, true, true>(NULL, part, ctx, cnt, k, v, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D,
-                                             scale, window, s, post);
 }
 
 void engk_attn_decode_blocks(int n) { dec_blocks_cap = n > 0 ? n : 0; }
