@@ -47,7 +47,7 @@ typedef struct bench_run {
     int steps, rounds, nrows;
     roofs rf;
     char device[256];
-    row rows[3 * MAX_PROMPTS + 1]; /* stream, resident (with --decode-fusion both / all, fused resident rows) */
+    row rows[2 * MAX_PROMPTS + 1]; /* stream, resident (with --decode-fusion both, fused resident rows) */
 } bench_run;
 
 static int cmp_double(const void *a, const void *b)
@@ -321,8 +321,7 @@ static int run_mode(bench_run *b, const eng_opts *o, const char *key, const long
         if (!rc && eng_decode_graphed(E))
             snprintf(d + strlen(d), sizeof d - strlen(d), ", decode graph");
         if (!rc && eng_decode_fused(E))
-            snprintf(d + strlen(d), sizeof d - strlen(d), ", attention %s fused at <= %d live tiles",
-                     eng_decode_fused(E) == 2 ? "+ qkv_post" : "merge",
+            snprintf(d + strlen(d), sizeof d - strlen(d), ", attention merge fused at <= %d live tiles",
                      oo.fuse_max_tiles > 0 ? oo.fuse_max_tiles : ENG_FUSE_MAX_TILES);
     }
     for (int i = 0; i < np; i++) {
@@ -420,8 +419,13 @@ int eng_bench_main(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const int has = i + 1 < argc;
-        if (!strcmp(a, "--decode-fusion") && has && (!strcmp(argv[i + 1], "both") || !strcmp(argv[i + 1], "all"))) {
-            fusion_both = !strcmp(argv[++i], "all") ? 2 : 1; /* resident rows of each form: off, on (, post) */
+        if (!strcmp(a, "--decode-fusion") && has && !strcmp(argv[i + 1], "all")) { /* removed with form post */
+            fprintf(stderr, "engine bench: error: --decode-fusion all was removed with the post form: use both\n");
+            return ENG_EXIT_ERROR;
+        }
+        if (!strcmp(a, "--decode-fusion") && has && !strcmp(argv[i + 1], "both")) {
+            fusion_both = 1; /* resident rows of each form: off, on */
+            i++;
             continue;
         }
         int r = eng_cli_option(argc, argv, &i, &o, &f32, &mem_flag);
@@ -560,9 +564,9 @@ int eng_bench_main(int argc, char **argv)
         full.decode_fusion = 0;
     int r2 = run_mode(&b, &full, "resident", prompts, np);
     worst = r2 > worst ? r2 : worst;
-    for (int f = 1; f <= fusion_both; f++) { /* the same engine with the decode attention fused further (same bits) */
-        full.decode_fusion = f;
-        r2 = run_mode(&b, &full, f == 1 ? "res+fuse" : "res+post", prompts, np);
+    if (fusion_both) { /* the same engine with the merge folded into the decode attention (same bits) */
+        full.decode_fusion = 1;
+        r2 = run_mode(&b, &full, "res+fuse", prompts, np);
         worst = r2 > worst ? r2 : worst;
     }
     gdn_step_line(c, b.rf.read);

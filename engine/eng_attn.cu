@@ -711,33 +711,24 @@ constexpr int mma_resident(int D, int NW, int WM)
 
 /* The prefill kernel's sub-block loop. OLD: session 4's (a division per sub-block for the walk and per copy,
  * predicated 64-bit addressing of every 16-byte copy); LEAN: sub-block cursors (SubCur), one 64-bit base per copied
- * sub-block, unpredicated copies of full sub-blocks; SPLIT: LEAN with P V issued per m16 tile right after that
- * tile's softmax (32 rows per warp: tile 1's softmax can issue between tile 0's P V MMAs, at the cost of loading
- * the V fragments once per tile); SPLIT2: SPLIT, and S = Q K^T per m16 tile too, tile 1's issued between tile 0's
- * softmax instructions (K fragments also loaded once per tile: 144 ldmatrix per 256 MMAs instead of 80). The same
- * arithmetic in the same order per row: the same bits. */
-enum { LOOP_OLD = 0, LOOP_LEAN = 1, LOOP_SPLIT = 2, LOOP_SPLIT2 = 3 };
+ * sub-block, unpredicated copies of full sub-blocks. The same arithmetic in the same order per row: the same bits.
+ * (Two more loops, P V and also Q K^T issued per m16 tile, measured slower on the H200 at every T and were removed;
+ * engine/README.md, "Prefill attention forms".) */
+enum { LOOP_OLD = 0, LOOP_LEAN = 1 };
 /* The engine's prefill form for blocks of 32 rows per warp (long chunks): a loop, and whether long chunks (one
  * 256-row block per SM) run in blocks of 8 warps x 32 rows (half the K/V copies per MMA, one block per SM) instead
  * of 4 warps x 32 rows (two blocks per SM). MMA_LOOP16: the loop of blocks of 16 rows per warp (short chunks,
  * D = 256), where LEAN spills more than OLD at the 168 / 255 register caps. Flip after measuring
  * (tests/engine/test_engk_attn --bench prints each form); every form gives the same bits. Measured on the H200
  * (llama3-8b heads, causal, one chunk; TFLOP/s old / lean / 256-row lean): T = 2048 199.1 / 200.8 / 205.9, T = 8192
- * 281.7 / 280.7 / 283.7, T = 32768 313.3 / 309.2 / 313.5; SPLIT and SPLIT2 slower at every T: LEAN8. */
+ * 281.7 / 280.7 / 283.7, T = 32768 313.3 / 309.2 / 313.5: LEAN8. */
 enum {
     MMA_FORM_OLD = 0,
     MMA_FORM_LEAN = 1,
-    MMA_FORM_SPLIT = 2,
-    MMA_FORM_SPLIT2 = 3,
     MMA_FORM_LEAN8 = 4,
-    MMA_FORM_SPLIT8 = 5,
-    MMA_FORM_SPLIT2_8 = 6,
 };
 constexpr int MMA_FORM = MMA_FORM_LEAN8, MMA_LOOP16 = LOOP_OLD;
-constexpr int MMA_FORM_LOOP = MMA_FORM == MMA_FORM_OLD                                    ? LOOP_OLD
-                              : MMA_FORM == MMA_FORM_SPLIT || MMA_FORM == MMA_FORM_SPLIT8   ? LOOP_SPLIT
-                              : MMA_FORM == MMA_FORM_SPLIT2 || MMA_FORM == MMA_FORM_SPLIT2_8 ? LOOP_SPLIT2
-                                                                                            : LOOP_LEAN;
+constexpr int MMA_FORM_LOOP = MMA_FORM == MMA_FORM_OLD ? LOOP_OLD : LOOP_LEAN;
 constexpr bool MMA_FORM_8WARPS = MMA_FORM >= MMA_FORM_LEAN8;
 
 /* Block (kv head g) of NW warps of 16 WM packed rows r = t * G + h (the G heads of one position share the K/V
@@ -981,11 +972,9 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                         }
                 }
         };
-        constexpr int M0 = LOOP == LOOP_SPLIT2 ? 1 : WM; /* the m16 tiles whose S comes before any softmax */
-        qk(0, M0);
-        mask(0, M0);
-        int nrs = no_rescale; /* LEAN: opaque per sub-block, so the softmax is not unswitched on it (no branch keeps
-                                 the softmax of m16 tile 1 from issuing between tile 0's P V MMAs) */
+        qk(0, WM);
+        mask(0, WM);
+        int nrs = no_rescale; /* LEAN: opaque per sub-block, so ptxas does not unswitch the softmax on it */
         if constexpr (LEAN)
             asm volatile("" : "+r"(nrs));
         unsigned pb[WM][NJ][2];
@@ -1015,8 +1004,6 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
         };
 #pragma unroll
         for (int mt = 0; mt < WM; mt++) {
-            if (LOOP == LOOP_SPLIT2 && mt + 1 < WM)
-                qk(mt + 1, mt + 2); /* its MMAs issue between this tile's softmax instructions */
             float corr[2];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
@@ -1050,13 +1037,8 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                     o[mt][nt][2] = o[mt][nt][2] * corr[1];
                     o[mt][nt][3] = o[mt][nt][3] * corr[1];
                 }
-            if (LOOP == LOOP_SPLIT2 && mt + 1 < WM)
-                mask(mt + 1, mt + 2);
-            if constexpr (LOOP == LOOP_SPLIT || LOOP == LOOP_SPLIT2)
-                pv(mt, mt + 1);
         }
-        if constexpr (LOOP != LOOP_SPLIT && LOOP != LOOP_SPLIT2)
-            pv(0, WM);
+        pv(0, WM);
     }
 #pragma unroll
     for (int mt = 0; mt < WM; mt++)
@@ -1131,30 +1113,19 @@ cudaError_t launch_form(const float *q, float *ctx, float *st_m, float *st_l, fl
 }
 
 /* The loop of MMA_FORM (32 rows per warp) or MMA_LOOP16 (16 rows per warp), or the one ENGK_MMA_OLD /
- * ENGK_MMA_LEAN / ENGK_MMA_SPLIT / ENGK_MMA_SPLIT2 forces (the same bits); SPLIT and SPLIT2 only with 32 rows per
- * warp (16: LEAN). */
+ * ENGK_MMA_LEAN forces (the same bits). */
 template <int D, int NW, int WM>
 cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
                         const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
                         int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
 {
-    const int loop = flags & ENGK_MMA_OLD      ? LOOP_OLD
-                     : flags & ENGK_MMA_LEAN   ? LOOP_LEAN
-                     : flags & ENGK_MMA_SPLIT  ? LOOP_SPLIT
-                     : flags & ENGK_MMA_SPLIT2 ? LOOP_SPLIT2
-                     : WM > 1                  ? MMA_FORM_LOOP
-                                               : MMA_LOOP16;
+    const int loop = flags & ENGK_MMA_OLD    ? LOOP_OLD
+                     : flags & ENGK_MMA_LEAN ? LOOP_LEAN
+                     : WM > 1                ? MMA_FORM_LOOP
+                                             : MMA_LOOP16;
     if (loop == LOOP_OLD)
         return launch_form<D, NW, WM, LOOP_OLD>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi,
                                                 P, T, pos0, H, Hkv, scale, window, flags, s);
-    if (loop == LOOP_SPLIT && WM > 1)
-        return launch_form<D, NW, WM, (WM > 1 ? LOOP_SPLIT : LOOP_LEAN)>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0,
-                                                                        kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv,
-                                                                        scale, window, flags, s);
-    if (loop == LOOP_SPLIT2 && WM > 1)
-        return launch_form<D, NW, WM, (WM > 1 ? LOOP_SPLIT2 : LOOP_LEAN)>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0,
-                                                                         kv_last, tile_lo, tile_hi, P, T, pos0, H,
-                                                                         Hkv, scale, window, flags, s);
     return launch_form<D, NW, WM, LOOP_LEAN>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P,
                                              T, pos0, H, Hkv, scale, window, flags, s);
 }
@@ -1210,14 +1181,6 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
  * [D x 8] += V^T P^T by MT MMAs (m-tiles over D): A = V^T, lane (r, c4) loading keys 2 c4, 2 c4 + 1, 2 c4 + 8,
  * 2 c4 + 9 (VN runs of VR dims per key: dims VR (r + 8 j) + e) and pairing two keys per register (prmt); B = P^T,
  * the probabilities rounded to bf16, moved from S's fragment layout by four shuffles. */
-/* engk_attn_decode_fused_post: the q|k|v row (fp32 [H + 2 Hkv][D], as the GEMV leaves it), the RoPE row (cos,
- * sin: rot/2 each) and the caches the new K/V row goes to (the same as Kc, Vc, writable). */
-struct PostArgs {
-    const float *qkv, *cos_t, *sin_t;
-    uint16_t *k, *v;
-    int rot;
-};
-
 template <int D> struct Dmma {
     static constexpr int MT = D / 16;
     static constexpr int KR = D / 4 < 8 ? D / 4 : 8, KN = D / 4 / KR;
@@ -1227,23 +1190,6 @@ constexpr int DMMA_WARPS = 4, DMMA_THREADS = DMMA_WARPS * 32, DMMA_N = 8; /* DMM
 constexpr int DMMA_QPAD = 32; /* bf16 padding of a q row in shared memory: 16-byte reads of rows r, r + 1 miss */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-/* Element d of a head x after RoPE, as k_qkv_post computes it (pairs (i, i + rot/2), i < rot/2; the rest as is). */
-__device__ __forceinline__ float rope1(const float *x, int d, int half, const float *c, const float *sn)
-{
-    if (d < half) {
-        const float x1 = x[d], x2 = x[d + half];
-        const float a = x1 * c[d], b = -x2 * sn[d];
-        return a + b;
-    }
-    if (d < 2 * half) {
-        const int i = d - half;
-        const float x1 = x[i], x2 = x[d];
-        const float a2 = x2 * c[i], b2 = x1 * sn[i];
-        return a2 + b2;
-    }
-    return x[d];
-}
-
 /* N words (2N bf16) from global memory, not kept in L1 (each K/V row is read once per step); zeros when !ok. */
 __device__ __forceinline__ void ld_run(unsigned (&w)[4], const uint16_t *p, bool ok)
 {
@@ -1264,28 +1210,6 @@ __device__ __forceinline__ void ld_run(unsigned (&w)[1], const uint16_t *p, bool
     w[0] = 0u;
     if (ok)
         asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
-}
-/* ld_run's coherent form (no .nc): for a cache the same kernel writes (k_dec_mma with POST stores the new row) */
-__device__ __forceinline__ void ldc_run(unsigned (&w)[4], const uint16_t *p, bool ok)
-{
-    w[0] = w[1] = w[2] = w[3] = 0u;
-    if (ok)
-        asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                     : "l"(p)
-                     : "memory");
-}
-__device__ __forceinline__ void ldc_run(unsigned (&w)[2], const uint16_t *p, bool ok)
-{
-    w[0] = w[1] = 0u;
-    if (ok)
-        asm volatile("ld.global.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p) : "memory");
-}
-__device__ __forceinline__ void ldc_run(unsigned (&w)[1], const uint16_t *p, bool ok)
-{
-    w[0] = 0u;
-    if (ok)
-        asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p) : "memory");
 }
 __device__ __forceinline__ void lds_run(unsigned (&w)[4], const uint16_t *p)
 {
@@ -1311,11 +1235,11 @@ __device__ __forceinline__ void lds_run(unsigned (&w)[2], const uint16_t *p)
  * warp issues its next group's K loads when its S is done and the V loads when its P V is done, so one item's
  * softmax, P V and the block's merge run under the next item's loads. FUSE (engk_attn_decode_fused): the merge
  * folded in, as in k_dec_part (merge_one for a single live tile, else merge_tail). */
-template <int D, bool SPLIT, bool FUSE, bool POST>
+template <int D, bool SPLIT, bool FUSE>
 __global__ void __launch_bounds__(DMMA_THREADS)
     k_dec_mma(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *Kc, const uint16_t *Vc,
               const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv,
-              float scale, int window, PostArgs post)
+              float scale, int window)
 {
     dep_wait(); /* q, the new K/V row and *pos_dev come from the kernels before: launch_dep */
     dep_launch();
@@ -1349,10 +1273,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             const uint16_t *p = Kc + base + (int64_t)jj * kvs + KR * c4;
 #pragma unroll
             for (int c = 0; c < KN; c++)
-                if (POST)
-                    ldc_run(kw[h2][c], p + 4 * KR * c, jj < n);
-                else
-                    ld_run(kw[h2][c], p + 4 * KR * c, jj < n);
+                ld_run(kw[h2][c], p + 4 * KR * c, jj < n);
         }
     };
     auto load_v = [&](int64_t base, int n, int grp) { /* keys 16 grp + 2 c4 + {0, 1, 8, 9} */
@@ -1362,28 +1283,10 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             const uint16_t *p = Vc + base + (int64_t)jj * kvs + VR * r;
 #pragma unroll
             for (int j = 0; j < VN; j++)
-                if (POST)
-                    ldc_run(vw[vk][j], p + 8 * VR * j, jj < n);
-                else
-                    ld_run(vw[vk][j], p + 8 * VR * j, jj < n);
+                ld_run(vw[vk][j], p + 8 * VR * j, jj < n);
         }
     };
 
-    const int half = POST ? post.rot / 2 : 0;
-    if (POST && items > 0) { /* kv head g's new K/V row, by the block that takes item (pos/P, g), before its loads */
-        for (int g = 0; g < Hkv; g++) {
-            if (((int64_t)(thi - tlo) * Hkv + g) % gridDim.x != blockIdx.x)
-                continue;
-            const float *kx = post.qkv + (int64_t)(H + g) * D, *vx = post.qkv + (int64_t)(H + Hkv + g) * D;
-            const int64_t row = (pos - kv_pos0) * kvs + (int64_t)g * D;
-            uint16_t *kd = post.k + row, *vd = post.v + row;
-            for (int d = tid; d < D; d += DMMA_THREADS) {
-                kd[d] = (uint16_t)bf16_bits(rope1(kx, d, half, post.cos_t, post.sin_t));
-                vd[d] = (uint16_t)bf16_bits(vx[d]);
-            }
-        }
-        __syncthreads(); /* the row is in the cache before this block's loads (coherent: ldc_run) */
-    }
     if (FUSE && blockIdx.x >= items) /* no item (short contexts: most of the grid): skip loading q */
         return;
     int64_t it = blockIdx.x, pit = -1; /* (pit, pgrp): the group whose K/V this warp has in flight */
@@ -1401,12 +1304,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     }
     for (int i = tid; i < H * D / 2; i += DMMA_THREADS) {
         const int h = 2 * i / D, d = 2 * i - h * D;
-        float2 v;
-        if (POST) { /* q after RoPE, as k_qkv_post would have stored it */
-            const float *x = post.qkv + (int64_t)h * D;
-            v = make_float2(rope1(x, d, half, post.cos_t, post.sin_t), rope1(x, d + 1, half, post.cos_t, post.sin_t));
-        } else
-            v = *reinterpret_cast<const float2 *>(q + (int64_t)h * D + d);
+        const float2 v = *reinterpret_cast<const float2 *>(q + (int64_t)h * D + d);
         const unsigned hx = bf16_bits(v.x), hy = bf16_bits(v.y);
         *reinterpret_cast<unsigned *>(sq + h * LDQ + d) = pack2(hx, hy);
         if (SPLIT) /* q - bf16(q) is exact in fp32 */
@@ -1632,10 +1530,10 @@ int dec_mma_ok(int H, int Hkv, int D, int f32)
 
 /* The grid: as many blocks as the device holds at once (occupancy at this shared memory), at most one per item, at
  * most dec_blocks_cap. */
-template <int D, bool SPLIT, bool FUSE, bool POST>
+template <int D, bool SPLIT, bool FUSE>
 cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *K, const uint16_t *V,
                         const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
-                        int Hkv, float scale, int window, const PostArgs &post, cudaStream_t s)
+                        int Hkv, float scale, int window, cudaStream_t s)
 {
     static int dev_c = -1, sms = 0, per_sm = 0;
     static size_t smem_c = 0;
@@ -1645,7 +1543,7 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
     if (err == cudaSuccess && (dev != dev_c || smem != smem_c)) {
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (err == cudaSuccess)
-            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT, FUSE, POST>, DMMA_THREADS,
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT, FUSE>, DMMA_THREADS,
                                                                 smem);
         dev_c = err == cudaSuccess ? dev : -1;
         smem_c = smem;
@@ -1657,21 +1555,21 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    return launch_dep(k_dec_mma<D, SPLIT, FUSE, POST>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part,
-                      ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post);
+    return launch_dep(k_dec_mma<D, SPLIT, FUSE>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part, ctx,
+                      cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window);
 }
 
-template <bool SPLIT, bool FUSE, bool POST = false>
+template <bool SPLIT, bool FUSE>
 cudaError_t dec_mma_d(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *k, const uint16_t *v,
                       const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
-                      int Hkv, int D, float scale, int window, cudaStream_t s, const PostArgs &post = PostArgs())
+                      int Hkv, int D, float scale, int window, cudaStream_t s)
 {
     switch (D) {
-    case 16: return launch_dmma<16, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
-    case 32: return launch_dmma<32, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
-    case 64: return launch_dmma<64, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
-    case 128: return launch_dmma<128, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
-    default: return launch_dmma<256, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
+    case 16: return launch_dmma<16, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 32: return launch_dmma<32, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 64: return launch_dmma<64, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 128: return launch_dmma<128, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    default: return launch_dmma<256, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
     }
 }
 
@@ -1758,25 +1656,6 @@ cudaError_t engk_attn_decode_fused(const float *q, float *ctx, float *part, unsi
     if (!cnt)
         return cudaErrorInvalidValue;
     return decode_parts(q, ctx, part, cnt, K, V, f32, pos_dev, max_tiles, P, H, Hkv, D, scale, window, s);
-}
-
-int engk_attn_decode_post_ok(int H, int Hkv, int D, int f32) { return D % 8 == 0 && dec_mma_ok(H, Hkv, D, f32); }
-
-cudaError_t engk_attn_decode_fused_post(const float *qkv, const float *cos_t, const float *sin_t, int rot, float *ctx,
-                                        float *part, unsigned *cnt, void *K, void *V, const int64_t *pos_dev,
-                                        int max_tiles, int P, int H, int Hkv, int D, float scale, int window,
-                                        cudaStream_t s)
-{
-    if (!cnt || !engk_attn_decode_post_ok(H, Hkv, D, 0) || rot < 0 || rot > D || rot % 2)
-        return cudaErrorInvalidValue;
-    const PostArgs post = {qkv, cos_t, sin_t, static_cast<uint16_t *>(K), static_cast<uint16_t *>(V), rot};
-    const uint16_t *k = static_cast<const uint16_t *>(K), *v = static_cast<const uint16_t *>(V);
-    const int kmax = max_tiles - 1;
-    return dec_kernel == ENGK_DEC_MMA_BF16
-               ? dec_mma_d<false, true, true>(NULL, part, ctx, cnt, k, v, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D,
-                                              scale, window, s, post)
-               : dec_mma_d<true, true, true>(NULL, part, ctx, cnt, k, v, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D,
-                                             scale, window, s, post);
 }
 
 void engk_attn_decode_blocks(int n) { dec_blocks_cap = n > 0 ? n : 0; }

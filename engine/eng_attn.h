@@ -20,11 +20,10 @@ enum { ENGK_INIT = 1, ENGK_FINAL = 2, ENGK_CUDA_CORES = 4 };
 /* Instead of the choice by chunk length, force the tensor-core kernel's 16 rows per warp in blocks of 64 / 128 rows
  * (ENGK_MMA_ROWS64 / ENGK_MMA_ROWS128, the latter D <= 128) or its 32 rows per warp in blocks of 128 rows
  * (ENGK_MMA_WARP32, D <= 128) or of 256 rows (ENGK_MMA_WARP32X8, 8 warps, D <= 128); instead of the engine's
- * sub-block loop, force the previous one (ENGK_MMA_OLD), the lean one (ENGK_MMA_LEAN), the lean one with P V per
- * m16 tile (ENGK_MMA_SPLIT, 32 rows per warp) or with Q K^T and P V per m16 tile (ENGK_MMA_SPLIT2, 32 rows per
- * warp): the same bits every way (tests, bench). */
+ * sub-block loop, force the previous one (ENGK_MMA_OLD) or the lean one (ENGK_MMA_LEAN): the same bits every way
+ * (tests, bench). */
 enum { ENGK_MMA_ROWS64 = 8, ENGK_MMA_ROWS128 = 16, ENGK_MMA_WARP32 = 32, ENGK_MMA_WARP32X8 = 64, ENGK_MMA_OLD = 128,
-       ENGK_MMA_LEAN = 512, ENGK_MMA_SPLIT = 1024, ENGK_MMA_SPLIT2 = 2048 };
+       ENGK_MMA_LEAN = 512 };
 
 /* ---- decode: one row at the position held in the device scalar *pos_dev (graph-capturable) ---- */
 
@@ -69,16 +68,6 @@ cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void
 cudaError_t engk_attn_decode_fused(const float *q, float *ctx, float *part, unsigned *cnt, const void *K,
                                    const void *V, int f32, const int64_t *pos_dev, int max_tiles, int P, int H,
                                    int Hkv, int D, float scale, int window, cudaStream_t s);
-/* 1 if engk_attn_decode_fused_post runs this shape on the current device (the tensor-core partials, D % 8 == 0). */
-int engk_attn_decode_post_ok(int H, int Hkv, int D, int f32);
-/* engk_qkv_post_dev (no q/k norm, back 0) + engk_attn_decode_fused in one launch, the same bits in ctx and in the
- * cache: from the q|k|v row qkv (fp32 [H + 2 Hkv][D]) and the RoPE row (cos_t, sin_t: rot/2 each), the block that
- * takes item (pos/P, g) stores kv head g's new K (RoPE, bf16) and V row at *pos_dev before it loads (its loads are
- * coherent), and every block rounds q after RoPE as the partials would (q is not written). bf16 KV only. */
-cudaError_t engk_attn_decode_fused_post(const float *qkv, const float *cos_t, const float *sin_t, int rot, float *ctx,
-                                        float *part, unsigned *cnt, void *K, void *V, const int64_t *pos_dev,
-                                        int max_tiles, int P, int H, int Hkv, int D, float scale, int window,
-                                        cudaStream_t s);
 /* The partial of tile k alone, with K/V[j - k*P] holding position j (an uploaded tile buffer): the same kernel
  * and slot as engk_attn_decode's, so per-tile launches + engk_attn_decode_merge give the same bits. */
 cudaError_t engk_attn_decode_tile(const float *q, float *part, const void *Kt, const void *Vt, int f32,

@@ -367,9 +367,11 @@ __device__ __forceinline__ void mbar_wait0(uint64_t *bar)
 
 /* The delta rule on one state column spread over STEP_TPC threads (thread g holds values d = g + 8 t + 32 i): decay,
  * m = S.k, S += k (v - m) beta, and the column's output S.q, each dot's lane partials and butterfly as k_gdn_delta's
- * (see above); every thread of the column returns it. k and q at d are kn(d), qn(d) (zeros past dk). */
-template <int NPL, class KF, class QF>
-__device__ __forceinline__ float delta_cols_f(float (&s)[4][NPL], KF kn, QF qn, float v, float decay, float bt, int g)
+ * (see above); every thread of the column returns it. k and q at d are kn[d], qn[d] in shared memory (zeros past
+ * dk). */
+template <int NPL>
+__device__ __forceinline__ float delta_cols(float (&s)[4][NPL], const float *kn, const float *qn, float v, float decay,
+                                            float bt, int g)
 {
     float m[4], o[4];
 #pragma unroll
@@ -379,7 +381,7 @@ __device__ __forceinline__ float delta_cols_f(float (&s)[4][NPL], KF kn, QF qn, 
         for (int i = 0; i < NPL; i++) {
             const int d = g + 8 * t + 32 * i;
             s[t][i] = s[t][i] * decay;
-            m[t] = fmaf(s[t][i], kn(d), m[t]);
+            m[t] = fmaf(s[t][i], kn[d], m[t]);
         }
     }
     float mm = (m[0] + m[2]) + (m[1] + m[3]);
@@ -393,8 +395,8 @@ __device__ __forceinline__ float delta_cols_f(float (&s)[4][NPL], KF kn, QF qn, 
 #pragma unroll
         for (int i = 0; i < NPL; i++) {
             const int d = g + 8 * t + 32 * i;
-            s[t][i] = fmaf(kn(d), delta, s[t][i]);
-            o[t] = fmaf(s[t][i], qn(d), o[t]);
+            s[t][i] = fmaf(kn[d], delta, s[t][i]);
+            o[t] = fmaf(s[t][i], qn[d], o[t]);
         }
     }
     float oo = (o[0] + o[2]) + (o[1] + o[3]);
@@ -402,32 +404,6 @@ __device__ __forceinline__ float delta_cols_f(float (&s)[4][NPL], KF kn, QF qn, 
     for (int off = STEP_TPC / 2; off; off >>= 1)
         oo += __shfl_xor_sync(FULL, oo, off);
     return oo;
-}
-
-/* delta_cols with k and q from shared memory (V2-V5) */
-template <int NPL>
-__device__ __forceinline__ float delta_cols(float (&s)[4][NPL], const float *kn, const float *qn, float v, float decay,
-                                            float bt, int g)
-{
-    return delta_cols_f<NPL>(s, [kn](int d) { return kn[d]; }, [qn](int d) { return qn[d]; }, v, decay, bt, g);
-}
-
-/* Ablations of V3 for --bench alone (AB != 0; the engine never runs them, their outputs are wrong and unchecked):
- * each bit removes one phase so the timing attributes the step's latency. AB_PRO: the prologue's math (silu, the
- * q/k L2 norms, the gates and exp(g), silu(z); the loads and conv taps stay); AB_FP32: every double transcendental
- * as a float intrinsic; AB_DELTA: the delta rule's math (decay, both dots, the update; S still read and written);
- * AB_SMEM: S neither read nor written; AB_XCHG: no cluster barrier, no output exchange and no gated norm (each
- * output goes to y as it is). */
-constexpr int AB_PRO = 1, AB_FP32 = 2, AB_DELTA = 4, AB_SMEM = 8, AB_XCHG = 16, AB_ALL = 31;
-
-template <bool F32> __device__ __forceinline__ float silu_ab(float x)
-{
-    return F32 ? x / (1.0f + __expf(-x)) : silu(x);
-}
-template <bool F32> __device__ __forceinline__ float exp_ab(float x) { return F32 ? __expf(x) : (float)exp((double)x); }
-template <bool F32> __device__ __forceinline__ float rsqrt_ab(float x)
-{
-    return F32 ? rsqrtf(x) : (float)(1.0 / sqrt((double)x));
 }
 
 /* Thread (column, group g)'s values d = g + 8 t + 32 i of the state column Sc: loaded (zeros where !on or past dk),
@@ -456,8 +432,8 @@ __device__ __forceinline__ void col_store(float *Sc, const float (&s)[4][NPL], b
         }
 }
 
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 /* k_gdn_step's arch */
 /* One warp: the gated RMSNorm of head h as k_gdn_norm_gate from the head's dv outputs in full, y of slice x's W dims */
-template <bool F32>
 __device__ __forceinline__ void norm_slice(const StepArgs &a, const float *full, const float *wn, const float *zs,
                                            int h, int x, int W, int lane)
 {
@@ -467,16 +443,16 @@ __device__ __forceinline__ void norm_slice(const StepArgs &a, const float *full,
         if (lane + 32 * j < a.dv)
             ss = fmaf(full[lane + 32 * j], full[lane + 32 * j], ss);
     const float ms = warp_sum(ss) / (float)a.dv;
-    const float inv = rsqrt_ab<F32>(ms + a.eps);
+    const float inv = (float)(1.0 / sqrt((double)(ms + a.eps)));
     if (lane < W)
         a.y[(int64_t)h * a.dv + x * W + lane] = full[x * W + lane] * inv * wn[lane] * zs[lane];
 }
+#endif
 
-template <int NPL, bool PDL, bool AX, int AB = 0>
+template <int NPL, bool PDL, bool AX>
 __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
 {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-    constexpr bool F32 = AB & AB_FP32, PRO = AB & AB_PRO, XCHG = AB & AB_XCHG, SMEM = AB & AB_SMEM;
     __shared__ float qn[32 * NPL], kn[32 * NPL], vv[STEP_MAXW], zs[STEP_MAXW], wn[STEP_MAXW], full[8 * STEP_MAXW],
         gates[2];
     __shared__ uint64_t xbar; /* AX: phase 0 completes once the head's dv outputs are in full */
@@ -491,7 +467,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
             asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         }
         __cluster_barrier_arrive(); /* release: waited on before the first st.async into a peer */
-    } else if (!XCHG) {
+    } else {
         __cluster_barrier_arrive_relaxed(); /* waited on before the first store into a peer's shared memory */
     }
     if (PDL)
@@ -541,7 +517,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
         else if (warp == 4 && lane < W)
             wg = a.nw[e0 + lane];
         if (!a.fresh) {
-            if (!SMEM && col && 32 * g < dk)
+            if (col && 32 * g < dk)
                 prefetch_l2(Sc + 32 * g);
             taps([&](int, int j, int64_t c, bool on) {
                 if (on && j < K - 1)
@@ -559,7 +535,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
         }
     }
     float s[4][NPL];
-    col_load<NPL>(s, Sc, !SMEM && !a.fresh && col, g, dk);
+    col_load<NPL>(s, Sc, !a.fresh && col, g, dk);
     if (warp < 3) { /* conv + silu as k_gdn_conv at T = 1 */
         float u[NPL];
 #pragma unroll
@@ -569,7 +545,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
             for (int j = 0; j < STEP_KMAX; j++)
                 if (j < K)
                     acc = fmaf(cw[j][i], hv[j][i], acc);
-            u[i] = lane + 32 * i < lim ? PRO ? acc : silu_ab<F32>(acc) : 0.0f;
+            u[i] = lane + 32 * i < lim ? silu(acc) : 0.0f;
         }
         if (warp < 2) { /* q (warp 0) or k (1): the L2 norm as l2norm_head, zeros past dk */
             float ss = 0.0f;
@@ -577,7 +553,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
             for (int i = 0; i < NPL; i++)
                 if (lane + 32 * i < dk)
                     ss = fmaf(u[i], u[i], ss);
-            const float inv = PRO ? 1.0f : rsqrt_ab<F32>(warp_sum(ss) + 1e-6f);
+            const float inv = (float)(1.0 / sqrt((double)(warp_sum(ss) + 1e-6f)));
 #pragma unroll
             for (int i = 0; i < NPL; i++) {
                 const int d = lane + 32 * i;
@@ -590,37 +566,28 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
     } else if (warp == 3) { /* the gates as k_gdn_prep (exp(A_log) beside the softplus), then exp(g) */
         float v = 0.0f;
         if (lane == 0)
-            v = PRO ? hv[0][0] : F32 ? 1.0f / (1.0f + __expf(-hv[0][0])) : sigmoid(hv[0][0]);
+            v = sigmoid(hv[0][0]);
         else if (lane == 1) {
             const float xa = hv[0][0] + hv[1][0];
-            v = PRO || xa > 20.0f ? xa : F32 ? __logf(1.0f + __expf(xa)) : (float)log1p(exp((double)xa));
+            v = xa > 20.0f ? xa : (float)log1p(exp((double)xa));
         } else if (lane == 2)
-            v = PRO ? hv[0][0] : exp_ab<F32>(hv[0][0]);
+            v = (float)exp((double)hv[0][0]);
         const float ea = __shfl_sync(FULL, v, 2);
         if (lane == 0)
             gates[0] = v;
         else if (lane == 1)
-            gates[1] = PRO ? -ea * v : exp_ab<F32>(-ea * v);
+            gates[1] = (float)exp((double)(-ea * v));
     } else if (warp == 4 && lane < W) {
-        zs[lane] = PRO ? hv[0][0] : silu_ab<F32>(hv[0][0]);
+        zs[lane] = silu(hv[0][0]);
         wn[lane] = hv[1][0];
     }
     __syncthreads();
-    float oo;
-    if (AB & AB_DELTA) {
-        oo = (col ? vv[e] : 0.0f) + s[0][0]; /* the output as it is */
-    } else {
-        oo = delta_cols<NPL>(s, kn, qn, col ? vv[e] : 0.0f, gates[1], gates[0], g);
-    }
+    const float oo = delta_cols<NPL>(s, kn, qn, col ? vv[e] : 0.0f, gates[1], gates[0], g);
     const unsigned dst0 = (unsigned)((y % a.r) * a.ns); /* cluster rank of slice 0 of this value head */
-    if (!XCHG)
-        __cluster_barrier_wait(); /* every peer has started (AX: its mbarrier is armed): it takes our stores */
+    __cluster_barrier_wait(); /* every peer has started (AX: its mbarrier is armed): it takes our stores */
     if (AX)
         __cluster_barrier_arrive(); /* release: this block is done reading the old conv state */
-    if (XCHG) {
-        if (col && g == 0)
-            a.y[(int64_t)h * dv + e0 + e] = oo;
-    } else if (col && g < a.ns) { /* output e of slice x into slice g of this value head */
+    if (col && g < a.ns) { /* output e of slice x into slice g of this value head */
         if (!AX)
             *(float *)__cluster_map_shared_rank(&full[x * W + e], dst0 + g) = oo;
         else if (g != x)
@@ -631,20 +598,20 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
                          : "memory");
         }
     }
-    if (!AX && !XCHG)
+    if (!AX)
         __cluster_barrier_arrive(); /* release: the stores above, and every block is done with the old conv state */
-    col_store<NPL>(Sc, s, !SMEM && col, g, dk); /* after the arrive, which would otherwise wait for these stores */
+    col_store<NPL>(Sc, s, col, g, dk); /* after the arrive, which would otherwise wait for these stores */
     if (warp == 2 && lane < W) /* v's conv state: this block alone reads these channels */
 #pragma unroll
         for (int j = 0; j < STEP_KMAX - 1; j++)
             if (j < K - 1)
                 a.cst[(int64_t)j * C + cb + lane] = a.shift ? hv[j][0] : hv[j + 1][0];
-    if (!AX && !XCHG)
+    if (!AX)
         __cluster_barrier_wait(); /* the peers' outputs are here */
-    if (warp == 2 && !XCHG) { /* the gated RMSNorm of head h as k_gdn_norm_gate, from the head's dv outputs here */
+    if (warp == 2) { /* the gated RMSNorm of head h as k_gdn_norm_gate, from the head's dv outputs here */
         if (AX)
             mbar_wait0(&xbar);
-        norm_slice<F32>(a, full, wn, zs, h, x, W, lane);
+        norm_slice(a, full, wn, zs, h, x, W, lane);
     }
     if (AX)
         __cluster_barrier_wait(); /* every block of the cluster has read the old conv state */
@@ -656,318 +623,6 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
                 for (int j = 0; j < STEP_KMAX - 1; j++)
                     if (j < K - 1)
                         a.cst[(int64_t)j * C + cb + lane + 32 * i] = a.shift ? hv[j][i] : hv[j + 1][i];
-#else
-    __trap();
-#endif
-}
-
-/* The prologue items i = i0, i0 + stride, .. < nitem of V5 and V6: the block's q, k and v channels (i < nconv: conv +
- * silu as k_gdn_conv at T = 1; q | k raw into raw[i] and their K taps of history into hist[j hs + i], v into vv and its
- * conv state, which this block alone reads), then silu(z) and the norm weight of value dim e0 + i - nconv. Item i0's
- * channel c0, conv taps cw0 and norm weight w0 were loaded before dep_wait; chan(i) gives the others' channels. */
-template <class CF>
-__device__ __forceinline__ void step_items(const StepArgs &a, int64_t C, int i0, int stride, int nconv, int nitem,
-                                           int e0, int64_t c0, const float (&cw0)[STEP_KMAX], float w0, CF chan,
-                                           float *raw, float *hist, int hs, float *vv, float *zs, float *wn)
-{
-    const int dk = a.dk, K = a.K;
-    for (int i = i0; i < nitem; i += stride) {
-        const int64_t c = i == i0 ? c0 : chan(i);
-        if (i >= nconv) {
-            zs[i - nconv] = silu(a.gin[c]);
-            wn[i - nconv] = i == i0 ? w0 : a.nw[e0 + i - nconv];
-            continue;
-        }
-        float hv[STEP_KMAX], acc = 0.0f;
-        conv_hist(hv, a, C, c);
-#pragma unroll
-        for (int j = 0; j < STEP_KMAX; j++)
-            if (j < K)
-                acc = fmaf(i == i0 ? cw0[j] : a.cw[c * K + j], hv[j], acc);
-        const float u = silu(acc);
-        if (i < 2 * dk) {
-            raw[i] = u;
-#pragma unroll
-            for (int j = 0; j < STEP_KMAX; j++)
-                hist[j * hs + i] = hv[j];
-        } else {
-            vv[i - 2 * dk] = u;
-#pragma unroll
-            for (int j = 0; j < STEP_KMAX - 1; j++)
-                if (j < K - 1)
-                    a.cst[(int64_t)j * C + c] = a.shift ? hv[j] : hv[j + 1];
-        }
-    }
-}
-
-/* V5: one block per value head (STEP_TPC threads per state column, so dv <= STEP5_MAXDV), no slices: the gated norm
- * reads the head's dv outputs from the block's own shared memory after a __syncthreads, with no cluster barrier and
- * no store into a peer on the output's path. The cluster (1, r) holds the r value heads of one key head only so that
- * its rank 0 rewrites that key head's q/k conv state after every block has read it (a barrier armed after the reads
- * and waited on at the very end). Launched as V3 (weights, exp(A_log) and L2 prefetches before dep_wait); after it
- * the S slice's loads issue first, as cp.async into shared memory (dynamic, [4 NPL][threads]: each thread reads back
- * its own values after cp.async.wait_all, so no registers are held across the prologue), then the conv history.
- * The prologue runs a channel per thread (q, k, v with their conv taps, then silu(z)) and the gates on two lanes of
- * the last warp (exp(A_log) already there, so no shuffle); warps 0 and 1 then take the q and k L2 norms from shared
- * memory. The state columns, the dots and the norm are
- * k_gdn_step's, so the bits are too. Shapes with dk or dv above 128 run V3 instead (step_launch). */
-constexpr int STEP5_THREADS = 1024, STEP5_MAXDV = STEP5_THREADS / STEP_TPC, STEP5_NPL = 4;
-
-template <int NPL>
-__global__ void __launch_bounds__(STEP5_THREADS) k_gdn_step5(StepArgs a)
-{
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-    __shared__ float raw[64 * NPL], qn[32 * NPL], kn[32 * NPL], hist[STEP_KMAX][64 * NPL], vv[STEP5_MAXDV],
-        zs[STEP5_MAXDV], wn[STEP5_MAXDV], full[STEP5_MAXDV], gates[2];
-    extern __shared__ float sS[]; /* the state slice: value (t, i) of thread tid at sS[(t NPL + i) nt + tid] */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x, nt = blockDim.x;
-    const int dk = a.dk, dv = a.dv, K = a.K, y = blockIdx.y, kh = y / a.r;
-    dep_launch();
-    const int h = RC_FAULTS_BUILT && a.hm ? (y % a.r) * a.Hk + kh : y; /* fault gdn_key_head_modulo */
-    const int64_t C = 2 * (int64_t)a.Hk * dk + (int64_t)a.Hv * dv;
-    const int nconv = 2 * dk + dv, nitem = nconv + dv; /* items: q, k, v channels (conv), then z (silu only) */
-    /* item i's channel in gin / the conv state (z: its column in gin's z part) */
-    auto chan = [&](int i) -> int64_t {
-        return i < dk         ? (int64_t)kh * dk + i
-               : i < 2 * dk   ? (int64_t)a.Hk * dk + (int64_t)kh * dk + i - dk
-               : i < nconv    ? 2 * (int64_t)a.Hk * dk + (int64_t)h * dv + i - 2 * dk
-                              : C + (int64_t)h * dv + i - nconv;
-    };
-    const float *row = a.gin + C + (int64_t)a.Hv * dv; /* b [Hv] | a [Hv] */
-    /* the gates: beta on lane 0 of the last warp, g and exp(g) on lane 1. Before dep_wait: the weights of this
-     * thread's first item, and (lane 1) dt_bias and exp(A_log) */
-    float cw0[STEP_KMAX], w0 = 0.0f, ea = 0.0f, dtb = 0.0f;
-    const int64_t c0 = tid < nitem ? chan(tid) : 0;
-#pragma unroll
-    for (int j = 0; j < STEP_KMAX; j++)
-        cw0[j] = tid < nconv && j < K ? a.cw[c0 * K + j] : 0.0f;
-    if (tid >= nconv && tid < nitem)
-        w0 = a.nw[tid - nconv];
-    if (tid == nt - 31) {
-        dtb = a.dt[h];
-        ea = (float)exp((double)a.A_log[h]); /* as k_gdn_prep: -(float)exp(A_log) * softplus */
-    }
-    const int e = tid / STEP_TPC, g = tid % STEP_TPC;
-    const bool col = e < dv;
-    float *Sc = a.S + ((int64_t)h * dv + (col ? e : 0)) * dk;
-    if (!a.fresh) {
-        if (col && 32 * g < dk)
-            prefetch_l2(Sc + 32 * g);
-        if (tid < nconv)
-            for (int j = 0; j < K - 1; j++)
-                prefetch_l2(a.cst + (int64_t)j * C + c0);
-    }
-    dep_wait(); /* gin, the conv state and S belong to the kernels before */
-    if (!a.fresh) /* the state slice first: thread (column e, group g) as k_gdn_step */
-#pragma unroll
-        for (int t = 0; t < 4; t++)
-#pragma unroll
-            for (int i = 0; i < NPL; i++) {
-                const int d = g + 8 * t + 32 * i;
-                if (col && d < dk)
-                    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(
-                                     smem_u32(&sS[(t * NPL + i) * nt + tid])),
-                                 "l"(Sc + d)
-                                 : "memory");
-            }
-    float gx = 0.0f;
-    if (tid == nt - 32)
-        gx = row[h];
-    else if (tid == nt - 31)
-        gx = row[a.Hv + h] + dtb;
-    step_items(a, C, tid, nt, nconv, nitem, 0, c0, cw0, w0, chan, raw, &hist[0][0], 64 * NPL, vv, zs, wn);
-    if (tid == nt - 32) /* the gates as k_gdn_prep, then exp(g) */
-        gates[0] = sigmoid(gx);
-    else if (tid == nt - 31) {
-        const float sp = gx > 20.0f ? gx : (float)log1p(exp((double)gx));
-        gates[1] = (float)exp((double)(-ea * sp));
-    }
-    __syncthreads();
-    __cluster_barrier_arrive(); /* release: this block is done reading the old conv state */
-    if (warp < 2) { /* q (warp 0) or k (1): the L2 norm as l2norm_head, zeros past dk */
-        const float *src = raw + warp * dk;
-        float ss = 0.0f;
-#pragma unroll
-        for (int i = 0; i < NPL; i++)
-            if (lane + 32 * i < dk)
-                ss = fmaf(src[lane + 32 * i], src[lane + 32 * i], ss);
-        const float inv = (float)(1.0 / sqrt((double)(warp_sum(ss) + 1e-6f)));
-#pragma unroll
-        for (int i = 0; i < NPL; i++) {
-            const int d = lane + 32 * i;
-            const float yv = d < dk ? src[d] * inv : 0.0f;
-            (warp ? kn : qn)[d] = d >= dk ? 0.0f : warp ? yv : yv * a.qmul;
-        }
-    }
-    __syncthreads();
-    asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's own copies of S are in sS */
-    float s[4][NPL];
-#pragma unroll
-    for (int q = 0; q < 4 * NPL; q++) { /* value (t, i) = (q / NPL, q % NPL), at d = g + 8 t + 32 i */
-        const int d = g + 8 * (q / NPL) + 32 * (q % NPL);
-        s[q / NPL][q % NPL] = !a.fresh && col && d < dk ? sS[q * nt + tid] : 0.0f;
-    }
-    const float oo = delta_cols<NPL>(s, kn, qn, col ? vv[e] : 0.0f, gates[1], gates[0], g);
-    if (col && g == 0)
-        full[e] = oo;
-#pragma unroll
-    for (int t = 0; t < 4; t++) /* the new state */
-#pragma unroll
-        for (int i = 0; i < NPL; i++) {
-            const int d = g + 8 * t + 32 * i;
-            if (col && d < dk)
-                Sc[d] = s[t][i];
-        }
-    __syncthreads();
-    if (warp == 0) { /* the gated RMSNorm of head h as k_gdn_norm_gate */
-        float ss = 0.0f;
-#pragma unroll
-        for (int j = 0; j < STEP5_MAXDV / 32; j++)
-            if (lane + 32 * j < dv)
-                ss = fmaf(full[lane + 32 * j], full[lane + 32 * j], ss);
-        const float ms = warp_sum(ss) / (float)dv;
-        const float inv = (float)(1.0 / sqrt((double)(ms + a.eps)));
-#pragma unroll
-        for (int j = 0; j < STEP5_MAXDV / 32; j++) {
-            const int i = lane + 32 * j;
-            if (i < dv)
-                a.y[(int64_t)h * dv + i] = full[i] * inv * wn[i] * zs[i];
-        }
-    }
-    __cluster_barrier_wait(); /* every block of the cluster has read the old conv state */
-    if (__clusterRelativeBlockRank() == 0) /* the q/k conv state of key head kh */
-        for (int i = tid; i < 2 * dk; i += nt)
-            for (int j = 0; j < K - 1; j++)
-                a.cst[(int64_t)j * C + chan(i)] = hist[j + 1 - a.shift][i];
-#else
-    __trap();
-#endif
-}
-
-/* V6: V3 with a shorter prologue. V3's prologue is a serial chain: each lane of warps 0-2 runs its NPL channels' conv
- * + silu (a double exp and a double divide each) one after the other, then the L2 norm; and warp 3 runs beta's
- * sigmoid, the softplus and exp(A_log) on three divergent lanes (so one after the other too) before exp(g). V6 runs
- * STEP6_THREADS threads: a prologue item (a q, k or v channel's conv + silu, or a silu(z)) per thread on the first
- * STEP6_THREADS - 64 (one each at the qwen3.5-9b shape, 2 dk + 2 W = 320), beta alone on lane 0 of the next warp and
- * the softplus and exp(g) alone on lane 0 of the last warp, with exp(A_log) (a weight) taken there before dep_wait.
- * The raw q | k go to shared memory (step_items, as V5). Named barriers replace the __syncthreads: 1 among the item
- * warps (raw, hist, vv, zs, wn written), then every warp holding state columns computes both L2 norms itself with
- * l2norm_head's arithmetic (lane-strided fmaf over d = lane + 32 i, warp_sum, the double reciprocal square root, q's
- * on lanes 0-15 and k's on 16-31 so the fp64 pipe, shared by 8 warps, runs one chain a warp) while the gates' chain
- * may still run, and waits on barrier 2 (the gate warps arrive on it) just before the delta rule. So no second
- * barrier phase and no qn/kn stores: the delta rule takes k(d) = raw_k[d] inv_k and q(d) = raw_q[d] inv_q qmul
- * (l2norm_head's products in its order), zeros past dk, the values V3's shared kn, qn hold. Same bits as V3: every
- * value (conv, silu, sums of squares and their butterflies, inv, q/k products, gates, state columns, output
- * exchange, gated norm) is the same operations on the same operands in the same order; only which thread computes
- * it and when change. Launched as V3 (programmatic inside a captured graph). */
-constexpr int STEP6_THREADS = 384;
-/* V6 (CAP): two blocks an SM (80 registers a thread), so a step launched programmatically can be resident, its
- * weights loaded and its S prefetched, while the step before runs (as V3's 256 x 128 registers allow), where ptxas
- * fits that without spilling (NPL 1 and 4: the qwen3.5-9b shape; NPL 2 spills there, NPL 8 holds 32 state values a
- * thread). V7 (!CAP): the same kernel with the registers ptxas likes (one block an SM), for --bench to weigh the
- * cap. */
-#define STEP6_MINB(npl, cap) ((cap) && ((npl) == 1 || (npl) == 4) ? 2 : 1)
-static_assert(STEP6_THREADS >= STEP_THREADS + 64 && STEP6_THREADS % 32 == 0, "k_gdn_step6: columns, items, gates");
-
-template <int NPL, bool CAP>
-__global__ void __launch_bounds__(STEP6_THREADS, STEP6_MINB(NPL, CAP)) k_gdn_step6(StepArgs a)
-{
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-    __shared__ float raw[64 * NPL], hist[STEP_KMAX][64 * NPL], vv[STEP_MAXW], zs[STEP_MAXW], wn[STEP_MAXW],
-        full[8 * STEP_MAXW], gates[2];
-    constexpr int NT = STEP6_THREADS, NIT = NT - 64, TB = NT - 64, TG = NT - 32; /* item threads; beta, g lanes */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
-    const int dk = a.dk, dv = a.dv, K = a.K, W = dv / a.ns, x = blockIdx.x, e0 = x * W, y = blockIdx.y, kh = y / a.r;
-    __cluster_barrier_arrive_relaxed(); /* waited on before the first store into a peer's shared memory */
-    dep_launch();
-    const int h = RC_FAULTS_BUILT && a.hm ? (y % a.r) * a.Hk + kh : y; /* fault gdn_key_head_modulo */
-    const int64_t C = 2 * (int64_t)a.Hk * dk + (int64_t)a.Hv * dv;
-    const int nconv = 2 * dk + W, nitem = nconv + W; /* items: q, k, the slice's v channels (conv), then its z */
-    auto chan = [&](int i) -> int64_t { /* item i's channel in gin / the conv state (z: its column in gin) */
-        return i < dk       ? (int64_t)kh * dk + i
-               : i < 2 * dk ? (int64_t)a.Hk * dk + (int64_t)kh * dk + i - dk
-               : i < nconv  ? 2 * (int64_t)a.Hk * dk + (int64_t)h * dv + e0 + i - 2 * dk
-                            : C + (int64_t)h * dv + e0 + i - nconv;
-    };
-    const float *row = a.gin + C + (int64_t)a.Hv * dv; /* b [Hv] | a [Hv] */
-    /* before dep_wait: the weights of this thread's first item; the g lane: dt_bias and exp(A_log) */
-    const bool it0 = tid < NIT && tid < nitem;
-    const int64_t c0 = it0 ? chan(tid) : 0;
-    float cw0[STEP_KMAX], w0 = 0.0f, ea = 0.0f, dtb = 0.0f;
-#pragma unroll
-    for (int j = 0; j < STEP_KMAX; j++)
-        cw0[j] = it0 && tid < nconv && j < K ? a.cw[c0 * K + j] : 0.0f;
-    if (it0 && tid >= nconv)
-        w0 = a.nw[e0 + tid - nconv];
-    if (tid == TG) {
-        dtb = a.dt[h];
-        ea = (float)exp((double)a.A_log[h]); /* as V3's lane 2: -(float)exp(A_log) * softplus */
-    }
-    /* the state slice: thread (column e, group g) holds partials l = g + 8 t, values d = l + 32 i (as V3) */
-    const int e = tid / STEP_TPC, g = tid % STEP_TPC;
-    const bool col = e < W;
-    float *Sc = a.S + ((int64_t)h * dv + e0 + (col ? e : 0)) * dk;
-    if (!a.fresh) {
-        if (col && 32 * g < dk)
-            prefetch_l2(Sc + 32 * g);
-        if (it0 && tid < nconv)
-            for (int j = 0; j < K - 1; j++)
-                prefetch_l2(a.cst + (int64_t)j * C + c0);
-    }
-    dep_wait(); /* gin, the conv state and S belong to the kernels before */
-    float s[4][NPL];
-    col_load<NPL>(s, Sc, !a.fresh && col, g, dk);
-    if (tid < NIT) {
-        step_items(a, C, tid, NIT, nconv, nitem, e0, c0, cw0, w0, chan, raw, &hist[0][0], 64 * NPL, vv, zs, wn);
-    } else if (tid == TB) { /* beta as k_gdn_prep */
-        gates[0] = sigmoid(row[h]);
-    } else if (tid == TG) { /* g as k_gdn_prep, then exp(g) (as V3) */
-        const float xa = row[a.Hv + h] + dtb;
-        const float sp = xa > 20.0f ? xa : (float)log1p(exp((double)xa));
-        gates[1] = (float)exp((double)(-ea * sp));
-    }
-    /* named barriers instead of __syncthreads, so the q/k norms overlap the gates' chain: 1 among the item warps
-     * (raw, hist, vv, zs, wn written), 2 from the two gate warps (bar.arrive) to the column warps (bar.sync) */
-    const int ncw = (STEP_TPC * W + 31) / 32, n2 = 32 * (ncw + 2);
-    if (warp >= NIT / 32)
-        asm volatile("barrier.arrive 2, %0;" ::"r"(n2) : "memory");
-    else
-        asm volatile("barrier.sync 1, %0;" ::"r"(NIT) : "memory");
-    float oo = 0.0f;
-    if (warp < ncw) { /* the warps of state columns (uniform per warp: the shuffles) */
-        float ssq = 0.0f, ssk = 0.0f; /* both L2 norms as l2norm_head, in every such warp */
-#pragma unroll
-        for (int i = 0; i < NPL; i++) {
-            const int d = lane + 32 * i;
-            if (d < dk) {
-                ssq = fmaf(raw[d], raw[d], ssq);
-                ssk = fmaf(raw[dk + d], raw[dk + d], ssk);
-            }
-        }
-        const float sq = warp_sum(ssq) + 1e-6f, sk = warp_sum(ssk) + 1e-6f; /* the same bits in every lane */
-        /* l2norm_head's reciprocal square root, q's on lanes 0-15 and k's on 16-31: one double chain a warp */
-        const float r = (float)(1.0 / sqrt((double)(lane < 16 ? sq : sk)));
-        const float iq = __shfl_sync(FULL, r, 0), ik = __shfl_sync(FULL, r, 16);
-        const float qmul = a.qmul;
-        asm volatile("barrier.sync 2, %0;" ::"r"(n2) : "memory"); /* the gates are in */
-        oo = delta_cols_f<NPL>(
-            s, [&](int d) { return d < dk ? raw[dk + d] * ik : 0.0f; },
-            [&](int d) { return d < dk ? raw[d] * iq * qmul : 0.0f; }, col ? vv[e] : 0.0f, gates[1], gates[0], g);
-    }
-    const unsigned dst0 = (unsigned)((y % a.r) * a.ns); /* cluster rank of slice 0 of this value head */
-    __cluster_barrier_wait(); /* every peer has started: it takes our stores */
-    if (col && g < a.ns)      /* output e of slice x into slice g of this value head */
-        *(float *)__cluster_map_shared_rank(&full[x * W + e], dst0 + g) = oo;
-    __cluster_barrier_arrive(); /* release: the stores above, and every block is done with the old conv state */
-    col_store<NPL>(Sc, s, col, g, dk); /* after the arrive, which would otherwise wait for these stores */
-    __cluster_barrier_wait(); /* the peers' outputs are here */
-    if (warp == 2) { /* the gated RMSNorm of head h as k_gdn_norm_gate, from the head's dv outputs here */
-        norm_slice<false>(a, full, wn, zs, h, x, W, lane);
-    } else if (warp < NIT / 32 && __clusterRelativeBlockRank() == 0) { /* the q/k conv state of key head kh */
-        for (int i = warp > 2 ? tid - 32 : tid; i < 2 * dk; i += NIT - 32)
-            for (int j = 0; j < K - 1; j++)
-                a.cst[(int64_t)j * C + chan(i)] = hist[j + 1 - a.shift][i];
-    }
 #else
     __trap();
 #endif
@@ -1324,10 +979,8 @@ int engk_gdn_step_fits(int Hk, int Hv, int dk, int dv, int K)
     return step_slices(Hk, Hv, dk, dv, K) > 0;
 }
 
-/* the fused step in form `form` (ENG_GDN_STEP_V1 .. V7; STEP_NOP, STEP_NOP_PDL: its launch floor; STEP_ABL + k:
- * V3's ablation k, ABL_MASK[k], --bench alone) */
-constexpr int STEP_NOP = ENG_GDN_STEP_NFORMS + 1, STEP_NOP_PDL = STEP_NOP + 1, STEP_ABL = STEP_NOP_PDL + 1;
-constexpr int ABL_MASK[ENG_GDN_STEP_NABL] = {AB_PRO, AB_FP32, AB_DELTA, AB_SMEM, AB_XCHG, AB_ALL};
+/* the fused step in form `form` (ENG_GDN_STEP_V1 .. V4; STEP_NOP, STEP_NOP_PDL: its launch floor, --bench alone) */
+constexpr int STEP_NOP = ENG_GDN_STEP_NFORMS + 1, STEP_NOP_PDL = STEP_NOP + 1;
 static cudaError_t step_launch(int form, float *y, float *state, float *conv_state, const float *gin,
                                const float *conv_w, const float *A_log, const float *dt_bias, const float *norm_w,
                                int Hk, int Hv, int dk, int dv, int K, float qmul, float eps, int fresh, cudaStream_t s)
@@ -1335,10 +988,8 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
     const int ns = step_slices(Hk, Hv, dk, dv, K);
     if (!ns)
         return cudaErrorNotSupported;
-    if (form < ENG_GDN_STEP_V1 || form >= STEP_ABL + ENG_GDN_STEP_NABL)
+    if (form < ENG_GDN_STEP_V1 || form > STEP_NOP_PDL)
         return cudaErrorInvalidValue;
-    if (form == ENG_GDN_STEP_V5 && (dk > 32 * STEP5_NPL || dv > STEP5_MAXDV))
-        form = ENG_GDN_STEP_V3; /* V5 takes heads of at most 128 x 128 */
     const StepArgs a = {y, state, conv_state, gin, conv_w, A_log, dt_bias, norm_w, Hk, Hv, dk, dv, K, ns, Hv / Hk,
                         fresh, rc_fault_active("gdn_conv_state_shift") ? 1 : 0,
                         rc_fault_active("gdn_key_head_modulo") ? 1 : 0, qmul, eps};
@@ -1349,46 +1000,17 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
     attr[0].val.clusterDim.x = (unsigned)ns;
     attr[0].val.clusterDim.y = (unsigned)(Hv / Hk);
     attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization; /* V3, V4, V5: as launch_dep */
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization; /* V3, V4: as launch_dep */
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.gridDim = dim3((unsigned)ns, (unsigned)Hv);
     cfg.blockDim = dim3(STEP_THREADS);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = s;
     cfg.attrs = attr;
-    const bool pdl = form == ENG_GDN_STEP_V3 || form == ENG_GDN_STEP_V4 || form == ENG_GDN_STEP_V5 ||
-                     form == ENG_GDN_STEP_V6 || form == ENG_GDN_STEP_V7 || form == STEP_NOP_PDL || form >= STEP_ABL;
+    const bool pdl = form == ENG_GDN_STEP_V3 || form == ENG_GDN_STEP_V4 || form == STEP_NOP_PDL;
     cfg.numAttrs = pdl && programmatic(s) ? 2 : 1;
     cudaError_t err;
-    if (form == ENG_GDN_STEP_V5) { /* a block per value head, clusters of the key head's r value heads */
-        attr[0].val.clusterDim.x = 1;
-        cfg.gridDim = dim3(1, (unsigned)Hv);
-        const int nt = STEP_TPC * dv > 64 ? (STEP_TPC * dv + 31) / 32 * 32 : 64, npl = dk <= 32 ? 1 : dk <= 64 ? 2 : 4;
-        cfg.blockDim = dim3((unsigned)nt);
-        cfg.dynamicSmemBytes = sizeof(float) * 4 * (size_t)npl * nt; /* up to 64 KiB: asked for once per width */
-        static int big[3];
-#define STEP5(n, l)                                                                                                 \
-    ((big[l] || (big[l] = cudaFuncSetAttribute(k_gdn_step5<n>, cudaFuncAttributeMaxDynamicSharedMemorySize,          \
-                                               (int)(sizeof(float) * 4 * n * STEP5_THREADS)) == cudaSuccess))        \
-         ? cudaLaunchKernelEx(&cfg, k_gdn_step5<n>, a)                                                               \
-         : cudaErrorInvalidConfiguration)
-        err = npl == 1 ? STEP5(1, 0) : npl == 2 ? STEP5(2, 1) : STEP5(4, 2);
-#undef STEP5
-    } else if (form == ENG_GDN_STEP_V6 || form == ENG_GDN_STEP_V7) { /* V3's grid and clusters, STEP6_THREADS */
-        cfg.blockDim = dim3(STEP6_THREADS);
-#define STEP6_C(n, c) (cudaLaunchKernelEx(&cfg, k_gdn_step6<n, c>, a))
-#define STEP6(n) (form == ENG_GDN_STEP_V6 ? STEP6_C(n, true) : STEP6_C(n, false))
-        err = dk <= 32 ? STEP6(1) : dk <= 64 ? STEP6(2) : dk <= 128 ? STEP6(4) : STEP6(8);
-#undef STEP6
-#undef STEP6_C
-    } else if (form >= STEP_ABL) { /* timing only: the qwen3.5-9b key width */
-        if (dk <= 64 || dk > 128)
-            return cudaErrorNotSupported;
-#define ABL(k) (cudaLaunchKernelEx(&cfg, k_gdn_step<4, true, false, ABL_MASK[k]>, a))
-        const int k = form - STEP_ABL;
-        err = k == 0 ? ABL(0) : k == 1 ? ABL(1) : k == 2 ? ABL(2) : k == 3 ? ABL(3) : k == 4 ? ABL(4) : ABL(5);
-#undef ABL
-    } else if (form == ENG_GDN_STEP_V1) {
+    if (form == ENG_GDN_STEP_V1) {
 #define STEP(n, c) (cudaLaunchKernelEx(&cfg, k_gdn_step_v1<n, c>, a))
 #define STEP_C(n) (cpw == 1 ? STEP(n, 1) : cpw == 2 ? STEP(n, 2) : STEP(n, 4))
         err = dk <= 32 ? STEP_C(1) : dk <= 64 ? STEP_C(2) : dk <= 128 ? STEP_C(4) : STEP_C(8);
@@ -1481,8 +1103,8 @@ cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, 
     return cudaGetLastError();
 }
 
-/* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1-7 the
- * fused forms V1-V7 (where they apply), then unfused, the launch floor and V3's ablations (eng_gdn.h). */
+/* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1-4 the
+ * fused forms V1-V4 (where they apply), then unfused and the launch floor (eng_gdn.h). */
 cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[ENG_GDN_STEP_NTIMES],
                                 int *fused_out)
 {
@@ -1520,7 +1142,6 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
                 const int form = phase == 0                  ? ENG_GDN_STEP_FORM
                                  : phase == ENG_GDN_TIME_NOP     ? STEP_NOP
                                  : phase == ENG_GDN_TIME_NOP_PDL ? STEP_NOP_PDL
-                                 : phase >= ENG_GDN_TIME_ABL     ? STEP_ABL + phase - ENG_GDN_TIME_ABL
                                                                  : phase;
                 err = step_launch(form, core, S, cst, gin, cw, alog, dt, nw, Hk, Hv, dk, dv, K, 1.0f, 1e-6f, 0, s);
                 continue;

@@ -59,19 +59,13 @@ cudaError_t engk_gdn_step(float *y, float *state, float *conv_state, const float
  * column, outputs pulled from the peers (kept to hold the others to); V2 a column over 8 threads, outputs pushed,
  * one cluster barrier before the norm; V3 V2 launched programmatically inside a captured graph (weights loaded,
  * the next kernel let go, before dep_wait); V4 V3 with the outputs sent by st.async to an mbarrier per block, so
- * the norm waits for its head alone; V5 one block of 8 dv threads per value head (no output exchange between
- * blocks), launched as V3, its S loads first (V3 where dk or dv > 128); V6 V3 with a wider prologue (a conv channel
- * per thread, beta and g on lanes of their own, both L2 norms in every column warp: one barrier phase, no serial
- * silus; 80 registers at the qwen3.5-9b shape, two blocks an SM); V7 V6 with the registers ptxas likes (one block an
- * SM). ENG_GDN_STEP_FORM, the switch, is the form engk_gdn_step runs. */
+ * the norm waits for its head alone. ENG_GDN_STEP_FORM, the switch, is the form engk_gdn_step runs. (V5-V7 and V3's
+ * ablations measured slower or served timing alone and were removed: engine/README.md, "Recurrent layers".) */
 #define ENG_GDN_STEP_V1 1
 #define ENG_GDN_STEP_V2 2
 #define ENG_GDN_STEP_V3 3
 #define ENG_GDN_STEP_V4 4
-#define ENG_GDN_STEP_V5 5
-#define ENG_GDN_STEP_V6 6
-#define ENG_GDN_STEP_V7 7
-#define ENG_GDN_STEP_NFORMS 7
+#define ENG_GDN_STEP_NFORMS 4
 #define ENG_GDN_STEP_FORM ENG_GDN_STEP_V3
 cudaError_t engk_gdn_step_form(int form, float *y, float *state, float *conv_state, const float *gin,
                                const float *conv_w, const float *A_log, const float *dt_bias, const float *norm_w,
@@ -81,19 +75,14 @@ cudaError_t engk_gdn_step_form(int form, float *y, float *state, float *conv_sta
  * prep, delta, norm_gate at T = 1), no GEMVs; mean over 200 steps replayed as one CUDA graph, in us. */
 cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *step_us, double *unfused_us,
                                 int *fused);
-/* The same timing for us[0] the step as the engine runs it, us[f] form f (ENG_GDN_STEP_V1 .. V7; 0 where no fused
+/* The same timing for us[0] the step as the engine runs it, us[f] form f (ENG_GDN_STEP_V1 .. V4; 0 where no fused
  * form applies), us[ENG_GDN_TIME_UNFUSED] the four unfused kernels, and the launch floor of the fused step's grid:
  * us[ENG_GDN_TIME_NOP] a kernel of its grid and clusters that only passes one cluster barrier, us[.._NOP_PDL] the
- * same launched as V3 is (0 where no fused form applies); us[ENG_GDN_TIME_ABL + k], k < ENG_GDN_STEP_NABL: V3 with
- * one phase removed, for timing alone (outputs wrong, never checked; -1 where dk is not in 65..128): k = 0 the
- * prologue's math (silu, q/k norms, gates), 1 every double transcendental as a float intrinsic, 2 the delta rule's
- * math, 3 S's loads and stores, 4 the cluster barriers, output exchange and gated norm, 5 all of those. */
+ * same launched as V3 is (0 where no fused form applies). */
 #define ENG_GDN_TIME_UNFUSED (ENG_GDN_STEP_NFORMS + 1)
 #define ENG_GDN_TIME_NOP (ENG_GDN_STEP_NFORMS + 2)
 #define ENG_GDN_TIME_NOP_PDL (ENG_GDN_STEP_NFORMS + 3)
-#define ENG_GDN_TIME_ABL (ENG_GDN_STEP_NFORMS + 4)
-#define ENG_GDN_STEP_NABL 6
-#define ENG_GDN_STEP_NTIMES (ENG_GDN_TIME_ABL + ENG_GDN_STEP_NABL)
+#define ENG_GDN_STEP_NTIMES (ENG_GDN_TIME_NOP_PDL + 1)
 cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[ENG_GDN_STEP_NTIMES], int *fused);
 /* y[T, Hv, dv] = rmsnorm_w(x[T, Hv, dv]; w [dv], eps) * silu(z), z rows of stride zs (z[t, h, i] at
  * z[t * zs + h * dv + i]); y may alias x. */

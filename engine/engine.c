@@ -165,22 +165,26 @@ static int64_t part_words(const rc_config *c, int max_tiles)
 }
 
 /* The decode attention's form (ENG_AUTO: $REFCHAIN_DECODE_FUSION, else ENG_DECODE_FUSION): 0 = qkv_post, partials,
- * merge kernel; 1 = the merge folded into the partial kernel (engk_attn_decode_fused); 2 = qkv_post folded in too
- * where it can be (engk_attn_decode_fused_post, see decode_post_ok). The same bits in every form. */
+ * merge kernel; 1 = the merge folded into the partial kernel (engk_attn_decode_fused). The same bits in either form.
+ * Form 2 (qkv_post folded in too) measured slower and was removed: asked for by name, it is refused. */
 static int decode_fusion(int opt, rc_err *e)
 {
-    if (opt >= 0 && opt <= 2)
+    if (opt == 0 || opt == 1)
         return opt;
+    if (opt != ENG_AUTO)
+        return rc_fail(e, RC_E_USAGE, "engine: decode_fusion must be 0 (off) or 1 (on), got %d%s", opt,
+                       opt == 2 ? " (form 2, post, was removed)" : "");
     const char *v = getenv("REFCHAIN_DECODE_FUSION");
     if (!v || !*v)
         return ENG_DECODE_FUSION;
     if (!strcmp(v, "2") || !strcmp(v, "post"))
-        return 2;
+        return rc_fail(e, RC_E_USAGE,
+                       "engine: REFCHAIN_DECODE_FUSION=%s: form 2 (post) was removed; use 0, 1, off or on", v);
     if (!strcmp(v, "1") || !strcmp(v, "on"))
         return 1;
     if (!strcmp(v, "0") || !strcmp(v, "off"))
         return 0;
-    return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_DECODE_FUSION must be 0, 1, 2, off, on or post, got '%s'", v);
+    return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_DECODE_FUSION must be 0, 1, off or on, got '%s'", v);
 }
 
 /* The prefill GEMM's widest K and, when a layer has a bias and a residual on one matmul (o, down), the width of
@@ -1672,16 +1676,9 @@ static int attn_decode(eng *E, int l, const char *W, rc_err *e)
     } else {
         /* fault: a decode step writes its K/V row into the previous slot, leaving its own stale */
         const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");
-        if (E->step_fuse == 2 && !back && Ly->q_norm < 0 && Ly->k_norm < 0 && !E->f32 &&
-            engk_attn_decode_post_ok(H, Hkv, D, E->f32)) { /* RoPE, the K/V store and attention in one kernel */
-            CK(engk_attn_decode_fused_post(E->d_qkv, cs, cs + rot / 2, rot, E->d_ctx, E->d_part, E->d_acnt, E->d_k[l],
-                                           E->d_v[l], E->d_pos, E->max_tiles, E->P, H, Hkv, D, d->attn_scale,
-                                           d->window, E->s_comp));
-        } else {
-            CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_k[l], E->d_v[l], E->d_pos, back, E->f32, VEC(Ly->q_norm),
-                                 VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
-            ATTEMPT(attention(E, l, 1, NULL, NULL, e)); /* split-KV over the resident cache, position from d_pos */
-        }
+        CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_k[l], E->d_v[l], E->d_pos, back, E->f32, VEC(Ly->q_norm),
+                             VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
+        ATTEMPT(attention(E, l, 1, NULL, NULL, e)); /* split-KV over the resident cache, position from d_pos */
     }
     if (gated)
         CK(engk_sigmoid_gate(E->d_ctx, E->d_agate, 1, qd, E->s_comp));

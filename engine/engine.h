@@ -23,8 +23,7 @@ extern "C" {
 #define ENG_DEFAULT_CTX 4096
 #define ENG_DEFAULT_CHUNK 256
 /* The decode attention's form when neither eng_opts.decode_fusion nor $REFCHAIN_DECODE_FUSION says: 0 = qkv_post,
- * split-KV partials, merge kernel; 1 = the merge folded into the partial kernel; 2 = qkv_post (RoPE, K/V store) folded
- * in too, for layers without q/k norm on the bf16 tensor-core path. The same bits in every form. */
+ * split-KV partials, merge kernel; 1 = the merge folded into the partial kernel. The same bits in either form. */
 #define ENG_DECODE_FUSION 1
 /* The fused forms run only at decode steps where every such layer has at most this many live KV tiles (one: the
  * computing block merges; more: one block per KV head merges them all, slower than the merge kernel at many tiles);
@@ -42,7 +41,7 @@ typedef struct eng_opts {
     int prefill_chunk;    /* prompt rows per forward pass (the result does not depend on it) */
     int threads;          /* host threads for the vocab on CPU (0 = every CPU) */
     int no_graph;         /* 1: decode steps launch their kernels directly (same kernels, same bits) */
-    int decode_fusion;    /* ENG_AUTO ($REFCHAIN_DECODE_FUSION, else ENG_DECODE_FUSION), 0, 1 or 2: ENG_DECODE_FUSION */
+    int decode_fusion;    /* ENG_AUTO ($REFCHAIN_DECODE_FUSION, else ENG_DECODE_FUSION), 0 or 1: ENG_DECODE_FUSION */
     int fuse_max_tiles;   /* 0 = ENG_FUSE_MAX_TILES, else that many: the fused forms' live-tile limit */
     FILE *log;            /* plan and memory lines; NULL = quiet */
 } eng_opts;
@@ -74,9 +73,9 @@ int eng_decode(eng *E, int32_t id, float *logits, rc_err *e);
 int eng_decode_greedy(eng *E, int32_t id, int32_t *next, float *logits, rc_err *e);
 /* 1 if the last decode step replayed the captured CUDA graph (all resident, vocab and KV on the GPU). */
 int eng_decode_graphed(const eng *E);
-/* The decode attention's form (ENG_DECODE_FUSION's 0, 1, 2): with 1 or 2 a resident cache's attention (every layer
- * but KV offload's) runs with the merge folded into its partial kernel, with 2 also qkv_post where it can, at the
- * steps where every such layer has at most eng_opts.fuse_max_tiles live KV tiles (the unfused form at the others). */
+/* The decode attention's form (ENG_DECODE_FUSION's 0, 1): with 1 a resident cache's attention (every layer but KV
+ * offload's) runs with the merge folded into its partial kernel, at the steps where every such layer has at most
+ * eng_opts.fuse_max_tiles live KV tiles (the unfused form at the others). */
 int eng_decode_fused(const eng *E);
 
 /* Device bytes held (weights, KV / state, workspace) and pinned host bytes. */

@@ -120,10 +120,9 @@ identity | identity-synth)
         for ((i = 0; i + 1 < ${#src[@]}; i++)); do
             [ "${src[$i]}" = --ids ] && src[i + 1]="5 17 901"
         done
-        run_group 8 "cross off|--decode-fusion off" "cross on|--decode-fusion on" "cross post|--decode-fusion post" \
-            "cross on no-graph|--decode-fusion on --no-graph" "cross post no-graph|--decode-fusion post --no-graph" \
-            "cross on any tiles|--decode-fusion on --fuse-max-tiles 1000" \
-            "cross post any tiles|--decode-fusion post --fuse-max-tiles 1000"
+        run_group 8 "cross off|--decode-fusion off" "cross on|--decode-fusion on" \
+            "cross on no-graph|--decode-fusion on --no-graph" \
+            "cross on any tiles|--decode-fusion on --fuse-max-tiles 1000"
         src=("${keep[@]}")
     }
     if [ "$cmd" = identity ]; then
@@ -137,10 +136,10 @@ identity | identity-synth)
             "rl1+vocab-on-cpu+chunk 7|--resident-layers 1 --vocab-on-cpu --prefill-chunk 7" \
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
+            "fusion off+no-graph|--decode-fusion off --no-graph"
         run_group 512 "full|" "kv-offload|--kv-offload" \
             "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu" \
-            "decode-fusion on|--decode-fusion on" "decode-fusion post|--decode-fusion post"
+            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off"
         # sampling: same seed, same tokens in every mode (identical logits, deterministic sampler)
         s=(--temperature 0.8 --top-k 20 --top-p 0.9 --seed 7)
         run_group 16 "sample full|${s[*]}" \
@@ -159,7 +158,7 @@ identity | identity-synth)
             "rl1+vocab-on-cpu+chunk 1|--resident-layers 1 --vocab-on-cpu --prefill-chunk 1" \
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
+            "fusion off+no-graph|--decode-fusion off --no-graph"
         run_group 512 "full|" "kv-offload+chunk 7|--kv-offload --prefill-chunk 7"
         run_cross
     elif [ "$g" = synth-hybrid ]; then
@@ -176,7 +175,7 @@ identity | identity-synth)
             "rl2+kv-offload+chunk 5|--resident-layers 2 --kv-offload --prefill-chunk 5" \
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
+            "fusion off+no-graph|--decode-fusion off --no-graph"
         run_group 512 "full|" "kv-offload+chunk 3|--kv-offload --prefill-chunk 3"
         run_cross
     else
@@ -189,7 +188,7 @@ identity | identity-synth)
             "rl0+kv-offload+chunk 6|--resident-layers 0 --kv-offload --prefill-chunk 6" \
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "decode-fusion post|--decode-fusion post" "fusion+no-graph|--decode-fusion post --no-graph"
+            "fusion off+no-graph|--decode-fusion off --no-graph"
         run_cross
     fi
     if [ "$fails" -ne 0 ]; then
@@ -227,6 +226,8 @@ bad-input)
     check bad_kv_tile 'kv-tile' --model "$L" --prompt-golden --kv-tile 0
     check bad_fuse_max_tiles 'fuse-max-tiles' --model "$L" --prompt-golden --fuse-max-tiles 0
     check bad_decode_fusion 'decode-fusion' --model "$L" --prompt-golden --decode-fusion maybe
+    check removed_decode_fusion 'decode-fusion post was removed' --model "$L" --prompt-golden --decode-fusion post
+    REFCHAIN_DECODE_FUSION=post check removed_decode_fusion_env 'form 2 \(post\) was removed' --model "$L" --prompt-golden
     check bad_prompt 'token ids' --model "$L" --prompt "1 two 3"
     check bad_ids 'token ids' --model "$L" --ids "1 two 3"
     check no_prompt 'exactly one' --model "$L"

@@ -520,130 +520,6 @@ static void test_decode_fused(void **state)
     assert_int_equal(fails, 0);
 }
 
-/* ---- decode with qkv_post folded in too (engk_attn_decode_fused_post) ---- */
-
-/* Byte-identical device buffers (n bytes); prints a line. */
-static int64_t same_bytes(const char *what, const void *da, const void *db, int64_t n)
-{
-    unsigned char *a = hmalloc(n, 1), *b = hmalloc(n, 1);
-    CU(cudaDeviceSynchronize());
-    CU(cudaMemcpy(a, da, (size_t)n, cudaMemcpyDeviceToHost));
-    CU(cudaMemcpy(b, db, (size_t)n, cudaMemcpyDeviceToHost));
-    int64_t bad = 0;
-    for (int64_t i = 0; i < n; i++)
-        bad += a[i] != b[i];
-    printf("  %-64s %s\n", what, bad ? "DIFFER" : "byte-identical");
-    free(a);
-    free(b);
-    return bad != 0;
-}
-
-/* engk_qkv_post_dev (no q/k norm) + partials + merge against engk_attn_decode_fused_post from the same q|k|v row,
- * RoPE row and cache (rows >= pos hold old values, so a kernel that read its row pos before storing it would
- * differ): ctx bit for bit and both caches byte for byte, on the default grid, grids of 1 and 3 blocks and a captured
- * graph, one set of counters for every launch (checked zero). Positions giving 1, 2, several and every tile. */
-static int64_t check_post(int kernel, int G, int D, int P, int S, int rot, int window)
-{
-    const int Hkv = 4, H = G * Hkv, max_tiles = engk_attn_max_tiles(S, P);
-    engk_attn_decode_kernel(kernel);
-    if (!engk_attn_decode_post_ok(H, Hkv, D, 0)) {
-        printf("  qkv_post fused G=%d D=%d: not on this device/shape (tensor-core partials only)\n", G, D);
-        engk_attn_decode_kernel(ENGK_DEC_AUTO);
-        return 0;
-    }
-    const float scale = (float)(1.0 / sqrt((double)D));
-    const int64_t n = (int64_t)H * D, pf = engk_attn_part_floats(max_tiles, H, D), nqkv = (int64_t)(H + 2 * Hkv) * D;
-    kvset s;
-    kv_make(&s, S, S, Hkv, D, 0);
-    const int64_t cb = (int64_t)S * s.row * 2;
-    float *qkv = rand_q(nqkv), *cs = rand_q(rot > 0 ? rot : 1);
-    float *dqkv = dmalloc(nqkv * 4), *dcs = dmalloc((rot > 0 ? rot : 1) * 4), *dq = dmalloc(n * 4);
-    float *dctx = dmalloc(n * 4), *dref = dmalloc(n * 4), *dpart = dmalloc(pf * 4);
-    void *dka = dmalloc(cb), *dva = dmalloc(cb), *dkb = dmalloc(cb), *dvb = dmalloc(cb);
-    int64_t *dpos = dmalloc(8);
-    unsigned *dcnt = dmalloc((int64_t)Hkv * 4);
-    CU(cudaMemset(dcnt, 0, (size_t)Hkv * 4));
-    upload(dqkv, qkv, nqkv * 4);
-    upload(dcs, cs, (rot > 0 ? rot : 1) * 4);
-    cudaStream_t st;
-    CU(cudaStreamCreate(&st));
-    cudaGraph_t gr;
-    cudaGraphExec_t ge;
-    CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    CU(engk_attn_decode_fused_post(dqkv, dcs, dcs + rot / 2, rot, dctx, dpart, dcnt, dkb, dvb, dpos, max_tiles, P, H,
-                                   Hkv, D, scale, window, st));
-    CU(cudaStreamEndCapture(st, &gr));
-    CU(cudaGraphInstantiate(&ge, gr, 0));
-    CU(cudaGraphDestroy(gr));
-    const int64_t poss[] = {0, P - 1, P, 3 * P + 5, S - 1, 2 * P + 1};
-    int64_t fails = 0;
-    char what[200];
-    for (size_t i = 0; i < sizeof poss / sizeof poss[0]; i++) {
-        const int64_t pos = poss[i] < S ? poss[i] : S - 1;
-        upload(dpos, &pos, 8);
-        CU(cudaMemcpy(dka, s.dk, (size_t)cb, cudaMemcpyDeviceToDevice));
-        CU(cudaMemcpy(dva, s.dv, (size_t)cb, cudaMemcpyDeviceToDevice));
-        ekc_poison(dref, n * 4, 1);
-        ekc_poison(dq, n * 4, 1);
-        ekc_poison(dpart, pf * 4, 1);
-        CU(engk_qkv_post_dev(dqkv, dq, dka, dva, dpos, 0, 0, NULL, NULL, 0, 1e-6f, dcs, dcs + rot / 2, H, Hkv, D, rot,
-                             0));
-        CU(engk_attn_decode(dq, dref, dpart, dka, dva, 0, dpos, max_tiles, P, H, Hkv, D, scale, window, 0));
-        float *want = download(dref, n);
-        static const int caps[] = {0, 1, 3, -1}; /* -1: the captured graph */
-        for (size_t c = 0; c < 4; c++) {
-            CU(cudaMemcpy(dkb, s.dk, (size_t)cb, cudaMemcpyDeviceToDevice));
-            CU(cudaMemcpy(dvb, s.dv, (size_t)cb, cudaMemcpyDeviceToDevice));
-            ekc_poison(dctx, n * 4, 1);
-            ekc_poison(dpart, pf * 4, 1);
-            if (caps[c] < 0) {
-                CU(cudaDeviceSynchronize());
-                CU(cudaGraphLaunch(ge, st));
-                CU(cudaStreamSynchronize(st));
-            } else {
-                engk_attn_decode_blocks(caps[c]);
-                CU(engk_attn_decode_fused_post(dqkv, dcs, dcs + rot / 2, rot, dctx, dpart, dcnt, dkb, dvb, dpos,
-                                               max_tiles, P, H, Hkv, D, scale, window, 0));
-                engk_attn_decode_blocks(0);
-            }
-            float *got = download(dctx, n);
-            snprintf(what, sizeof what, "qkv_post fused %s G=%d D=%d P=%d rot=%d window=%d pos=%lld %s%d", kernel ==
-                     ENGK_DEC_MMA_BF16 ? "bf16 q p" : "split q p", G, D, P, rot, window, (long long)pos,
-                     caps[c] < 0 ? "graph" : "grid ", caps[c] < 0 ? 0 : caps[c]);
-            fails += ekc_bits(what, got, want, n);
-            fails += counters_left(what, dcnt, Hkv);
-            fails += same_bytes("  K cache = qkv_post's", dka, dkb, cb);
-            fails += same_bytes("  V cache = qkv_post's", dva, dvb, cb);
-            free(got);
-        }
-        free(want);
-    }
-    CU(cudaGraphExecDestroy(ge));
-    CU(cudaStreamDestroy(st));
-    engk_attn_decode_kernel(ENGK_DEC_AUTO);
-    free(qkv);
-    free(cs);
-    CU(cudaFree(dqkv)); CU(cudaFree(dcs)); CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dref)); CU(cudaFree(dpart));
-    CU(cudaFree(dka)); CU(cudaFree(dva)); CU(cudaFree(dkb)); CU(cudaFree(dvb)); CU(cudaFree(dpos)); CU(cudaFree(dcnt));
-    kv_free(&s);
-    return fails;
-}
-
-static void test_decode_fused_post(void **state)
-{
-    (void)state;
-    static const int Gs[] = {1, 4, 8}, Ds[] = {64, 128, 256};
-    int64_t fails = 0;
-    for (size_t gi = 0; gi < 3; gi++)
-        for (size_t di = 0; di < 3; di++)
-            fails += check_post(ENGK_DEC_AUTO, Gs[gi], Ds[di], 16, 16 * 40, Ds[di], 0); /* 40 tiles: > 32 slices */
-    fails += check_post(ENGK_DEC_AUTO, 4, 128, 64, 64 * 8, 64, 0);       /* partial rotary (rot < D) */
-    fails += check_post(ENGK_DEC_AUTO, 4, 128, 64, 64 * 8, 128, 64 + 3); /* a sliding window */
-    fails += check_post(ENGK_DEC_MMA_BF16, 4, 128, 64, 64 * 8, 128, 0);
-    fails += check_post(ENGK_DEC_AUTO, 2, 32, 8, 8 * 20, 0, 0);          /* no RoPE, a small head dim */
-    assert_int_equal(fails, 0);
-}
-
 /* ---- prefill: one launch, offload-style per-tile launches with the state in memory, and other chunkings ---- */
 typedef struct pcase {
     int f32, flags, G, D, T, P, window;
@@ -699,10 +575,7 @@ static int64_t check_prefill(const pcase *c)
         {0, ""},
         {ENGK_MMA_WARP32, " (32 rows per warp)"},
         {ENGK_MMA_WARP32 | ENGK_MMA_OLD, " (32 rows per warp, previous loop)"},
-        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT, " (32 rows per warp, P V per m16 tile)"},
-        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2, " (32 rows per warp, Q K^T and P V per m16 tile)"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, " (32 rows per warp, 8 warps)"},
-        {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT, " (32 rows per warp, 8 warps, P V per m16 tile)"},
         {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, " (16 rows per warp, lean loop)"},
     };
     const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
@@ -742,7 +615,7 @@ static int64_t check_prefill(const pcase *c)
     }
     /* other rows share each row's block and warp: 16 rows per warp in blocks of 64 and 128 rows, 32 rows per warp
      * in blocks of 128 and 256 (D = 256 runs 16 per warp in blocks of 64 whatever the flag), each in every sub-block
-     * loop (the previous one, the lean one, the lean one with P V per m16 tile) */
+     * loop (the previous one, the lean one) */
     static const struct { int flag; const char *what; } blk[] = {
         {ENGK_MMA_ROWS64 | ENGK_MMA_OLD, "  16 rows per warp, blocks of 64 rows, previous loop = one chunk"},
         {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, "  16 rows per warp, blocks of 64 rows, lean loop = one chunk"},
@@ -750,12 +623,8 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_ROWS128 | ENGK_MMA_LEAN, "  16 rows per warp, blocks of 128 rows, lean loop = one chunk"},
         {ENGK_MMA_WARP32 | ENGK_MMA_OLD, "  32 rows per warp, blocks of 128 rows, previous loop = one chunk"},
         {ENGK_MMA_WARP32 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 128 rows, lean loop = one chunk"},
-        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT, "  32 rows per warp, blocks of 128 rows, P V per tile = one chunk"},
-        {ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2, "  32 rows per warp, blocks of 128 rows, S, P V per tile = one chunk"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_OLD, "  32 rows per warp, blocks of 256 rows, previous loop = one chunk"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 256 rows, lean loop = one chunk"},
-        {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT, "  32 rows per warp, blocks of 256 rows, P V per tile = one chunk"},
-        {ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT2, "  32 rows per warp, blocks of 256 rows, S, P V per tile = one chunk"},
     };
     for (size_t b = 0; mma && b < sizeof blk / sizeof blk[0]; b++) {
         pcase cb = *c;
@@ -947,9 +816,8 @@ static void bench(void)
         CU(cudaFree(dpart));
     }
     /* qkv_post + attention of one decode row (a layer's share of the decode graph between the q|k|v GEMV and the o
-     * GEMV), graph-launched after an L2 flush: qkv_post, partials, merge (off); qkv_post + the merge fused (on);
-     * one kernel (post: engk_attn_decode_fused_post) */
-    if (engk_attn_decode_post_ok(H, Hkv, D, 0)) {
+     * GEMV), graph-launched after an L2 flush: qkv_post, partials, merge (off); qkv_post + the merge fused (on) */
+    {
         float *dqkv = dmalloc((int64_t)(H + 2 * Hkv) * D * 4), *dcs = dmalloc(D * 4);
         CU(cudaMemset(dqkv, 0, (size_t)(H + 2 * Hkv) * D * 4));
         CU(cudaMemset(dcs, 0, (size_t)D * 4));
@@ -959,21 +827,17 @@ static void bench(void)
             const int64_t pos = pctx[c] - 1;
             upload(dpos, &pos, 8);
             float *dpart = dmalloc(engk_attn_part_floats(mt, H, D) * 4);
-            double us[3] = {0.0, 0.0, 0.0};
-            for (int f = 0; f < 3; f++) {
+            double us[2] = {0.0, 0.0};
+            for (int f = 0; f < 2; f++) {
                 cudaGraph_t g;
                 cudaGraphExec_t ge;
                 CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-                if (f < 2)
-                    CU(engk_qkv_post_dev(dqkv, dq, dk, dv, dpos, 0, 0, NULL, NULL, 0, 1e-6f, dcs, dcs + D / 2, H, Hkv, D,
-                                         D, st));
+                CU(engk_qkv_post_dev(dqkv, dq, dk, dv, dpos, 0, 0, NULL, NULL, 0, 1e-6f, dcs, dcs + D / 2, H, Hkv, D, D,
+                                     st));
                 if (f == 0)
                     CU(engk_attn_decode(dq, dctx, dpart, dk, dv, 0, dpos, mt, P, H, Hkv, D, 0.088f, 0, st));
-                else if (f == 1)
-                    CU(engk_attn_decode_fused(dq, dctx, dpart, dcnt, dk, dv, 0, dpos, mt, P, H, Hkv, D, 0.088f, 0, st));
                 else
-                    CU(engk_attn_decode_fused_post(dqkv, dcs, dcs + D / 2, D, dctx, dpart, dcnt, dk, dv, dpos, mt, P, H,
-                                                   Hkv, D, 0.088f, 0, st));
+                    CU(engk_attn_decode_fused(dq, dctx, dpart, dcnt, dk, dv, 0, dpos, mt, P, H, Hkv, D, 0.088f, 0, st));
                 CU(cudaStreamEndCapture(st, &g));
                 CU(cudaGraphInstantiate(&ge, g, 0));
                 CU(cudaGraphDestroy(g));
@@ -993,8 +857,8 @@ static void bench(void)
                 us[f] = 1e3 * total / reps;
             }
             printf("bench decode qkv_post + attention ctx=%-5d (%2d live tiles) P=64 H=32/8 D=128 bf16: off %6.1f us, "
-                   "merge fused %6.1f us (%.2fx), qkv_post fused too %6.1f us (%.2fx)\n",
-                   pctx[c], engk_dec_live_tiles(pos, 0, P), us[0], us[1], us[0] / us[1], us[2], us[0] / us[2]);
+                   "merge fused %6.1f us (%.2fx)\n",
+                   pctx[c], engk_dec_live_tiles(pos, 0, P), us[0], us[1], us[0] / us[1]);
             CU(cudaFree(dpart));
         }
         CU(cudaFree(dqkv));
@@ -1016,11 +880,7 @@ static void bench(void)
     static const struct { const char *name; int flags; } pv[] = {
         {"MMA 32 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_WARP32 | ENGK_MMA_OLD},
         {"MMA 32 rows/warp, 128-row blocks, lean loop      ", ENGK_MMA_WARP32 | ENGK_MMA_LEAN},
-        {"MMA 32 rows/warp, 128-row blocks, P V per tile   ", ENGK_MMA_WARP32 | ENGK_MMA_SPLIT},
-        {"MMA 32 rows/warp, 128-row blocks, S, P V per tile", ENGK_MMA_WARP32 | ENGK_MMA_SPLIT2},
         {"MMA 32 rows/warp, 256-row blocks, lean loop      ", ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN},
-        {"MMA 32 rows/warp, 256-row blocks, P V per tile   ", ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT},
-        {"MMA 32 rows/warp, 256-row blocks, S, P V per tile", ENGK_MMA_WARP32X8 | ENGK_MMA_SPLIT2},
         {"MMA 16 rows/warp,  64-row blocks, previous loop  ", ENGK_MMA_ROWS64 | ENGK_MMA_OLD},
         {"MMA 16 rows/warp,  64-row blocks, lean loop      ", ENGK_MMA_ROWS64 | ENGK_MMA_LEAN},
         {"MMA 16 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_ROWS128 | ENGK_MMA_OLD},
@@ -1094,7 +954,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_checker_fails),
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_decode_fused),
-        cmocka_unit_test(test_decode_fused_post),
         cmocka_unit_test(test_prefill),
     };
     return cmocka_run_group_tests_name("engine.kernels.attn", tests, NULL, NULL);

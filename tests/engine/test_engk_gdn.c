@@ -335,7 +335,7 @@ static void test_chunked(int T, int Hk, int Hv, int dk, int dv, int64_t b0, int 
     gdn_in_free(&I);
 }
 
-/* ---- the fused decode step: `steps` steps of every form (ENG_GDN_STEP_V1 .. V7), launched one by one and captured
+/* ---- the fused decode step: `steps` steps of every form (ENG_GDN_STEP_V1 .. V4), launched one by one and captured
  * as one graph (where V3 and V4 launch programmatically: each step overlaps the one before it), vs the four kernels
  * run in a row at T = 1, bit for bit (outputs of every step, delta-rule state, conv state); the four kernels' outputs
  * all finite (so no form can pass by leaving a NaN-poisoned output alone), and the engine's form vs ref's gated norm
@@ -445,8 +445,7 @@ static void test_step(int Hk, int Hv, int dk, int dv, int K, int fresh, int step
         for (int graph = 0; graph < 2; graph++) {
             float *y, *S, *c;
             char what[64];
-            snprintf(what, sizeof what, "  V%d%s%s = the four kernels: outputs", form, graph ? " as a graph" : "",
-                     form == ENG_GDN_STEP_V5 && (dk > 128 || dv > 128) ? " (V3 here)" : "");
+            snprintf(what, sizeof what, "  V%d%s = the four kernels: outputs", form, graph ? " as a graph" : "");
             const cudaError_t err = step_run(&I, form, graph, S0, cs0, &y, &S, &c, NULL);
             if (err != cudaSuccess) {
                 printf("%-44s FAIL (%s)\n", what, cudaGetErrorString(err));
@@ -506,7 +505,7 @@ static void test_sigmoid_gate(int T, int n)
 }
 
 /* ---- --bench: the qwen3.5-9b linear layer (Hk 16, Hv 32, dk = dv = 128, conv 4): prefill of 2048 rows chunked
- * vs recurrent, and the decode step's GDN kernels (conv, prep, delta, norm_gate) at T = 1 and its two fused forms,
+ * vs recurrent, and the decode step's GDN kernels (conv, prep, delta, norm_gate) at T = 1 and its fused forms (V1-V4),
  * in us per layer, launched back to back and (last line) replayed as a graph ---- */
 typedef struct bench_ctx {
     gdn_in *I;
@@ -534,9 +533,6 @@ static cudaError_t bench_fn(void *p)
     case 10 + ENG_GDN_STEP_V2:
     case 10 + ENG_GDN_STEP_V3:
     case 10 + ENG_GDN_STEP_V4:
-    case 10 + ENG_GDN_STEP_V5:
-    case 10 + ENG_GDN_STEP_V6:
-    case 10 + ENG_GDN_STEP_V7:
         return engk_gdn_step_form(b->which - 10, b->core, b->S, b->conv_st, b->gin, b->conv_w, b->alog, b->dt, b->nw,
                                   Hk, Hv, dk, dv, 4, 0.088f, 1e-6f, 0, 0);
     default:
@@ -577,25 +573,18 @@ static int bench(void)
         for (int f = ENG_GDN_STEP_V1; f <= ENG_GDN_STEP_NFORMS; f++)
             v[f] = (b.which = 10 + f, ekc_time_us(bench_fn, &b));
         printf("decode step, fused, one launch each (no graph, so no programmatic launch): V1 %.2f, V2 %.2f, V3 %.2f, "
-               "V4 %.2f, V5 %.2f, V6 %.2f, V7 %.2f us/layer\n",
-               v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+               "V4 %.2f us/layer\n",
+               v[1], v[2], v[3], v[4]);
     }
     double g[ENG_GDN_STEP_NTIMES];
     int fused = 0;
     const cudaError_t gerr = engk_gdn_step_times(16, 32, 128, 128, 4, g, &fused); /* a failed form reads -1 */
     if (fused) {
         printf("decode step as a graph of 200 steps (as decode runs): engk_gdn_step (V%d) %.2f us/layer; V1 %.2f, V2 "
-               "%.2f, V3 %.2f, V4 %.2f, V5 %.2f, V6 %.2f, V7 %.2f; four kernels %.2f; launch floor (its grid, one "
-               "cluster barrier) %.2f, programmatic %.2f; state read+write floor %.2f us; target <= 4 us/layer\n",
-               ENG_GDN_STEP_FORM, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[ENG_GDN_TIME_UNFUSED],
-               g[ENG_GDN_TIME_NOP], g[ENG_GDN_TIME_NOP_PDL], floor_us);
-        const double *ab = g + ENG_GDN_TIME_ABL;
-        printf("V3 ablations as a graph of 200 steps (TIMING ONLY: these kernels compute wrong outputs, never checked "
-               "and never run by the engine), us/layer: V3 %.2f; without the prologue's math (silu, q/k norms, gates) "
-               "%.2f; fp64 transcendentals as fp32 intrinsics %.2f; without the delta rule's math %.2f; without S's "
-               "loads+stores %.2f; without cluster barriers, output exchange and gated norm %.2f; all five removed "
-               "%.2f\n",
-               g[ENG_GDN_STEP_V3], ab[0], ab[1], ab[2], ab[3], ab[4], ab[5]);
+               "%.2f, V3 %.2f, V4 %.2f; four kernels %.2f; launch floor (its grid, one cluster barrier) %.2f, "
+               "programmatic %.2f; state read+write floor %.2f us; target <= 4 us/layer\n",
+               ENG_GDN_STEP_FORM, g[0], g[1], g[2], g[3], g[4], g[ENG_GDN_TIME_UNFUSED], g[ENG_GDN_TIME_NOP],
+               g[ENG_GDN_TIME_NOP_PDL], floor_us);
     } else
         printf("decode step as a graph of 200 steps (as decode runs): unfused %.2f us/layer; state read+write floor "
                "%.2f us; target <= 4 us/layer\n",
