@@ -1024,6 +1024,8 @@ const Variant variants[] = {
      launch_sn<1, 2, 16, false, true>, launch_sn<1, 2, 16, true, true>},
     {"s1u4w16n", launch_sq<1, 4, 16, false, true>, launch_sq<1, 4, 16, true, true>, false,
      launch_sn<1, 4, 16, false, true>, launch_sn<1, 4, 16, true, true>},
+    {"s2u2w8n", launch_sq<2, 2, 8, false, true>, launch_sq<2, 2, 8, true, true>, false,
+     launch_sn<2, 2, 8, false, true>, launch_sn<2, 2, 8, true, true>},
     /* k_qgemv_mma: m<warps a tile's k is split over>[t<tiles a block>]u<ring>; the fallback (s2u2w8) where it
      * does not run. More tiles a block: x's prologue (max, fp16 pieces) paid once for more rows */
     {"m8u4", launch_mq<8, 1, 4, false>, launch_mq<8, 1, 4, true>, true,
