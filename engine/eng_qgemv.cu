@@ -40,8 +40,9 @@ struct QMat {
     const float *scale, *offset;
     int64_t row_bytes;
     int ng, group;
-    unsigned magic; /* 0x4B000000 (2^23) as a launch argument: ptxas keeps it in one register and byte_f's
-                     * selectors immediate, instead of the reverse and re-materialized selectors */
+    unsigned magic;   /* 0x4B000000 (2^23) as a launch argument: ptxas keeps it in one register and byte_f's
+                       * selectors immediate, instead of the reverse and re-materialized selectors */
+    unsigned magic19; /* 0x49000000 (2^19), the same for dqh */
 };
 
 __host__ QMat qmat(const void *W, const eng_qfmt *q, int N, int K)
@@ -54,6 +55,7 @@ __host__ QMat qmat(const void *W, const eng_qfmt *q, int N, int K)
     m.ng = K / q->group;
     m.group = q->group;
     m.magic = 0x4B000000u;
+    m.magic19 = 0x49000000u;
     return m;
 }
 
@@ -92,6 +94,16 @@ __device__ __forceinline__ float dqb(unsigned wb, int j, float s, float sb, floa
     return FAM == 2 ? __fadd_rn(__fmaf_rn(s, f, sb), off) : dq_scale(s, __fsub_rn(f, 8388608.0f + BIAS));
 }
 
+/* A high nibble in place (byte j of hi: 16 c) under the exponent of 2^19 instead: the exact float 2^19 + c, so its
+ * weight needs no rescaled s (the n variants): the scale family s * (f - 2^19 - 8), the affine fma(s, f, -s * 2^19),
+ * both s * q rounded once, as dqb. mg19: 0x49000000. */
+template <int FAM>
+__device__ __forceinline__ float dqh(unsigned hi, int j, float s, float sbh, float off, unsigned mg19)
+{
+    const float f = byte_f(hi, j, mg19);
+    return FAM == 2 ? __fadd_rn(__fmaf_rn(s, f, sbh), off) : dq_scale(s, __fsub_rn(f, 524288.0f + 8.0f));
+}
+
 /* code() and dq() as they stand, for the blocks whose scale is too large for dqb's affine form (never in practice);
  * out of line so that it takes no registers from the common path. xb: the block's x, global or shared. */
 template <int FAM, int BITS>
@@ -120,6 +132,19 @@ struct XShared {
     __device__ __forceinline__ float4 operator()(int f) const { return p[f]; }
 };
 
+/* The same from a 32-bit shared-memory address (the n variants: one register, advanced by the loop, immediate
+ * offsets; no generic-to-shared conversion per block). Volatile: it stays after the barrier that publishes x. */
+struct XSharedA {
+    unsigned a; /* the block's first unit */
+    __device__ __forceinline__ float4 operator()(int f) const
+    {
+        float4 v;
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                     : "r"(a + 16u * (unsigned)f));
+        return v;
+    }
+};
+
 /* norm_row's slots in the padded copy: element i in unit xpad(i / 4). */
 struct SlotPad {
     float *p;
@@ -138,20 +163,21 @@ struct QNorm {
  * word's codes, biased to unsigned (signed codes: the sign bit of each flipped), split into bytes; int4 words into
  * their low nibbles (byte j: k = 2j) and high nibbles (byte j: k = 2j + 1), taken alternately so that each row's
  * fma order stays k = 0, 1, 2, ... The activations are read once for all R rows; xb (global) serves the slow path. */
-template <int FAM, int BITS, int R, typename X>
+template <int FAM, int BITS, int R, bool NQ = false, typename X>
 __device__ __forceinline__ void dot_block(float *acc, const uint4 *u, const bool *ok, const X &xl, const float *xb,
-                                          const float *s, const float *off, unsigned mg)
+                                          const float *s, const float *off, unsigned mg, unsigned mg19 = 0x49000000u)
 {
     constexpr unsigned FLIP = FAM == 2 ? 0u : BITS == 8 ? 0x80808080u : 0x88888888u;
+    /* NQ: high nibbles through dqh (no s / 16: the scale family needs no check at all, the affine one only sb's) */
     float sb[R], s16[R], sb16[R];
     bool fast = true;
 #pragma unroll
     for (int r = 0; r < R; r++) {
         sb[r] = -s[r] * 8388608.0f;
-        s16[r] = s[r] * 0.0625f;
-        sb16[r] = sb[r] * 0.0625f;
+        s16[r] = NQ ? s[r] : s[r] * 0.0625f;
+        sb16[r] = NQ ? -s[r] * 524288.0f : sb[r] * 0.0625f;
         const float a = fabsf(s[r]);
-        fast = fast && (FAM != 2 || a < 0x1p100f) && (BITS != 4 || a == 0.0f || a >= 0x1p-100f);
+        fast = fast && (FAM != 2 || a < 0x1p100f) && (NQ || BITS != 4 || a == 0.0f || a >= 0x1p-100f);
     }
     if (!fast) {
 #pragma unroll
@@ -190,7 +216,9 @@ __device__ __forceinline__ void dot_block(float *acc, const uint4 *u, const bool
 #pragma unroll
                     for (int j = 0; j < 4; j++) {
                         a = __fmaf_rn(dqb<FAM, BITS>(lo, j, s[r], sb[r], off[r], mg), x8[2 * j], a);
-                        a = __fmaf_rn(dqb<FAM, 8>(hi, j, s16[r], sb16[r], off[r], mg), x8[2 * j + 1], a);
+                        a = __fmaf_rn(NQ ? dqh<FAM>(hi, j, s16[r], sb16[r], off[r], mg19)
+                                         : dqb<FAM, 8>(hi, j, s16[r], sb16[r], off[r], mg),
+                                      x8[2 * j + 1], a);
                     }
                     acc[r] = a;
                 }
@@ -299,6 +327,18 @@ cudaError_t launch_q(float *y, const float *x, const void *W, const eng_qfmt *q,
     return launch<1, 8, R, U, GLU, RING>(y, x, m, b, res, N, K, act, s);
 }
 
+/* A slot's scales and offsets for dot_block: the ring's (cs, cm) or the row's (PERROW). */
+template <int FAM, int R, bool PERROW>
+__device__ __forceinline__ void slot_scales(float *s, float *off, const float *cs, const float *cm, const float *srow,
+                                            const float *mrow)
+{
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        s[r] = PERROW ? srow[r] : cs[r];
+        off[r] = FAM != 2 ? 0.0f : PERROW ? mrow[r] : cm[r];
+    }
+}
+
 /* The streamed kernel: one warp per RO outputs (R = RO rows, GLU: RO gate rows n and the up rows I + n), WARPS warps
  * a block. Each lane first requests its U first blocks of every row with their scales (and offsets): a ring, each
  * slot refilled with the block 32 U ahead as soon as it is consumed, so U 16-byte loads a row stay in flight to the
@@ -312,7 +352,7 @@ cudaError_t launch_q(float *y, const float *x, const void *W, const eng_qfmt *q,
  * of engk_rmsnorm followed by the plain kernel, bit for bit. */
 template <int FAM, int PERROW> constexpr int slot_regs() { return 4 + (PERROW ? 0 : FAM == 2 ? 2 : 1); }
 
-template <int FAM, int BITS, int R, int U, int WARPS, bool GLU, bool PERROW, bool NORM>
+template <int FAM, int BITS, int R, int U, int WARPS, bool GLU, bool PERROW, bool NORM, bool NQ>
 __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() <= 32 ? 1024 : 512) / (WARPS * 32))
     k_qgemv_s(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift,
               QNorm nm)
@@ -370,33 +410,80 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
         return;
     const float4 *xl = xs + xpad(lane * (P / 4));
     float acc[R] = {};
-    for (int j0 = 0; j0 < nj; j0 += U)
+    if (NQ) { /* the same blocks, sums and loads in the same order; the addresses advanced instead of recomputed */
+        const uint4 *wp[R];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int j = j0 + u, c = lane + 32 * j; /* slot u holds the lane's block j */
-            if (j >= nj)
-                break;
+        for (int r = 0; r < R; r++)
+            wp[r] = w16 + wo[r];
+        unsigned xa = (unsigned)__cvta_generic_to_shared(xl);
+        /* slot u of the round at j0 (block j = j0 + u); CHECK: the last rounds, where a slot may be past the lane's
+         * blocks or have no block U ahead to load */
+        auto slot = [&](int u, int j0, bool check) {
+            const int j = j0 + u, c = lane + 32 * j;
             float s[R], off[R];
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                s[r] = PERROW ? srow[r] : cs[u][r];
-                off[r] = FAM != 2 ? 0.0f : PERROW ? mrow[r] : cm[u][r];
-            }
-            /* block c = lane + 32 j starts at unit xpad(c P / 4) = xpad(lane P / 4) + 36 (P / 4) j */
-            /* the slow path's x: the normed copy where NORM (a block's units are contiguous), else x itself */
+            slot_scales<FAM, R, PERROW>(s, off, cs[u], cm[u], srow, mrow);
             const float *xb = NORM ? reinterpret_cast<const float *>(xl + 9 * P * j) : x + (int64_t)c * P;
-            dot_block<FAM, BITS, R>(acc, ch[u], ok, XShared{xl + 9 * P * j}, xb, s, off, m.magic);
-            if (j + U < nj)
+            dot_block<FAM, BITS, R, true>(acc, ch[u], ok, XSharedA{xa + 144u * P * u}, xb, s, off, m.magic,
+                                          m.magic19);
+            if (!check || j + U < nj) {
+                const unsigned g = (unsigned)(c + 32 * U) >> gshift;
 #pragma unroll
                 for (int r = 0; r < R; r++) {
-                    ch[u][r] = ld_stream16(w16 + wo[r] + 32 * (j + U));
+                    ch[u][r] = ld_stream16(wp[r] + 32 * (u + U));
                     if (!PERROW) {
-                        const unsigned g = so[r] + ((unsigned)(c + 32 * U) >> gshift);
-                        cs[u][r] = __ldg(m.scale + g);
-                        cm[u][r] = FAM == 2 ? __ldg(m.offset + g) : 0.0f;
+                        cs[u][r] = __ldg(m.scale + (so[r] + g));
+                        cm[u][r] = FAM == 2 ? __ldg(m.offset + (so[r] + g)) : 0.0f;
                     }
                 }
+            }
+        };
+        int j0 = 0;
+        for (; j0 + 2 * U <= nj; j0 += U) { /* every slot full, every refill in the row */
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                slot(u, j0, false);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                wp[r] += 32 * U;
+            xa += 144u * P * U;
         }
+        for (; j0 < nj; j0 += U) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                if (j0 + u >= nj)
+                    break;
+                slot(u, j0, true);
+            }
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                wp[r] += 32 * U;
+            xa += 144u * P * U;
+        }
+    } else {
+        for (int j0 = 0; j0 < nj; j0 += U)
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int j = j0 + u, c = lane + 32 * j; /* slot u holds the lane's block j */
+                if (j >= nj)
+                    break;
+                float s[R], off[R];
+                slot_scales<FAM, R, PERROW>(s, off, cs[u], cm[u], srow, mrow);
+                /* block c = lane + 32 j starts at unit xpad(c P / 4) = xpad(lane P / 4) + 36 (P / 4) j */
+                /* the slow path's x: the normed copy where NORM (a block's units are contiguous), else x itself */
+                const float *xb = NORM ? reinterpret_cast<const float *>(xl + 9 * P * j) : x + (int64_t)c * P;
+                dot_block<FAM, BITS, R>(acc, ch[u], ok, XShared{xl + 9 * P * j}, xb, s, off, m.magic);
+                if (j + U < nj)
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        ch[u][r] = ld_stream16(w16 + wo[r] + 32 * (j + U));
+                        if (!PERROW) {
+                            const unsigned g = so[r] + ((unsigned)(c + 32 * U) >> gshift);
+                            cs[u][r] = __ldg(m.scale + g);
+                            cm[u][r] = FAM == 2 ? __ldg(m.offset + g) : 0.0f;
+                        }
+                    }
+            }
+    }
 #pragma unroll
     for (int r = 0; r < R; r++)
         acc[r] = warp_sum(acc[r]);
@@ -426,12 +513,12 @@ bool slot_fits(const eng_qfmt *q, int64_t rows, int64_t K)
 /* Shared bytes for x: K floats and their padding (xpad). */
 size_t xs_bytes(int K) { return ((size_t)K / 4 + (size_t)K / 32 + 1) * 16; }
 
-template <int FAM, int BITS, int RO, int U, int WARPS, bool GLU, bool PERROW, bool NORM>
+template <int FAM, int BITS, int RO, int U, int WARPS, bool GLU, bool PERROW, bool NORM, bool NQ>
 cudaError_t launch_s(float *y, const float *x, const QMat &m, const float *b, const float *res, int N, int K, int act,
                      const QNorm &nm, cudaStream_t s)
 {
     constexpr int R = GLU ? 2 * RO : RO;
-    const auto kern = k_qgemv_s<FAM, BITS, R, U, WARPS, GLU, PERROW, NORM>;
+    const auto kern = k_qgemv_s<FAM, BITS, R, U, WARPS, GLU, PERROW, NORM, NQ>;
     const size_t smem = xs_bytes(K);
     if (smem > 48 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -444,21 +531,21 @@ cudaError_t launch_s(float *y, const float *x, const QMat &m, const float *b, co
 }
 
 /* k_qgemv_s for q's family, bits and grouping (the format checked, slot_fits). */
-template <int RO, int U, int WARPS, bool GLU, bool NORM>
+template <int RO, int U, int WARPS, bool GLU, bool NORM, bool NQ>
 cudaError_t launch_sf(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
                       int N, int K, int act, const QNorm &nm, cudaStream_t s)
 {
     const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
     if (q->family == 2)
-        return launch_s<2, 4, RO, U, WARPS, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
+        return launch_s<2, 4, RO, U, WARPS, GLU, false, NORM, NQ>(y, x, m, b, res, N, K, act, nm, s);
     if (q->bits == 4)
-        return launch_s<1, 4, RO, U, WARPS, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
+        return launch_s<1, 4, RO, U, WARPS, GLU, false, NORM, NQ>(y, x, m, b, res, N, K, act, nm, s);
     if (q->group == K)
-        return launch_s<1, 8, RO, U, WARPS, GLU, true, NORM>(y, x, m, b, res, N, K, act, nm, s);
-    return launch_s<1, 8, RO, U, WARPS, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
+        return launch_s<1, 8, RO, U, WARPS, GLU, true, NORM, NQ>(y, x, m, b, res, N, K, act, nm, s);
+    return launch_s<1, 8, RO, U, WARPS, GLU, false, NORM, NQ>(y, x, m, b, res, N, K, act, nm, s);
 }
 
-template <int RO, int U, int WARPS, bool GLU>
+template <int RO, int U, int WARPS, bool GLU, bool NQ = false>
 cudaError_t launch_sq(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
                       int N, int K, int act, cudaStream_t s)
 {
@@ -466,7 +553,7 @@ cudaError_t launch_sq(float *y, const float *x, const void *W, const eng_qfmt *q
         return cudaErrorInvalidValue;
     if (!slot_fits(q, GLU ? 2 * (int64_t)N : N, K)) /* k_qgemv's r2u2r */
         return launch_q<2, 2, GLU, true>(y, x, W, q, b, res, N, K, act, s);
-    return launch_sf<RO, U, WARPS, GLU, false>(y, x, W, q, b, res, N, K, act, QNorm{nullptr, nullptr, 0.0f, 0}, s);
+    return launch_sf<RO, U, WARPS, GLU, false, NQ>(y, x, W, q, b, res, N, K, act, QNorm{nullptr, nullptr, 0.0f, 0}, s);
 }
 
 /* An attribute of the current device, or -1 (the failed query's error cleared: not a kernel's). */
@@ -491,13 +578,13 @@ bool s_runs(const eng_qfmt *q, int64_t rows, int K, bool norm)
 }
 
 /* y = W rmsnorm(x) (+ b), or its GLU: k_qgemv_s with the fused norm; refused where norm_runs does not hold. */
-template <int RO, int U, int WARPS, bool GLU>
+template <int RO, int U, int WARPS, bool GLU, bool NQ = false>
 cudaError_t launch_sn(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
                       const eng_qfmt *q, const float *b, int N, int K, int act, cudaStream_t s)
 {
     if (N < 1 || kind < 0 || kind > 3 || (kind != 3 && !nw) || !s_runs(q, GLU ? 2 * (int64_t)N : N, K, true))
         return cudaErrorInvalidValue;
-    return launch_sf<RO, U, WARPS, GLU, true>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind}, s);
+    return launch_sf<RO, U, WARPS, GLU, true, NQ>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind}, s);
 }
 
 /* ---- k_qgemv_mma: the tensor-core variant (sm_80+; see eng_qgemv.h for its order and precision) ----
@@ -932,6 +1019,13 @@ const Variant variants[] = {
      launch_sn<2, 2, 8, false>, launch_sn<2, 2, 8, true>},
     {"s1u2w16", launch_sq<1, 2, 16, false>, launch_sq<1, 2, 16, true>, false,
      launch_sn<1, 2, 16, false>, launch_sn<1, 2, 16, true>},
+    /* the same with n: high nibbles under 2^19 (dqh), addresses advanced by the loop (k_qgemv_s's NQ) */
+    {"s1u2w16n", launch_sq<1, 2, 16, false, true>, launch_sq<1, 2, 16, true, true>, false,
+     launch_sn<1, 2, 16, false, true>, launch_sn<1, 2, 16, true, true>},
+    {"s1u4w16n", launch_sq<1, 4, 16, false, true>, launch_sq<1, 4, 16, true, true>, false,
+     launch_sn<1, 4, 16, false, true>, launch_sn<1, 4, 16, true, true>},
+    {"s2u2w8n", launch_sq<2, 2, 8, false, true>, launch_sq<2, 2, 8, true, true>, false,
+     launch_sn<2, 2, 8, false, true>, launch_sn<2, 2, 8, true, true>},
     /* k_qgemv_mma: m<warps a tile's k is split over>[t<tiles a block>]u<ring>; the fallback (s2u2w8) where it
      * does not run. More tiles a block: x's prologue (max, fp16 pieces) paid once for more rows */
     {"m8u4", launch_mq<8, 1, 4, false>, launch_mq<8, 1, 4, true>, true,
@@ -967,6 +1061,11 @@ int vindex(const char *name)
  * `test_engk_qgemv --bench`. The fused-norm forms follow it for int8 q|k|v only (NORM_MMA below). */
 static const int USE_MMA = 1;
 
+/* 1: int4 takes s1u2w16n where k_qgemv_s runs (the same bits: high nibbles under 2^19, no rescaled scale, addresses
+ * advanced by the loop; fewer instructions a weight, not yet timed); 0: s1u2w16. Flip after comparing the two in
+ * `test_engk_qgemv --bench` (int4 rows, plain, GLU and norm). */
+static const int Q4_NQ = 0;
+
 /* The int8 q|k|v-like shapes where m8u4 measured best (plain and fused-norm picks). */
 static bool int8_qkv_shape(const eng_qfmt *q, int N, int K) { return q->bits == 8 && N > 4096 && K <= 8192; }
 
@@ -977,6 +1076,8 @@ static bool int8_qkv_shape(const eng_qfmt *q, int N, int K) { return q->bits == 
  * down s1u2w16 15.8 (m8t2u4 13.8). The shape never changes a bit among k_qgemv_s variants. */
 static const char *s_pick(int glu, const eng_qfmt *q, int K)
 {
+    if (q->bits == 4 && Q4_NQ)
+        return "s1u2w16n";
     return q->bits == 8 && (glu || K > 8192) ? "s1u4w16" : "s1u2w16";
 }
 

@@ -821,6 +821,7 @@ static void bench(void)
     EKC_CU(cudaMemset(nw, 0, 14336 * 4));
     for (size_t f = 0; f < sizeof fm / sizeof fm[0]; f++) {
         double layer_us = 0.0, layer_old = 0.0, layer_best = 0.0, layer_bytes = 0.0, layer_bs = 0.0, layer_bm = 0.0;
+        double layer_n = 0.0; /* the picks with their n form (eng_qgemv.cu's Q4_NQ) where one exists */
         double picked_at[sizeof sh / sizeof sh[0]] = {0}, fused_at[sizeof sh / sizeof sh[0]] = {0};
         double sep_at[sizeof sh / sizeof sh[0]] = {0};
         for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
@@ -835,7 +836,9 @@ static void bench(void)
             free(hm);
             const double read = (double)bytes + 4.0 * sh[s].K; /* codes, scales (offsets), x */
             const int pick = engk_qgemv_pick(sh[s].glu, &q, sh[s].N, sh[s].K);
-            double best = 1e30, picked = 0.0, old = 0.0, best_s = 1e30, best_m = 1e30;
+            double best = 1e30, picked = 0.0, old = 0.0, best_s = 1e30, best_m = 1e30, picked_n = 0.0;
+            char nname[32];
+            snprintf(nname, sizeof nname, "%sn", engk_qgemv_variant_name(pick));
             for (int v = 0; v < engk_qgemv_variants(); v++) {
                 if (sh[s].glu && !engk_qgemv_variant_has_glu(v))
                     continue;
@@ -853,6 +856,8 @@ static void bench(void)
                     picked = us;
                 if (!strcmp(name, "r2u2r"))
                     old = us;
+                if (!strcmp(name, nname))
+                    picked_n = us;
                 printf("bench qgemv %-12s %-20s %-8s %8.1f us graph %8.1f us %7.0f GB/s %5.1f%% of ceiling (%.1f MB "
                        "read)%s%s\n",
                        fm[f].name, sh[s].name, name, direct, us, read / us / 1e3, 100.0 * read / us / 1e3 / ceil,
@@ -864,6 +869,7 @@ static void bench(void)
                            &fused_at[s], &sep_at[s]);
             if (s != 3 && s != 5) { /* the layer uses the fused GLU, not the plain gate|up; lm_head is once a token */
                 layer_us += picked;
+                layer_n += picked_n > 0.0 ? picked_n : picked;
                 layer_old += old;
                 layer_best += best;
                 layer_bs += best_s;
@@ -872,9 +878,10 @@ static void bench(void)
             }
             ekc_dev_free(dm);
         }
-        const double lay[5] = {layer_old, layer_us, layer_best, layer_bs, layer_bm};
-        static const char *const which[5] = {"old (r2u2r)", "picked", "best of all", "best r*/s*", "best m*"};
-        for (int i = 0; i < 5; i++)
+        const double lay[6] = {layer_old, layer_us, layer_n, layer_best, layer_bs, layer_bm};
+        static const char *const which[6] = {"old (r2u2r)", "picked", "picked, n", "best of all", "best r*/s*",
+                                             "best m*"};
+        for (int i = 0; i < 6; i++)
             printf("bench qgemv %-12s per layer (q|k|v, o, fused gate|up, down) %-11s: %.1f us for %.1f MB = %.0f GB/s, "
                    "%.1f%% of ceiling; x32 layers %.3f ms, %.0f tok/s from the layer matrices alone\n",
                    fm[f].name, which[i], lay[i], layer_bytes / 1e6, layer_bytes / lay[i] / 1e3,
