@@ -1062,9 +1062,10 @@ int vindex(const char *name)
 static const int USE_MMA = 1;
 
 /* 1: int4 takes s1u2w16n where k_qgemv_s runs (the same bits: high nibbles under 2^19, no rescaled scale, addresses
- * advanced by the loop; fewer instructions a weight, not yet timed); 0: s1u2w16. Flip after comparing the two in
- * `test_engk_qgemv --bench` (int4 rows, plain, GLU and norm). */
-static const int Q4_NQ = 0;
+ * advanced by the loop; fewer instructions a weight); 0: s1u2w16. Measured on the H200 (session 7, one
+ * `test_engk_qgemv --bench` run, graph-timed, int4 g128, q|k|v + o + fused gate|up + down): 59.5 us a layer with
+ * the s1u2w16 picks, 58.7 with their n forms (int8 unchanged: 61.2 / 61.5, it keeps its picks). */
+static const int Q4_NQ = 1;
 
 /* The int8 q|k|v-like shapes where m8u4 measured best (plain and fused-norm picks). */
 static bool int8_qkv_shape(const eng_qfmt *q, int N, int K) { return q->bits == 8 && N > 4096 && K <= 8192; }
