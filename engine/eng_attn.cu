@@ -10,6 +10,7 @@
 namespace {
 
 constexpr int FAULT_NO_RESCALE = 0x100; /* fault injection (kv_offload_no_rescale): corr = 1 */
+constexpr int CTX_BF16 = 0x400;         /* engk_attn_prefill_bf16: ctx holds bf16 (k_attn_mma, with ENGK_FINAL) */
 constexpr int DEC_THREADS = 256, ROW_THREADS = 256;
 constexpr int MMA_WARPS = 4, MMA_ROWS = MMA_WARPS * 16, KB = 64; /* KB: keys per MMA sub-block of a tile */
 
@@ -606,13 +607,6 @@ __global__ void __launch_bounds__(ROW_THREADS) k_attn_rows(const float *q, float
 /* ---------------- prefill on tensor cores (bf16 KV, sm_80+) ---------------- */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 /* the MMA kernel's helpers (sm_80+ only) */
-__device__ __forceinline__ unsigned bf16_bits(float f) /* round to nearest even, as the KV store */
-{
-    const unsigned u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (u >> 16) | 0x40u;
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
 
 __device__ __forceinline__ unsigned pack2(unsigned lo, unsigned hi) { return lo | (hi << 16); }
 
@@ -683,7 +677,7 @@ __device__ __forceinline__ int sub_of(int64_t p, int tile_lo, int nsub, int P)
 }
 
 /* A packed bf16 pair {lo, hi} rounded to nearest even: for finite values the bits of
- * pack2(bf16_bits(lo), bf16_bits(hi)), in one instruction. */
+ * pack2(bf16_rne(lo), bf16_rne(hi)), in one instruction. */
 __device__ __forceinline__ unsigned cvt_bf16x2(float lo, float hi)
 {
     unsigned r;
@@ -857,7 +851,7 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
             if (R < rows)
                 v = *reinterpret_cast<const float4 *>(q + row_index(R) * D + c * 4);
             *reinterpret_cast<uint2 *>(Qs + r * LD + c * 4) =
-                make_uint2(pack2(bf16_bits(v.x), bf16_bits(v.y)), pack2(bf16_bits(v.z), bf16_bits(v.w)));
+                make_uint2(pack2(bf16_rne(v.x), bf16_rne(v.y)), pack2(bf16_rne(v.z), bf16_rne(v.w)));
         }
     } else {
         const int64_t ri[2] = {row_index(row_of(0, 0)), row_index(row_of(0, 1))};
@@ -870,7 +864,7 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                     float2 v = make_float2(0.0f, 0.0f);
                     if (row_of(0, i) < rows)
                         v = *reinterpret_cast<const float2 *>(q + ri[i] * D + ks * 16 + j * 8 + 2 * qc);
-                    qf[ks][i + 2 * j] = pack2(bf16_bits(v.x), bf16_bits(v.y));
+                    qf[ks][i + 2 * j] = pack2(bf16_rne(v.x), bf16_rne(v.y));
                 }
     }
     float o[WM][NT][4], m[WM][2], l[WM][2]; /* m in raw score units (st_m too) */
@@ -1048,7 +1042,13 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
             if (R >= rows)
                 continue;
             const int64_t ro = row_index(R);
-            if (flags & ENGK_FINAL) {
+            if ((flags & (ENGK_FINAL | CTX_BF16)) == (ENGK_FINAL | CTX_BF16)) {
+                uint16_t *cb = reinterpret_cast<uint16_t *>(ctx) + ro * D + 2 * qc;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    *reinterpret_cast<unsigned *>(cb + nt * 8) =
+                        pack2(bf16_rne(o[mt][nt][2 * i] / l[mt][i]), bf16_rne(o[mt][nt][2 * i + 1] / l[mt][i]));
+            } else if (flags & ENGK_FINAL) {
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
                     *reinterpret_cast<float2 *>(ctx + ro * D + nt * 8 + 2 * qc) =
@@ -1305,11 +1305,11 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     for (int i = tid; i < H * D / 2; i += DMMA_THREADS) {
         const int h = 2 * i / D, d = 2 * i - h * D;
         const float2 v = *reinterpret_cast<const float2 *>(q + (int64_t)h * D + d);
-        const unsigned hx = bf16_bits(v.x), hy = bf16_bits(v.y);
+        const unsigned hx = bf16_rne(v.x), hy = bf16_rne(v.y);
         *reinterpret_cast<unsigned *>(sq + h * LDQ + d) = pack2(hx, hy);
         if (SPLIT) /* q - bf16(q) is exact in fp32 */
             *reinterpret_cast<unsigned *>(sq + (H + h) * LDQ + d) =
-                pack2(bf16_bits(v.x - __uint_as_float(hx << 16)), bf16_bits(v.y - __uint_as_float(hy << 16)));
+                pack2(bf16_rne(v.x - __uint_as_float(hx << 16)), bf16_rne(v.y - __uint_as_float(hy << 16)));
     }
     __syncthreads();
     for (; it < items; it += gridDim.x) {
@@ -1674,6 +1674,18 @@ int engk_attn_prefill_mma(int D, int f32)
         return 0;
     }
     return major >= 8 && mma_smem_of(D) <= (size_t)optin;
+}
+
+cudaError_t engk_attn_prefill_bf16(const float *q, uint16_t *ctxb, float *st_m, float *st_l, float *st_acc,
+                                   const void *K, const void *V, int f32, int64_t kv_pos0, int64_t kv_last,
+                                   int tile_lo, int tile_hi, int P, int T, int64_t pos0, int H, int Hkv, int D,
+                                   float scale, int window, int flags, cudaStream_t s)
+{
+    if (!ctxb || (uintptr_t)ctxb % 4 || !(flags & ENGK_FINAL) || (flags & (ENGK_CUDA_CORES | CTX_BF16)) ||
+        !engk_attn_prefill_mma(D, f32))
+        return cudaErrorInvalidValue;
+    return engk_attn_prefill(q, reinterpret_cast<float *>(ctxb), st_m, st_l, st_acc, K, V, f32, kv_pos0, kv_last,
+                             tile_lo, tile_hi, P, T, pos0, H, Hkv, D, scale, window, flags | CTX_BF16, s);
 }
 
 cudaError_t engk_attn_prefill(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const void *K,

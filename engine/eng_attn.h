@@ -100,6 +100,14 @@ cudaError_t engk_attn_prefill(const float *q, float *ctx, float *st_m, float *st
                               const void *V, int f32, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi,
                               int P, int T, int64_t pos0, int H, int Hkv, int D, float scale, int window, int flags,
                               cudaStream_t s);
+/* The tensor-core prefill with ENGK_FINAL writing ctx in bf16 (ctxb [T, H, D], 4-byte aligned): each value rounded to
+ * nearest even from the fp32 ctx engk_attn_prefill would write, so the bits engk_to_bf16 gives from it, without the
+ * fp32 store and that pass (the o GEMM's input, eng_gemm_run_bf16). Only where engk_attn_prefill_mma(D, f32) holds
+ * (else cudaErrorInvalidValue); flags as engk_attn_prefill's, ENGK_FINAL required. */
+cudaError_t engk_attn_prefill_bf16(const float *q, uint16_t *ctxb, float *st_m, float *st_l, float *st_acc,
+                                   const void *K, const void *V, int f32, int64_t kv_pos0, int64_t kv_last,
+                                   int tile_lo, int tile_hi, int P, int T, int64_t pos0, int H, int Hkv, int D,
+                                   float scale, int window, int flags, cudaStream_t s);
 /* Shared memory of the decode and CUDA-core prefill kernels at G query heads per KV head (the tile limit). */
 size_t engk_attn_smem(int G, int D, int P);
 

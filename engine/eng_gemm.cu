@@ -1,22 +1,17 @@
 /* The prefill GEMM's element-wise kernels (see eng_gemm.h): activations to bf16, bias and residual epilogue. */
 #include "eng_gemm.h"
 
+#include "eng_kdev.cuh"
+
 namespace {
 
 constexpr int THREADS = 256;
 
-__device__ __forceinline__ unsigned bf16_bits(float f)
-{
-    const unsigned u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (u >> 16) | 0x40u;
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* round to nearest even, as eng_f32_to_bf16 */
-}
 
 /* LO: the bits of bf16(f - float(bf16(f))) (the subtraction is exact in fp32), else of bf16(f). */
 template <bool LO> __device__ __forceinline__ unsigned bf16_part(float f)
 {
-    return LO ? bf16_bits(f - __uint_as_float(bf16_bits(f) << 16)) : bf16_bits(f);
+    return LO ? bf16_rne(f - __uint_as_float(bf16_rne(f) << 16)) : bf16_rne(f);
 }
 
 /* 8 elements per thread: two 16-byte loads, one 16-byte store. */

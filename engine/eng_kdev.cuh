@@ -14,14 +14,15 @@ constexpr int NORM_THREADS = 256;
 __device__ __forceinline__ float ld1(const uint16_t *p) { return __uint_as_float((unsigned)*p << 16); }
 __device__ __forceinline__ float ld1(const float *p) { return *p; }
 
-__device__ __forceinline__ void st1(uint16_t *p, float f)
+/* f rounded to bf16 bits: to nearest even, as the host; a NaN stays a (quiet) NaN. */
+__device__ __forceinline__ unsigned bf16_rne(float f)
 {
-    unsigned u = __float_as_uint(f);
+    const unsigned u = __float_as_uint(f);
     if ((u & 0x7fffffffu) > 0x7f800000u)
-        *p = (uint16_t)((u >> 16) | 0x40u);
-    else
-        *p = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* round to nearest even, as the host */
+        return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
+__device__ __forceinline__ void st1(uint16_t *p, float f) { *p = (uint16_t)bf16_rne(f); }
 __device__ __forceinline__ void st1(float *p, float f) { *p = f; }
 
 /* 8 consecutive elements (16-byte aligned for bf16, 32 for f32). */

@@ -126,20 +126,13 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(float *y, const float 
 }
 
 /* 8 consecutive values to storage (16-byte aligned for bf16, 32 for fp32), each rounded as st1. */
-__device__ __forceinline__ unsigned bf16_bits(float f)
-{
-    const unsigned u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (u >> 16) | 0x40u;
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* round to nearest even, as st1 */
-}
 __device__ __forceinline__ void st8(uint16_t *p, const float *v)
 {
     uint4 o;
-    o.x = bf16_bits(v[0]) | bf16_bits(v[1]) << 16;
-    o.y = bf16_bits(v[2]) | bf16_bits(v[3]) << 16;
-    o.z = bf16_bits(v[4]) | bf16_bits(v[5]) << 16;
-    o.w = bf16_bits(v[6]) | bf16_bits(v[7]) << 16;
+    o.x = bf16_rne(v[0]) | bf16_rne(v[1]) << 16;
+    o.y = bf16_rne(v[2]) | bf16_rne(v[3]) << 16;
+    o.z = bf16_rne(v[4]) | bf16_rne(v[5]) << 16;
+    o.w = bf16_rne(v[6]) | bf16_rne(v[7]) << 16;
     *reinterpret_cast<uint4 *>(p) = o;
 }
 __device__ __forceinline__ void st8(float *p, const float *v)
@@ -255,7 +248,7 @@ __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post(const float *qkv, 
 /* 4 consecutive values to storage (8-byte aligned for bf16, 16 for fp32), each rounded as st1. */
 __device__ __forceinline__ void st4(uint16_t *p, float4 v)
 {
-    *reinterpret_cast<uint2 *>(p) = make_uint2(bf16_bits(v.x) | bf16_bits(v.y) << 16, bf16_bits(v.z) | bf16_bits(v.w) << 16);
+    *reinterpret_cast<uint2 *>(p) = make_uint2(bf16_rne(v.x) | bf16_rne(v.y) << 16, bf16_rne(v.z) | bf16_rne(v.w) << 16);
 }
 __device__ __forceinline__ void st4(float *p, float4 v) { *reinterpret_cast<float4 *>(p) = v; }
 

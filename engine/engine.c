@@ -31,6 +31,7 @@ struct eng {
     int L, P, C, max_ctx, f32, broken;
     int decoding; /* the chunk in flight is a decode step: one row, run by the decode kernels */
     int use_gemm; /* bf16 weights on a device with bf16 tensor cores: prefill chunks run eng_gemm */
+    int ctx_f32;  /* $REFCHAIN_ATTN_CTX=f32: prefill attention writes fp32 ctx, converted by the o GEMM (attn_out_bf16) */
     eng_gemm *gemm;
     void *d_wdq; /* quantized weights: a prefill matmul's matrix dequantized (eng_qgemv.h), [dq_max] elements */
     int64_t elt, pos;
@@ -782,6 +783,9 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     const int fuse = decode_fusion(o.decode_fusion, e);
     if (fuse < 0)
         return e->code;
+    const char *actx = getenv("REFCHAIN_ATTN_CTX");
+    if (actx && *actx && strcmp(actx, "f32") && strcmp(actx, "bf16"))
+        return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_ATTN_CTX must be bf16 or f32, got '%s'", actx);
     eng *E = rc_calloc(1, sizeof *E, e, "engine");
     if (!E)
         return e->code;
@@ -789,6 +793,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     E->c = &w->cfg;
     E->o = o;
     E->dec_fuse = fuse;
+    E->ctx_f32 = actx && !strcmp(actx, "f32");
     E->fuse_max = o.fuse_max_tiles > 0 ? o.fuse_max_tiles : ENG_FUSE_MAX_TILES;
     E->L = w->cfg.n_layers;
     E->P = o.kv_tile;
@@ -1088,9 +1093,23 @@ static cudaError_t decode_attention(eng *E, const void *K, const void *V, const 
                             d->attn_scale, d->window, E->s_comp);
 }
 
+/* A prefill chunk's ctx into d_ctx (fp32), or straight into ob in bf16 (ob: the o GEMM's input buffer, see
+ * attn_out_bf16): the tiles' last launch writes it, earlier ones (KV offload) carry the state. */
+static cudaError_t prefill_tiles(eng *E, uint16_t *ob, float *st_m, float *st_l, float *st_acc, const void *K,
+                                 const void *V, int64_t kv_pos0, int64_t last, int tlo, int thi, int T, int64_t pos0,
+                                 const rc_layer_desc *d, int flags)
+{
+    const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
+    if (ob && (flags & ENGK_FINAL))
+        return engk_attn_prefill_bf16(E->d_q, ob, st_m, st_l, st_acc, K, V, E->f32, kv_pos0, last, tlo, thi, E->P, T,
+                                      pos0, H, Hkv, D, d->attn_scale, d->window, flags, E->s_comp);
+    return engk_attn_prefill(E->d_q, E->d_ctx, st_m, st_l, st_acc, K, V, E->f32, kv_pos0, last, tlo, thi, E->P, T,
+                             pos0, H, Hkv, D, d->attn_scale, d->window, flags, E->s_comp);
+}
+
 /* Decode: split-KV tile partials + a fixed-order merge (the position from the device scalar d_pos); prefill:
  * the tiled online-softmax kernel. KV offload walks the same tiles, each uploaded into one of two buffers. */
-static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
+static int attention(eng *E, int l, int T, void *kdst, void *vdst, uint16_t *ob, rc_err *e)
 {
     const rc_layer_desc *d = &E->c->layers[l];
     const int64_t pos0 = E->pos, last = pos0 + T - 1;
@@ -1102,9 +1121,8 @@ static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
         if (dec)
             CK(decode_attention(E, E->d_k[l], E->d_v[l], E->d_pos, d));
         else
-            CK(engk_attn_prefill(E->d_q, E->d_ctx, NULL, NULL, NULL, E->d_k[l], E->d_v[l], E->f32, 0, last, tlo, thi,
-                                 E->P, T, pos0, H, Hkv, D, d->attn_scale, d->window, ENGK_INIT | ENGK_FINAL,
-                                 E->s_comp));
+            CK(prefill_tiles(E, ob, NULL, NULL, NULL, E->d_k[l], E->d_v[l], 0, last, tlo, thi, T, pos0, d,
+                             ENGK_INIT | ENGK_FINAL));
         return RC_OK;
     }
     const int64_t rb = kvrow(d) * E->elt; /* bytes per position */
@@ -1126,9 +1144,8 @@ static int attention(eng *E, int l, int T, void *kdst, void *vdst, rc_err *e)
                                      E->P, H, Hkv, D, d->attn_scale, d->window, E->s_comp));
         else {
             const int flags = (k == tlo ? ENGK_INIT : 0) | (k == thi - 1 ? ENGK_FINAL : 0);
-            CK(engk_attn_prefill(E->d_q, E->d_ctx, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_tk[b], E->d_tv[b],
-                                 E->f32, p0, last, k, k + 1, E->P, T, pos0, H, Hkv, D, d->attn_scale, d->window,
-                                 flags, E->s_comp));
+            CK(prefill_tiles(E, ob, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_tk[b], E->d_tv[b], p0, last, k, k + 1,
+                             T, pos0, d, flags));
         }
         CK(cudaEventRecord(E->ev_tdone[b], E->s_comp));
     }
@@ -1255,14 +1272,13 @@ static int ring_load(eng *E, int l, void **kdst, void **vdst, rc_err *e)
     return RC_OK;
 }
 
-static int ring_attention(eng *E, int l, int T, rc_err *e)
+static int ring_attention(eng *E, int l, int T, uint16_t *ob, rc_err *e)
 {
     const rc_layer_desc *d = &E->c->layers[l];
     const int64_t rb = kvrow(d) * E->elt, base = ring_base(E, d), pos0 = E->pos, last = pos0 + T - 1;
     const int W = ring_cap(d, E->max_ctx), tlo = (int)(base / E->P), thi = (int)(last / E->P) + 1;
-    const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
-    CK(engk_attn_prefill(E->d_q, E->d_ctx, NULL, NULL, NULL, E->d_lk, E->d_lv, E->f32, base, last, tlo, thi, E->P, T,
-                         pos0, H, Hkv, D, d->attn_scale, d->window, ENGK_INIT | ENGK_FINAL, E->s_comp));
+    CK(prefill_tiles(E, ob, NULL, NULL, NULL, E->d_lk, E->d_lv, base, last, tlo, thi, T, pos0, d,
+                     ENGK_INIT | ENGK_FINAL));
     const int64_t from = last - W + 1 > pos0 ? last - W + 1 : pos0;
     CK(engk_ring_move(E->d_rk[l], E->d_lk, rb, from, last - from + 1, base, W, 1, E->s_comp));
     CK(engk_ring_move(E->d_rv[l], E->d_lv, rb, from, last - from + 1, base, W, 1, E->s_comp));
@@ -1396,6 +1412,17 @@ static uint16_t *gemm_input(const eng *E, int N, int K)
     return E->gemm && !E->decoding && eng_gemm_pinned(E->gemm, N, K) == 1 ? eng_gemm_xbuf(E->gemm) : NULL;
 }
 
+/* Where a prefill chunk's attention writes its ctx in bf16 straight into the o GEMM's input buffer (one fp32
+ * store and one conversion pass fewer, the same bits: engk_attn_prefill_bf16): the o matmul pinned, the tensor-core
+ * prefill kernel, no output gate (it multiplies the fp32 ctx first) and no probe reading the fp32 ctx. Else NULL,
+ * and always under $REFCHAIN_ATTN_CTX=f32 (the identity suite compares the two). */
+static uint16_t *attn_out_bf16(const eng *E, const eng_layer_layout *Ly, const rc_layer_desc *d, int probing)
+{
+    if (probing || E->ctx_f32 || Ly->wgate >= 0 || !engk_attn_prefill_mma(d->head_dim, E->f32))
+        return NULL;
+    return gemm_input(E, (int)E->c->hidden, Ly->qd);
+}
+
 /* d_a = rmsnorm(d_x) in fp32 and/or, when xb, bf16 into xb (fp32 too only if keep32: probes, an fp32 reader). */
 static int norm_rows(eng *E, uint16_t *xb, int keep32, const float *w, int T, rc_err *e)
 {
@@ -1465,10 +1492,11 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
                      cs + (int64_t)T * (rot / 2), T, H, Hkv, D, rot, E->s_comp));
     PROBE(l, "attn.q_rope", 3, H, D, E->d_q, qd, 0, T);
     PROBE(l, "attn.k_rope", 3, Hkv, D, kdst, kd, !E->f32, T);
+    uint16_t *ob = attn_out_bf16(E, Ly, d, P != NULL);
     if (d->state == RC_STATE_KV_RING)
-        ATTEMPT(ring_attention(E, l, T, e));
+        ATTEMPT(ring_attention(E, l, T, ob, e));
     else
-        ATTEMPT(attention(E, l, T, kdst, vdst, e));
+        ATTEMPT(attention(E, l, T, kdst, vdst, ob, e));
     PROBE(l, "attn.ctx", 2, qd, 0, E->d_ctx, qd, 0, T);
     if (Ly->wgate >= 0) {
         PROBE(l, "attn.gate", 2, qd, 0, E->d_agate, qd, 0, T);
@@ -1476,11 +1504,11 @@ static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
         PROBE(l, "attn.ctx_gated", 2, qd, 0, E->d_ctx, qd, 0, T);
     }
     if (Ly->post_attn_norm >= 0) { /* sandwich: x += norm(o) */
-        ATTEMPT(matmul(E, E->d_a, E->d_ctx, W + Ly->wo, &Ly->qo, VEC(Ly->bo), NULL, T, Hd, qd, e));
+        ATTEMPT(matmul_in(E, E->d_a, ob, E->d_ctx, W + Ly->wo, &Ly->qo, VEC(Ly->bo), NULL, T, Hd, qd, e));
         PROBE(l, "attn.out", 2, Hd, 0, E->d_a, Hd, 0, T);
         CK(engk_norm_add(E->d_x, E->d_a, VEC(Ly->post_attn_norm), T, Hd, c->eps, c->norm, E->s_comp));
     } else
-        ATTEMPT(matmul(E, E->d_x, E->d_ctx, W + Ly->wo, &Ly->qo, VEC(Ly->bo), E->d_x, T, Hd, qd, e));
+        ATTEMPT(matmul_in(E, E->d_x, ob, E->d_ctx, W + Ly->wo, &Ly->qo, VEC(Ly->bo), E->d_x, T, Hd, qd, e));
 mlp:
     PROBE(l, "mid", 2, Hd, 0, E->d_x, Hd, 0, T);
     xb = gemm_input(E, 2 * I, Hd);
@@ -1672,13 +1700,13 @@ static int attn_decode(eng *E, int l, const char *W, rc_err *e)
     else if (E->plan.kv_offload) {
         CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_knew, E->d_vnew, NULL, 0, E->f32, VEC(Ly->q_norm),
                              VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
-        ATTEMPT(attention(E, l, 1, E->d_knew, E->d_vnew, e));
+        ATTEMPT(attention(E, l, 1, E->d_knew, E->d_vnew, NULL, e));
     } else {
         /* fault: a decode step writes its K/V row into the previous slot, leaving its own stale */
         const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");
         CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_k[l], E->d_v[l], E->d_pos, back, E->f32, VEC(Ly->q_norm),
                              VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
-        ATTEMPT(attention(E, l, 1, NULL, NULL, e)); /* split-KV over the resident cache, position from d_pos */
+        ATTEMPT(attention(E, l, 1, NULL, NULL, NULL, e)); /* split-KV over the resident cache, position from d_pos */
     }
     if (gated)
         CK(engk_sigmoid_gate(E->d_ctx, E->d_agate, 1, qd, E->s_comp));

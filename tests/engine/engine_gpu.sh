@@ -75,18 +75,29 @@ identity | identity-synth)
     dir=$(mktemp -d "${TMPDIR:-/tmp}/engine_identity.XXXXXX") || exit 2
     trap 'rm -rf "$dir"' EXIT
     fails=0
-    # run_group TILE MODE...: every mode (name|flags) at one tile size against the group's first mode
+    # the prefill attention's ctx written as fp32 and converted by the o GEMM (the path probes take) against the
+    # default bf16 ctx straight into the GEMM's input: the same bits (engine/README.md, REFCHAIN_ATTN_CTX)
+    CTX_MODES=("attn ctx f32|REFCHAIN_ATTN_CTX=f32" "attn ctx f32+chunk 5|REFCHAIN_ATTN_CTX=f32 --prefill-chunk 5"
+        "attn ctx f32+kv-offload|REFCHAIN_ATTN_CTX=f32 --kv-offload")
+    # run_group TILE MODE...: every mode (name|flags) at one tile size against the group's first mode; words
+    # REFCHAIN_*=VALUE among the flags go into the engine's environment
     run_group() {
         local tile=$1
         shift
-        local ref="" name flags
+        local ref="" name flags w
         printf '%-10s %-5s %-5s %-44s %-8s %s\n' golden prec tile mode tokens logits
         for spec in "$@"; do
             name=${spec%%|*}
             flags=${spec#*|}
-            # shellcheck disable=SC2086
-            if ! "$ENGINE" "${src[@]}" --kv-tile "$tile" --quiet "${f[@]}" $flags --logits "$dir/$name.$tile.bin" \
-                >"$dir/$name.$tile.tok" 2>"$dir/$name.$tile.err"; then
+            local envs=(env) args=()
+            for w in $flags; do
+                case $w in
+                REFCHAIN_*=*) envs+=("$w") ;;
+                *) args+=("$w") ;;
+                esac
+            done
+            if ! "${envs[@]}" "$ENGINE" "${src[@]}" --kv-tile "$tile" --quiet "${f[@]}" "${args[@]}" \
+                --logits "$dir/$name.$tile.bin" >"$dir/$name.$tile.tok" 2>"$dir/$name.$tile.err"; then
                 printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" ERROR "$(head -n 1 "$dir/$name.$tile.err")"
                 fails=$((fails + 1))
                 continue
@@ -136,7 +147,7 @@ identity | identity-synth)
             "rl1+vocab-on-cpu+chunk 7|--resident-layers 1 --vocab-on-cpu --prefill-chunk 7" \
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "fusion off+no-graph|--decode-fusion off --no-graph"
+            "fusion off+no-graph|--decode-fusion off --no-graph" "${CTX_MODES[@]}"
         run_group 512 "full|" "kv-offload|--kv-offload" \
             "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off"
@@ -158,7 +169,7 @@ identity | identity-synth)
             "rl1+vocab-on-cpu+chunk 1|--resident-layers 1 --vocab-on-cpu --prefill-chunk 1" \
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "fusion off+no-graph|--decode-fusion off --no-graph"
+            "fusion off+no-graph|--decode-fusion off --no-graph" "${CTX_MODES[@]}"
         run_group 512 "full|" "kv-offload+chunk 7|--kv-offload --prefill-chunk 7"
         run_cross
     elif [ "$g" = synth-hybrid ]; then
@@ -228,6 +239,7 @@ bad-input)
     check bad_decode_fusion 'decode-fusion' --model "$L" --prompt-golden --decode-fusion maybe
     check removed_decode_fusion 'decode-fusion post was removed' --model "$L" --prompt-golden --decode-fusion post
     REFCHAIN_DECODE_FUSION=post check removed_decode_fusion_env 'form 2 \(post\) was removed' --model "$L" --prompt-golden
+    REFCHAIN_ATTN_CTX=half check bad_attn_ctx 'REFCHAIN_ATTN_CTX must be bf16 or f32' --model "$L" --prompt-golden
     check bad_prompt 'token ids' --model "$L" --prompt "1 two 3"
     check bad_ids 'token ids' --model "$L" --ids "1 two 3"
     check no_prompt 'exactly one' --model "$L"

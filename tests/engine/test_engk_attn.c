@@ -21,6 +21,7 @@
 
 #include "eng_attn.h"
 #include "eng_bw.h"
+#include "eng_gemm.h"
 #include "eng_kernels.h"
 #include "eng_weights.h"
 #include "engk_check.h"
@@ -537,6 +538,79 @@ static void run_rows(const pcase *c, const kvset *s, const float *dq, float *dct
                          c->window, c->flags | ENGK_INIT | ENGK_FINAL, 0));
 }
 
+/* engk_attn_prefill_bf16 (the engine's o-GEMM input): bit for bit engk_to_bf16 of the fp32 ctx dctx holds (one
+ * launch of the case), in one launch, in the engine's 8-warp form and in per-tile launches with the state in memory;
+ * nothing written past the T rows (the buffer's tail stays NaN); refused without ENGK_FINAL, with ENGK_CUDA_CORES
+ * and on a pointer not 4-byte aligned. */
+static int64_t check_prefill_bf16(const pcase *c, const kvset *s, const float *dq, const float *dctx, float *dm,
+                                  float *dl, float *dacc, float scale)
+{
+    const int Hkv = s->Hkv, H = c->G * Hkv, D = c->D, T = c->T, P = c->P;
+    const int64_t n = (int64_t)T * H * D, last = c->pos0 + T - 1, pad = 8;
+    const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
+    const int tlo = (int)(lo0 / P), thi = (int)(last / P) + 1;
+    uint16_t *dwant = dmalloc(n * 2), *dgot = dmalloc((n + pad) * 2);
+    uint16_t *want = hmalloc(n, 2), *got = hmalloc(n + pad, 2);
+    CU(engk_to_bf16(dwant, dctx, n, 0));
+    CU(cudaMemcpy(want, dwant, (size_t)n * 2, cudaMemcpyDeviceToHost));
+    int64_t fails = 0;
+    for (int form = 0; form < 3; form++) {
+        if (form == 1 && D > 128)
+            continue;
+        ekc_poison(dgot, (n + pad) * 2, 1);
+        const int fl = c->flags | (form == 1 ? ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN : 0);
+        if (form < 2)
+            CU(engk_attn_prefill_bf16(dq, dgot, NULL, NULL, NULL, s->dk, s->dv, c->f32, 0, last, tlo, thi, P, T,
+                                      c->pos0, H, Hkv, D, scale, c->window, fl | ENGK_INIT | ENGK_FINAL, 0));
+        else
+            for (int k = tlo; k < thi; k++) {
+                const int flk = fl | (k == tlo ? ENGK_INIT : 0);
+                if (k == thi - 1)
+                    CU(engk_attn_prefill_bf16(dq, dgot, dm, dl, dacc, s->dk, s->dv, c->f32, 0, last, k, k + 1, P, T,
+                                              c->pos0, H, Hkv, D, scale, c->window, flk | ENGK_FINAL, 0));
+                else
+                    CU(engk_attn_prefill(dq, NULL, dm, dl, dacc, s->dk, s->dv, c->f32, 0, last, k, k + 1, P, T,
+                                         c->pos0, H, Hkv, D, scale, c->window, flk, 0));
+            }
+        CU(cudaMemcpy(got, dgot, (size_t)(n + pad) * 2, cudaMemcpyDeviceToHost));
+        int64_t bad = 0, first = -1;
+        for (int64_t i = 0; i < n + pad; i++)
+            if (i < n ? got[i] != want[i] : got[i] != 0xffffu) {
+                bad++;
+                if (first < 0)
+                    first = i;
+            }
+        if (bad) {
+            static const char *const forms[] = {"one launch", "8 warps, lean", "per-tile launches"};
+            printf("  bf16 ctx (%s): %lld of %lld values differ from engk_to_bf16 of the fp32 ctx (or written past "
+                   "the rows), first at %lld: 0x%04x\n", forms[form], (long long)bad, (long long)(n + pad),
+                   (long long)first, got[first]);
+        }
+        fails += bad;
+    }
+    const int all = c->flags | ENGK_INIT | ENGK_FINAL;
+    const cudaError_t refused[] = {
+        engk_attn_prefill_bf16(dq, dgot, NULL, NULL, NULL, s->dk, s->dv, c->f32, 0, last, tlo, thi, P, T, c->pos0, H,
+                               Hkv, D, scale, c->window, c->flags | ENGK_INIT, 0),
+        engk_attn_prefill_bf16(dq, dgot, NULL, NULL, NULL, s->dk, s->dv, c->f32, 0, last, tlo, thi, P, T, c->pos0, H,
+                               Hkv, D, scale, c->window, all | ENGK_CUDA_CORES, 0),
+        engk_attn_prefill_bf16(dq, dgot + 1, NULL, NULL, NULL, s->dk, s->dv, c->f32, 0, last, tlo, thi, P, T,
+                               c->pos0, H, Hkv, D, scale, c->window, all, 0),
+        engk_attn_prefill_bf16(dq, NULL, NULL, NULL, NULL, s->dk, s->dv, c->f32, 0, last, tlo, thi, P, T, c->pos0, H,
+                               Hkv, D, scale, c->window, all, 0),
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        if (refused[i] != cudaErrorInvalidValue) {
+            printf("  bf16 ctx: bad call %zu not refused (%s)\n", i, cudaGetErrorName(refused[i]));
+            fails++;
+        }
+    free(want);
+    free(got);
+    CU(cudaFree(dwant));
+    CU(cudaFree(dgot));
+    return fails;
+}
+
 static int64_t check_prefill(const pcase *c)
 {
     const int Hkv = 2, H = c->G * Hkv, D = c->D, T = c->T, P = c->P;
@@ -635,6 +709,8 @@ static int64_t check_prefill(const pcase *c)
         fails += ekc_bits(blk[b].what, got4, got, n);
         free(got4);
     }
+    if (mma)
+        fails += check_prefill_bf16(c, &s, dq, dctx, dm, dl, dacc, scale);
     free(q); free(qr); free(want); free(got);
     CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dctx3));
     CU(cudaFree(dm)); CU(cudaFree(dl)); CU(cudaFree(dacc));
