@@ -14,7 +14,7 @@
 /* cuBLASLt is column-major: y[M, N] row-major is D = op(A) B with D [N, M] (ld N), A = W as [K, N] (ld K)
  * transposed, B = bf16(x) as [K, M] (ld K). cuBLASLt's m is our N, its n our M. */
 typedef struct gemm_shape {
-    int N, K, pinned;
+    int N, K, out16, pinned; /* out16: the bf16-output GEMM of (N, K) (eng_gemm_run_out16), pinned on its own */
     cublasLtMatmulAlgo_t algo;
     uint8_t *checked; /* [max_rows + 1]: cublasLtMatmulAlgoCheck passed for that many rows */
 } gemm_shape;
@@ -83,29 +83,29 @@ int64_t eng_gemm_device_bytes(int max_rows, int max_k, int scratch_n)
     return (int64_t)max_rows * max_k * 2 + (int64_t)max_rows * scratch_n * 4 + ENG_GEMM_WS;
 }
 
-static gemm_shape *find(const eng_gemm *g, int N, int K)
+static gemm_shape *find(const eng_gemm *g, int N, int K, int out16)
 {
     for (int i = 0; i < g->n; i++)
-        if (g->sh[i].N == N && g->sh[i].K == K)
+        if (g->sh[i].N == N && g->sh[i].K == K && g->sh[i].out16 == out16)
             return &g->sh[i];
     return NULL;
 }
 
-/* Layouts of one shape at M rows (see the comment on gemm_shape). */
-static int layouts(int N, int K, int M, cublasLtMatrixLayoutOpaque_t *a, cublasLtMatrixLayoutOpaque_t *b,
+/* Layouts of one shape at M rows (see the comment on gemm_shape); D in bf16 when out16. */
+static int layouts(int N, int K, int M, int out16, cublasLtMatrixLayoutOpaque_t *a, cublasLtMatrixLayoutOpaque_t *b,
                    cublasLtMatrixLayoutOpaque_t *d, rc_err *e)
 {
     LT(cublasLtMatrixLayoutInit(a, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K));
     LT(cublasLtMatrixLayoutInit(b, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K));
-    LT(cublasLtMatrixLayoutInit(d, CUDA_R_32F, (uint64_t)N, (uint64_t)M, N));
+    LT(cublasLtMatrixLayoutInit(d, out16 ? CUDA_R_16BF : CUDA_R_32F, (uint64_t)N, (uint64_t)M, N));
     return RC_OK;
 }
 
-/* 1 if algo runs shape (N, K) at M rows with no workspace; the library's refusal is no error. */
-static int algo_ok(eng_gemm *g, const cublasLtMatmulAlgo_t *algo, int N, int K, int M, rc_err *e)
+/* 1 if algo runs shape s at M rows within the workspace; the library's refusal is no error. */
+static int algo_ok(eng_gemm *g, const cublasLtMatmulAlgo_t *algo, const gemm_shape *s, int M, rc_err *e)
 {
     cublasLtMatrixLayoutOpaque_t a, b, d;
-    if (layouts(N, K, M, &a, &b, &d, e))
+    if (layouts(s->N, s->K, M, s->out16, &a, &b, &d, e))
         return -1;
     cublasLtMatmulHeuristicResult_t r;
     memset(&r, 0, sizeof r);
@@ -131,11 +131,13 @@ static int pin_config(cublasLtMatmulAlgo_t *algo)
     return 1;
 }
 
+static const char *describe(const gemm_shape *s, char *buf, size_t cap);
+
 static int pin_shape(eng_gemm *g, gemm_shape *s, FILE *log, rc_err *e)
 {
     enum { TRY = 16 };
     cublasLtMatrixLayoutOpaque_t a, b, d;
-    if (layouts(s->N, s->K, ENG_GEMM_REF_ROWS, &a, &b, &d, e))
+    if (layouts(s->N, s->K, ENG_GEMM_REF_ROWS, s->out16, &a, &b, &d, e))
         return e->code;
     cublasLtMatmulPreferenceOpaque_t pref;
     const uint64_t ws = ENG_GEMM_WS;
@@ -157,7 +159,7 @@ static int pin_shape(eng_gemm *g, gemm_shape *s, FILE *log, rc_err *e)
             continue;
         int ok = 1;
         for (size_t r = 0; r < sizeof rows / sizeof rows[0] && ok == 1; r++)
-            ok = algo_ok(g, &algo, s->N, s->K, rows[r], e);
+            ok = algo_ok(g, &algo, s, rows[r], e);
         if (ok < 0)
             return e->code;
         if (ok) {
@@ -167,18 +169,24 @@ static int pin_shape(eng_gemm *g, gemm_shape *s, FILE *log, rc_err *e)
     }
     if (log) {
         char buf[192];
+        const char *out = s->out16 ? ", bf16 output" : "";
         if (s->pinned)
-            fprintf(log, "engine: prefill GEMM N=%d K=%d: cuBLASLt pinned (%s)\n", s->N, s->K,
-                    eng_gemm_describe(g, s->N, s->K, buf, sizeof buf));
+            fprintf(log, "engine: prefill GEMM N=%d K=%d%s: cuBLASLt pinned (%s)\n", s->N, s->K, out,
+                    describe(s, buf, sizeof buf));
         else
-            fprintf(log, "engine: prefill GEMM N=%d K=%d: CUDA-core k_matmul (cuBLASLt: %s)\n", s->N, s->K, why);
+            fprintf(log, "engine: prefill GEMM N=%d K=%d%s: %s (cuBLASLt: %s)\n", s->N, s->K, out,
+                    s->out16 ? "not pinned, the fp32-output path runs" : "CUDA-core k_matmul", why);
     }
     return RC_OK;
 }
 
 const char *eng_gemm_describe(const eng_gemm *g, int N, int K, char *buf, size_t cap)
 {
-    const gemm_shape *s = find(g, N, K);
+    return describe(find(g, N, K, 0), buf, cap);
+}
+
+static const char *describe(const gemm_shape *s, char *buf, size_t cap)
+{
     if (!s || !s->pinned) {
         snprintf(buf, cap, "%s", s ? "k_matmul" : "not a shape of this GEMM");
         return buf;
@@ -204,7 +212,13 @@ const char *eng_gemm_describe(const eng_gemm *g, int N, int K, char *buf, size_t
 
 int eng_gemm_pinned(const eng_gemm *g, int N, int K)
 {
-    const gemm_shape *s = find(g, N, K);
+    const gemm_shape *s = find(g, N, K, 0);
+    return s ? s->pinned : -1;
+}
+
+int eng_gemm_pinned16(const eng_gemm *g, int N, int K)
+{
+    const gemm_shape *s = find(g, N, K, 1);
     return s ? s->pinned : -1;
 }
 
@@ -247,11 +261,12 @@ static int open_all(eng_gemm *g, const eng_gemm_shape *shapes, int n, FILE *log,
         if (shapes[i].N < 1 || shapes[i].K < 8 || shapes[i].K % 8)
             return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM shape N=%d K=%d: K must be a positive multiple of 8",
                            shapes[i].N, shapes[i].K);
-        if (find(g, shapes[i].N, shapes[i].K))
+        if (find(g, shapes[i].N, shapes[i].K, shapes[i].out16 != 0))
             continue;
         gemm_shape *s = &g->sh[g->n++];
         s->N = shapes[i].N;
         s->K = shapes[i].K;
+        s->out16 = shapes[i].out16 != 0;
         if (!(s->checked = rc_calloc(g->max_rows + 1, 1, e, "GEMM row checks")))
             return e->code;
         if (s->K > g->max_k)
@@ -304,14 +319,15 @@ int eng_gemm_open(eng_gemm **out, const eng_gemm_shape *shapes, int n_shapes, in
 
 static int misaligned(const void *p) { return p && (uintptr_t)p % ENG_GEMM_ALIGN != 0; }
 
-/* The checks both entries share; *sh the pinned shape, or NULL if (N, K) runs on engk_matmul. */
-static int run_check(eng_gemm *g, gemm_shape **out, const float *y, const void *x, const uint16_t *W, const float *b,
-                     const float *res, int M, int N, int K, rc_err *e)
+/* The checks the entries share; *sh the pinned shape, or NULL if (N, K) runs on engk_matmul. */
+static int run_check(eng_gemm *g, gemm_shape **out, const void *y, const void *x, const uint16_t *W, const float *b,
+                     const float *res, int M, int N, int K, int out16, rc_err *e)
 {
-    gemm_shape *sh = find(g, N, K);
+    gemm_shape *sh = find(g, N, K, out16);
     *out = NULL;
     if (!sh)
-        return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM: N=%d K=%d is not one of its shapes", N, K);
+        return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM: N=%d K=%d%s is not one of its shapes", N, K,
+                       out16 ? " with bf16 output" : "");
     if (M < 1 || M > g->max_rows)
         return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM N=%d K=%d: %d rows outside [1, %d]", N, K, M,
                        g->max_rows);
@@ -324,7 +340,7 @@ static int run_check(eng_gemm *g, gemm_shape **out, const float *y, const void *
         return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM N=%d K=%d: bias and residual need %d scratch columns, "
                        "opened with %d", N, K, N, g->scratch_n);
     if (!sh->checked[M]) { /* first chunk of M rows: the pinned algorithm must take it, or the call is refused */
-        const int c = algo_ok(g, &sh->algo, N, K, M, e);
+        const int c = algo_ok(g, &sh->algo, sh, M, e);
         if (c < 0)
             return e->code;
         if (!c)
@@ -341,7 +357,7 @@ static int run_pinned(eng_gemm *g, gemm_shape *sh, float *y, const uint16_t *xb,
                       const float *res, int M, int N, int K, cudaStream_t s, rc_err *e)
 {
     cublasLtMatrixLayoutOpaque_t la, lb, ld;
-    if (layouts(N, K, M, &la, &lb, &ld, e))
+    if (layouts(N, K, M, 0, &la, &lb, &ld, e))
         return e->code;
     /* no bias: D = acc (+ res, in place: beta 1 reads C = y after res is there); bias: acc into y or the
      * scratch, then k_bias_res in k_matmul's order */
@@ -360,7 +376,7 @@ int eng_gemm_run(eng_gemm *g, float *y, const float *x, const uint16_t *W, const
                  int N, int K, cudaStream_t s, rc_err *e)
 {
     gemm_shape *sh;
-    ATTEMPT_GEMM(run_check(g, &sh, y, x, W, b, res, M, N, K, e));
+    ATTEMPT_GEMM(run_check(g, &sh, y, x, W, b, res, M, N, K, 0, e));
     if (!sh) {
         RT(engk_matmul(y, x, W, 0, b, res, M, N, K, s));
         return RC_OK;
@@ -375,9 +391,25 @@ int eng_gemm_run_bf16(eng_gemm *g, float *y, const uint16_t *xb, const uint16_t 
                       int M, int N, int K, cudaStream_t s, rc_err *e)
 {
     gemm_shape *sh;
-    ATTEMPT_GEMM(run_check(g, &sh, y, xb, W, b, res, M, N, K, e));
+    ATTEMPT_GEMM(run_check(g, &sh, y, xb, W, b, res, M, N, K, 0, e));
     if (!sh)
         return rc_fail(e, RC_E_USAGE, "engine: prefill GEMM N=%d K=%d runs on engk_matmul, which needs fp32 input",
                        N, K);
     return run_pinned(g, sh, y, xb, W, b, res, M, N, K, s, e);
+}
+
+int eng_gemm_run_out16(eng_gemm *g, uint16_t *y, const uint16_t *xb, const uint16_t *W, int M, int N, int K,
+                       cudaStream_t s, rc_err *e)
+{
+    gemm_shape *sh;
+    ATTEMPT_GEMM(run_check(g, &sh, y, xb, W, NULL, NULL, M, N, K, 1, e));
+    if (!sh)
+        return rc_fail(e, RC_E_UNSUPPORTED, "engine: prefill GEMM N=%d K=%d with bf16 output: no pinned algorithm",
+                       N, K);
+    cublasLtMatrixLayoutOpaque_t la, lb, ld;
+    if (layouts(N, K, M, 1, &la, &lb, &ld, e))
+        return e->code;
+    const float one = 1.0f, zero = 0.0f;
+    LT(cublasLtMatmul(g->lt, &g->desc, &one, W, &la, xb, &lb, &zero, y, &ld, y, &ld, &sh->algo, g->d_ws, ENG_GEMM_WS, s));
+    return RC_OK;
 }

@@ -28,7 +28,8 @@ extern "C" {
 typedef struct eng_gemm eng_gemm;
 
 typedef struct eng_gemm_shape {
-    int N, K; /* y [M, N], W [N, K]; K % 8 == 0 */
+    int N, K;  /* y [M, N], W [N, K]; K % 8 == 0 */
+    int out16; /* 1: the bf16-output GEMM of (N, K) (eng_gemm_run_out16), pinned on its own; 0: fp32 output */
 } eng_gemm_shape;
 
 /* 1 if the device has bf16 tensor-core GEMMs (compute capability >= 8.0); else 0 and, if why, the reason. */
@@ -55,6 +56,13 @@ int eng_gemm_run(eng_gemm *g, float *y, const float *x, const uint16_t *W, const
  * (N, K) (eng_gemm_pinned == 1); else refused. */
 int eng_gemm_run_bf16(eng_gemm *g, float *y, const uint16_t *xb, const uint16_t *W, const float *b, const float *res,
                       int M, int N, int K, cudaStream_t s, rc_err *e);
+/* y[M, N] = bf16(xb W^T) in bf16 (round to nearest even of the fp32 accumulators), no bias or residual, on the
+ * algorithm pinned for (N, K) with out16 = 1 (chosen as the fp32 one: split-K 1, fp32 accumulator, checked at 1 and
+ * ENG_GEMM_REF_ROWS rows; batch invariant the same way). Refused (RC_E_UNSUPPORTED) where none was pinned:
+ * eng_gemm_pinned16 says beforehand. */
+int eng_gemm_run_out16(eng_gemm *g, uint16_t *y, const uint16_t *xb, const uint16_t *W, int M, int N, int K,
+                       cudaStream_t s, rc_err *e);
+int eng_gemm_pinned16(const eng_gemm *g, int N, int K);
 /* The GEMM's own bf16 activation buffer [max_rows, max K of its shapes]; eng_gemm_run overwrites it. */
 uint16_t *eng_gemm_xbuf(eng_gemm *g);
 /* 1 if (N, K) runs on its pinned cuBLASLt algorithm, 0 if on engk_matmul, -1 if not a shape of g. */

@@ -145,6 +145,7 @@ __device__ __forceinline__ void ld8(const float *p, float *v)
     const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
     v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
 }
+__device__ __forceinline__ void ld8(const uint16_t *p, float *v) { load8(p, v); }
 
 /* qkv_post's warp: head hh (q heads, then k heads; false past them: hh >= H + Hkv) of row t, its qkv row, its
  * q or k values src, its D floats u of the block's shared memory. */
@@ -357,13 +358,15 @@ void post_rows(const float *qkv, float *q, KV *kdst, KV *vdst, const float *qn, 
 }
 
 /* One element per thread: any I. */
-__global__ void k_glu(float *out, uint16_t *outb, const float *gu, int64_t total, int I, int act)
+/* gu in fp32, or in bf16 (the bf16-output gate|up GEMM: engk_glu_bf16in) */
+template <typename T>
+__global__ void k_glu(float *out, uint16_t *outb, const T *gu, int64_t total, int I, int act)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total)
         return;
     const int64_t t = i / I, c = i % I;
-    const float o = glu_apply(gu[t * 2 * I + c], gu[t * 2 * I + I + c], act);
+    const float o = glu_apply(ld1(gu + t * 2 * I + c), ld1(gu + t * 2 * I + I + c), act);
     if (out)
         out[i] = o;
     if (outb)
@@ -371,13 +374,14 @@ __global__ void k_glu(float *out, uint16_t *outb, const float *gu, int64_t total
 }
 
 /* I % 8 == 0: 8 consecutive elements per thread, 16-byte loads and stores; the same glu_apply per element. */
-__global__ void k_glu8(float *out, uint16_t *outb, const float *gu, int64_t total8, int I8, int act)
+template <typename T>
+__global__ void k_glu8(float *out, uint16_t *outb, const T *gu, int64_t total8, int I8, int act)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total8)
         return;
     const int64_t t = i / I8, c = i % I8;
-    const float *gr = gu + t * 16 * I8 + c * 8;
+    const T *gr = gu + t * 16 * I8 + c * 8;
     float gv[8], uv[8], o[8];
     ld8(gr, gv);
     ld8(gr + (int64_t)I8 * 8, uv);
@@ -395,6 +399,21 @@ __global__ void k_spin(long long cycles)
     const long long t0 = clock64();
     while (clock64() - t0 < cycles) {
     }
+}
+
+template <typename G>
+cudaError_t glu_launch(float *out, uint16_t *outb, const G *gu, int T, int I, int act, cudaStream_t s)
+{
+    if (T < 0 || I < 1)
+        return cudaErrorInvalidValue;
+    const int64_t total = (int64_t)T * I;
+    if (total == 0)
+        return cudaGetLastError();
+    if (I % 8 == 0)
+        k_glu8<<<(unsigned)((total / 8 + 255) / 256), 256, 0, s>>>(out, outb, gu, total / 8, I / 8, act);
+    else
+        k_glu<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(out, outb, gu, total, I, act);
+    return cudaGetLastError();
 }
 
 } // namespace
@@ -493,23 +512,17 @@ cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vba
                       pos_dev ? row : (int64_t)0, back);
 }
 
-static cudaError_t glu_launch(float *out, uint16_t *outb, const float *gu, int T, int I, int act, cudaStream_t s)
-{
-    if (T < 0 || I < 1)
-        return cudaErrorInvalidValue;
-    const int64_t total = (int64_t)T * I;
-    if (total == 0)
-        return cudaGetLastError();
-    if (I % 8 == 0)
-        k_glu8<<<(unsigned)((total / 8 + 255) / 256), 256, 0, s>>>(out, outb, gu, total / 8, I / 8, act);
-    else
-        k_glu<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(out, outb, gu, total, I, act);
-    return cudaGetLastError();
-}
 
 cudaError_t engk_glu(float *out, const float *gu, int T, int I, int act, cudaStream_t s)
 {
     return glu_launch(out, nullptr, gu, T, I, act, s);
+}
+
+cudaError_t engk_glu_bf16in(uint16_t *outb, float *out, const uint16_t *gu, int T, int I, int act, cudaStream_t s)
+{
+    if (!outb || (uintptr_t)gu % 16)
+        return cudaErrorInvalidValue;
+    return glu_launch(out, outb, gu, T, I, act, s);
 }
 
 cudaError_t engk_glu_bf16(uint16_t *outb, float *out, const float *gu, int T, int I, int act, cudaStream_t s)

@@ -46,6 +46,9 @@ cudaError_t engk_glu(float *out, const float *gu, int T, int I, int act, cudaStr
 /* The same GLU, rounded to bf16 into outb[T, I] (the down GEMM's input) and, if out is not NULL, also stored fp32
  * bit-identical to engk_glu's; one pass over gu. */
 cudaError_t engk_glu_bf16(uint16_t *outb, float *out, const float *gu, int T, int I, int act, cudaStream_t s);
+/* The same from gu in bf16 (16-byte aligned; the bf16-output gate|up GEMM): each element widened exactly, then
+ * engk_glu_bf16's arithmetic; so the bits engk_glu_bf16 gives on gu's values as floats. */
+cudaError_t engk_glu_bf16in(uint16_t *outb, float *out, const uint16_t *gu, int T, int I, int act, cudaStream_t s);
 /* Busy-waits about 'cycles' SM clocks on s (fault builds: makes a missing stream dependency deterministic). */
 cudaError_t engk_spin(long long cycles, cudaStream_t s);
 

@@ -32,6 +32,7 @@ struct eng {
     int decoding; /* the chunk in flight is a decode step: one row, run by the decode kernels */
     int use_gemm; /* bf16 weights on a device with bf16 tensor cores: prefill chunks run eng_gemm */
     int ctx_f32;  /* $REFCHAIN_ATTN_CTX=f32: prefill attention writes fp32 ctx, converted by the o GEMM (attn_out_bf16) */
+    int glu16;    /* ENG_GLU_BF16 / $REFCHAIN_GLU_BF16: the prefill gate|up GEMM writes bf16 (glu_from_bf16) */
     eng_gemm *gemm;
     void *d_wdq; /* quantized weights: a prefill matmul's matrix dequantized (eng_qgemv.h), [dq_max] elements */
     int64_t elt, pos;
@@ -660,7 +661,7 @@ static int open_kv(eng *E, rc_err *e)
 /* The prefill GEMM over the four matmul shapes of every layer (lm_head stays on the GEMV path). */
 static int open_gemm(eng *E, rc_err *e)
 {
-    eng_gemm_shape *sh = rc_calloc(5 * (int64_t)E->L, sizeof *sh, e, "GEMM shapes");
+    eng_gemm_shape *sh = rc_calloc(6 * (int64_t)E->L, sizeof *sh, e, "GEMM shapes");
     if (!sh)
         return e->code;
     const int Hd = (int)E->c->hidden;
@@ -677,6 +678,8 @@ static int open_gemm(eng *E, rc_err *e)
                 sh[n++] = (eng_gemm_shape){Ly->qd, Hd};
         }
         sh[n++] = (eng_gemm_shape){2 * Ly->inter, Hd};
+        if (E->glu16 && Ly->bgu < 0) /* gate|up with bf16 output (glu_from_bf16) */
+            sh[n++] = (eng_gemm_shape){2 * Ly->inter, Hd, 1};
         sh[n++] = (eng_gemm_shape){Hd, Ly->inter};
     }
     int max_k, scratch_n;
@@ -783,9 +786,11 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     const int fuse = decode_fusion(o.decode_fusion, e);
     if (fuse < 0)
         return e->code;
-    const char *actx = getenv("REFCHAIN_ATTN_CTX");
+    const char *actx = getenv("REFCHAIN_ATTN_CTX"), *glu = getenv("REFCHAIN_GLU_BF16");
     if (actx && *actx && strcmp(actx, "f32") && strcmp(actx, "bf16"))
         return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_ATTN_CTX must be bf16 or f32, got '%s'", actx);
+    if (glu && *glu && strcmp(glu, "0") && strcmp(glu, "1"))
+        return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_GLU_BF16 must be 0 or 1, got '%s'", glu);
     eng *E = rc_calloc(1, sizeof *E, e, "engine");
     if (!E)
         return e->code;
@@ -794,6 +799,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     E->o = o;
     E->dec_fuse = fuse;
     E->ctx_f32 = actx && !strcmp(actx, "f32");
+    E->glu16 = glu && *glu ? glu[0] == '1' : ENG_GLU_BF16;
     E->fuse_max = o.fuse_max_tiles > 0 ? o.fuse_max_tiles : ENG_FUSE_MAX_TILES;
     E->L = w->cfg.n_layers;
     E->P = o.kv_tile;
@@ -1443,6 +1449,31 @@ static int matmul_in(eng *E, float *y, const uint16_t *xb, const float *x, const
     return eng_gemm_run_bf16(E->gemm, y, xb, W, b, res, T, N, K, E->s_comp, e);
 }
 
+/* 1 where the prefill gate|up GEMM writes bf16 (E->glu16 and its bf16-output algorithm pinned; the normed rows xb
+ * in bf16 already, the down GEMM's input too). */
+static int glu_from_bf16(const eng *E, const eng_layer_layout *Ly, const uint16_t *xb, int Hd)
+{
+    return E->glu16 && xb && Ly->bgu < 0 && eng_gemm_pinned16(E->gemm, 2 * Ly->inter, Hd) == 1 &&
+           gemm_input(E, Hd, Ly->inter);
+}
+
+/* gate|up = bf16(xb Wgu^T) into d_gu's storage (as bf16), then the GLU from it into the down GEMM's input. One more
+ * rounding than the fp32 path (gate and up to bf16 before the activation, as HF's bf16 models do): a change of
+ * numerics, off by default (ENG_GLU_BF16, engine/README.md). Probes see the bf16 values widened. */
+static int glu_bf16(eng *E, int l, const eng_layer_layout *Ly, const char *W, const uint16_t *xb, int T, probes *P,
+                    rc_err *e)
+{
+    const int Hd = (int)E->c->hidden, I = Ly->inter;
+    const void *Wgu = W + Ly->wgu;
+    ATTEMPT(unpacked(E, &Wgu, &Ly->qgu, 2 * I, Hd, e));
+    uint16_t *gu16 = (uint16_t *)E->d_gu;
+    ATTEMPT(eng_gemm_run_out16(E->gemm, gu16, xb, Wgu, T, 2 * I, Hd, E->s_comp, e));
+    PROBE(l, "mlp.gate", 2, I, 0, gu16, 2 * I, 1, T);
+    PROBE(l, "mlp.up", 2, I, 0, gu16 + I, 2 * I, 1, T);
+    CK(engk_glu_bf16in(gemm_input(E, Hd, I), P ? E->d_act : NULL, gu16, T, I, E->c->act, E->s_comp));
+    return RC_OK;
+}
+
 static int layer_forward(eng *E, int l, int T, probes *P, rc_err *e)
 {
     const rc_config *c = E->c;
@@ -1514,13 +1545,18 @@ mlp:
     xb = gemm_input(E, 2 * I, Hd);
     ATTEMPT(norm_rows(E, xb, P != NULL, VEC(Ly->mlp_norm), T, e));
     PROBE(l, "mlp_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
-    ATTEMPT(matmul_in(E, E->d_gu, xb, E->d_a, W + Ly->wgu, &Ly->qgu, VEC(Ly->bgu), NULL, T, 2 * I, Hd, e));
-    PROBE(l, "mlp.gate", 2, I, 0, E->d_gu, 2 * I, 0, T);
-    PROBE(l, "mlp.up", 2, I, 0, E->d_gu + I, 2 * I, 0, T);
-    if ((xb = gemm_input(E, Hd, I)))
-        CK(engk_glu_bf16(xb, P ? E->d_act : NULL, E->d_gu, T, I, c->act, E->s_comp));
-    else
-        CK(engk_glu(E->d_act, E->d_gu, T, I, c->act, E->s_comp));
+    if (glu_from_bf16(E, Ly, xb, Hd))
+        ATTEMPT(glu_bf16(E, l, Ly, W, xb, T, P, e));
+    else {
+        ATTEMPT(matmul_in(E, E->d_gu, xb, E->d_a, W + Ly->wgu, &Ly->qgu, VEC(Ly->bgu), NULL, T, 2 * I, Hd, e));
+        PROBE(l, "mlp.gate", 2, I, 0, E->d_gu, 2 * I, 0, T);
+        PROBE(l, "mlp.up", 2, I, 0, E->d_gu + I, 2 * I, 0, T);
+        if ((xb = gemm_input(E, Hd, I)))
+            CK(engk_glu_bf16(xb, P ? E->d_act : NULL, E->d_gu, T, I, c->act, E->s_comp));
+        else
+            CK(engk_glu(E->d_act, E->d_gu, T, I, c->act, E->s_comp));
+    }
+    xb = gemm_input(E, Hd, I);
     PROBE(l, "mlp.act", 2, I, 0, E->d_act, I, 0, T);
     if (Ly->post_mlp_norm >= 0) { /* sandwich: x += norm(o) */
         ATTEMPT(matmul_in(E, E->d_a, xb, E->d_act, W + Ly->wdown, &Ly->qdown, VEC(Ly->bdown), NULL, T, Hd, I, e));

@@ -25,6 +25,10 @@ extern "C" {
 /* The decode attention's form when neither eng_opts.decode_fusion nor $REFCHAIN_DECODE_FUSION says: 0 = qkv_post,
  * split-KV partials, merge kernel; 1 = the merge folded into the partial kernel. The same bits in either form. */
 #define ENG_DECODE_FUSION 1
+/* 1: a prefill chunk's gate|up GEMM writes bf16 (its own pinned algorithm) and the GLU reads that, half the bytes of
+ * the fp32 path; one more rounding (gate and up to bf16, as HF's bf16 models), so a change of numerics: off until its
+ * bounds are measured on the GPU (engine/README.md). $REFCHAIN_GLU_BF16=0|1 overrides. */
+#define ENG_GLU_BF16 0
 /* The fused forms run only at decode steps where every such layer has at most this many live KV tiles (one: the
  * computing block merges; more: one block per KV head merges them all, slower than the merge kernel at many tiles);
  * other steps run the unfused form (its own graph), the same bits. */

@@ -148,6 +148,10 @@ identity | identity-synth)
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
             "fusion off+no-graph|--decode-fusion off --no-graph" "${CTX_MODES[@]}"
+        # the bf16 gate|up GEMM (ENG_GLU_BF16; other bits than the default): every mode the same bits among itself
+        run_group 8 "glu16 full|REFCHAIN_GLU_BF16=1" "glu16 chunk 5|REFCHAIN_GLU_BF16=1 --prefill-chunk 5" \
+            "glu16 rl1+kv-offload|REFCHAIN_GLU_BF16=1 --resident-layers 1 --kv-offload" \
+            "glu16 chunk 1+vocab-on-cpu|REFCHAIN_GLU_BF16=1 --prefill-chunk 1 --vocab-on-cpu"
         run_group 512 "full|" "kv-offload|--kv-offload" \
             "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off"
@@ -240,6 +244,7 @@ bad-input)
     check removed_decode_fusion 'decode-fusion post was removed' --model "$L" --prompt-golden --decode-fusion post
     REFCHAIN_DECODE_FUSION=post check removed_decode_fusion_env 'form 2 \(post\) was removed' --model "$L" --prompt-golden
     REFCHAIN_ATTN_CTX=half check bad_attn_ctx 'REFCHAIN_ATTN_CTX must be bf16 or f32' --model "$L" --prompt-golden
+    REFCHAIN_GLU_BF16=yes check bad_glu_bf16 'REFCHAIN_GLU_BF16 must be 0 or 1' --model "$L" --prompt-golden
     check bad_prompt 'token ids' --model "$L" --prompt "1 two 3"
     check bad_ids 'token ids' --model "$L" --ids "1 two 3"
     check no_prompt 'exactly one' --model "$L"

@@ -372,6 +372,51 @@ static int check_glu(const glu_case *c, unsigned long seed, fault f)
     return fails;
 }
 
+/* engk_glu_bf16in (gate|up in bf16, from the bf16-output GEMM): both outputs bit-equal to engk_glu_bf16's on the
+ * same values widened to fp32; refused without a bf16 output or on a gu not 16-byte aligned. */
+static int check_glu_bf16in(const glu_case *c, const float *gu32, fault f)
+{
+    const int T = c->T, I = c->I;
+    const int64_t n = (int64_t)T * I;
+    uint16_t *g16 = ekc_hmalloc(2 * n + 8, 2);
+    float *wide = ekc_hmalloc(2 * n, 4), *ref = ekc_hmalloc(n, 4), *got = ekc_hmalloc(n, 4);
+    for (int64_t i = 0; i < 2 * n; i++) {
+        g16[i] = eng_f32_to_bf16(gu32[i]);
+        wide[i] = eng_bf16_to_f32(g16[i]);
+    }
+    float *dwide = ekc_to_dev(wide, 2 * n, 4), *dref = ekc_dev_nan(n, 4), *dout = ekc_dev_nan(n, 4);
+    uint16_t *dg16 = ekc_to_dev(g16, 2 * n + 8, 2), *drefb = ekc_dev_nan(n, 2), *doutb = ekc_dev_nan(n, 2);
+    EKC_CU(engk_glu_bf16(drefb, dref, dwide, T, I, c->act, 0));
+    EKC_CU(engk_glu_bf16in(doutb, dout, dg16, f == FAULT_SHORT ? T - 1 : T, I, c->act, 0));
+    char what[128];
+    ekc_from_dev(ref, dref, n, 4);
+    ekc_from_dev(got, dout, n, 4);
+    if (f == FAULT_PERTURB)
+        perturb(ref, NULL, n / 2);
+    snprintf(what, sizeof what, "glu_bf16in %-9s T=%-2d I=%d: fp32", act_name(c->act), T, I);
+    int fails = ekc_check(what, got, ref, NULL, "engk_glu_bf16 on the widened values", n);
+    uint16_t *rb = ekc_hmalloc(n, 2), *gb = ekc_hmalloc(n, 2);
+    ekc_from_dev(rb, drefb, n, 2);
+    ekc_from_dev(gb, doutb, n, 2);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad += rb[i] != gb[i];
+    if (bad) {
+        printf("  glu_bf16in %s T=%d I=%d: %lld of %lld bf16 outputs differ from engk_glu_bf16's  FAIL\n",
+               act_name(c->act), T, I, (long long)bad, (long long)n);
+        fails++;
+    }
+    if (engk_glu_bf16in(NULL, dout, dg16, T, I, c->act, 0) != cudaErrorInvalidValue ||
+        engk_glu_bf16in(doutb, dout, dg16 + 1, T, I, c->act, 0) != cudaErrorInvalidValue) {
+        printf("  glu_bf16in without a bf16 output or on a misaligned gu was not refused  FAIL\n");
+        fails++;
+    }
+    free(g16); free(wide); free(ref); free(got); free(rb); free(gb);
+    ekc_dev_free(dwide); ekc_dev_free(dref); ekc_dev_free(dout); ekc_dev_free(dg16); ekc_dev_free(drefb);
+    ekc_dev_free(doutb);
+    return fails;
+}
+
 static int check_glu_bf16(const glu_case *c, unsigned long seed, fault f)
 {
     const int T = c->T, I = c->I;
@@ -422,6 +467,7 @@ static int check_glu_bf16(const glu_case *c, unsigned long seed, fault f)
         printf("  glu_bf16 without a bf16 output was not refused  FAIL\n");
         fails++;
     }
+    fails += check_glu_bf16in(c, gu, f);
     free(gu); free(ref); free(got);
     ekc_dev_free(dgu); ekc_dev_free(dref); ekc_dev_free(dout); ekc_dev_free(doutb);
     return fails;

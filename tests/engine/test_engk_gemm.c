@@ -417,6 +417,92 @@ static void test_batch_invariance(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* ---- the bf16-output GEMM (eng_gemm_run_out16, the prefill gate|up under ENG_GLU_BF16): batch invariant as the
+ * fp32 one (chunks of M rows into NaN-poisoned buffers against one 2048-row call, bit for bit), values within the
+ * fp32 GEMM's bound plus the output's rounding (2^-8 |y|: half an ulp of bf16 is 2^-9 of the value, doubled for a
+ * rounding that need not be to nearest), nothing past the chunk's rows written ---- */
+static void run16(eng_gemm *g, uint16_t *y, const uint16_t *xb, const uint16_t *W, int M, int N, int K)
+{
+    rc_err e = {0};
+    if (eng_gemm_run_out16(g, y, xb, W, M, N, K, 0, &e) != RC_OK)
+        fail_msg("eng_gemm_run_out16 M=%d N=%d K=%d: %s", M, N, K, e.msg);
+}
+
+static void widen(float *h, const uint16_t *d, int64_t n)
+{
+    uint16_t *raw = xmalloc((size_t)n * 2);
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemcpy(raw, d, (size_t)n * 2, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < n; i++)
+        h[i] = eng_bf16_to_f32(raw[i]);
+    free(raw);
+}
+
+static void test_out16(void **state)
+{
+    (void)state;
+    static const eng_gemm_shape sh[] = {{28672, 4096, 1}, {264, 136, 1}, {40, 1032, 1}, {8, 8, 1}};
+    static const int Ms[] = {1, 5, 7, 64, 256, 300};
+    const int ns = (int)(sizeof sh / sizeof sh[0]);
+    eng_gemm *g = open_gemm(sh, ns, 0);
+    int64_t fails = 0, pinned = 0;
+    char what[160];
+    for (int s = 0; s < ns; s++) {
+        const int N = sh[s].N, K = sh[s].K;
+        assert_int_equal(eng_gemm_pinned(g, N, K), -1); /* only the bf16-output shape was asked for */
+        if (eng_gemm_pinned16(g, N, K) != 1) {
+            printf("  N=%d K=%d bf16 output: not pinned on this GPU (the engine keeps the fp32 path)\n", N, K);
+            continue;
+        }
+        pinned++;
+        float *x = rand_floats((int64_t)MAX_ROWS * K, -2, 2);
+        uint16_t *xb = xmalloc((size_t)MAX_ROWS * K * 2), *W = rand_bf16((int64_t)N * K);
+        for (int64_t i = 0; i < (int64_t)MAX_ROWS * K; i++)
+            xb[i] = eng_f32_to_bf16(x[i]);
+        uint16_t *dx = to_dev(xb, (int64_t)MAX_ROWS * K * 2), *dW = to_dev(W, (int64_t)N * K * 2);
+        uint16_t *dy = ekc_dev_nan((int64_t)MAX_ROWS * N, 2);
+        float *ref = FALLOC((int64_t)MAX_ROWS * N), *got = FALLOC((int64_t)R * N);
+        run16(g, dy, dx, dW, MAX_ROWS, N, K);
+        widen(ref, dy, (int64_t)MAX_ROWS * N);
+        for (size_t m = 0; m < sizeof Ms / sizeof Ms[0]; m++) {
+            const int M = Ms[m];
+            for (int c0 = 0; c0 < R; c0 += M) {
+                const int n = R - c0 < M ? R - c0 : M;
+                ekc_poison(dy, (int64_t)MAX_ROWS * N, 2);
+                run16(g, dy, dx + (int64_t)c0 * K, dW, n, N, K);
+                widen(got + (int64_t)c0 * N, dy, (int64_t)n * N);
+                float tail = 0.0f; /* the row after the chunk stays NaN */
+                widen(&tail, dy + (int64_t)n * N, 1);
+                if (!isnan(tail)) {
+                    printf("    N=%d K=%d chunk of %d rows at %d: wrote past its rows\n", N, K, n, c0);
+                    fails++;
+                }
+            }
+            snprintf(what, sizeof what, "N=%d K=%d bf16 output: chunks of %d vs one of %d", N, K, M, MAX_ROWS);
+            fails += bit_diffs(what, got, ref, (int64_t)R * N, N);
+        }
+        double *want = xmalloc((size_t)N * sizeof *want), *tol = xmalloc((size_t)N * sizeof *tol);
+        for (int r = 0; r < MAX_ROWS; r += MAX_ROWS - 1) {
+            reference(x, W, NULL, NULL, r, r + 1, N, K, 1, want, tol);
+            for (int n = 0; n < N; n++)
+                tol[n] += ldexp(fabs(want[n]) + tol[n], -8);
+            snprintf(what, sizeof what, "N=%d K=%d bf16 output row %d vs double reference", N, K, r);
+            fails += out_of_bound(what, ref + (int64_t)r * N, want, tol, N);
+        }
+        free(want); free(tol); free(x); free(xb); free(W); free(ref); free(got);
+        CU(cudaFree(dx)); CU(cudaFree(dW)); CU(cudaFree(dy));
+    }
+    rc_err e = {0};
+    uint16_t *y = ekc_dev_nan(64, 2);
+    assert_int_equal(eng_gemm_run_out16(g, y, eng_gemm_xbuf(g), y, 1, 64, 64, 0, &e), RC_E_USAGE);
+    printf("  bf16 output, unknown shape: %s\n", e.msg);
+    assert_int_equal(eng_gemm_pinned16(g, 64, 64), -1);
+    CU(cudaFree(y));
+    printf("  %lld of %d bf16-output shapes pinned\n", (long long)pinned, ns);
+    eng_gemm_close(g);
+    assert_int_equal(fails, 0);
+}
+
 /* ---- refusals: each an error with a message, nothing computed ---- */
 static void test_refusals(void **state)
 {
@@ -650,7 +736,7 @@ int main(int argc, char **argv)
         return bench();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checker_fails), cmocka_unit_test(test_to_bf16),  cmocka_unit_test(test_values),
-        cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_out16), cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests_name("engine.gemm", tests, setup, rng_teardown);
 }
