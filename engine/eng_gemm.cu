@@ -7,7 +7,6 @@ namespace {
 
 constexpr int THREADS = 256;
 
-
 /* LO: the bits of bf16(f - float(bf16(f))) (the subtraction is exact in fp32), else of bf16(f). */
 template <bool LO> __device__ __forceinline__ unsigned bf16_part(float f)
 {

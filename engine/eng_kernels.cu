@@ -357,8 +357,7 @@ void post_rows(const float *qkv, float *q, KV *kdst, KV *vdst, const float *qn, 
         k_qkv_post_rows<KV, 4><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot);
 }
 
-/* One element per thread: any I. */
-/* gu in fp32, or in bf16 (the bf16-output gate|up GEMM: engk_glu_bf16in) */
+/* One element per thread: any I. gu in fp32, or in bf16 (the bf16-output gate|up GEMM: engk_glu_bf16in). */
 template <typename T>
 __global__ void k_glu(float *out, uint16_t *outb, const T *gu, int64_t total, int I, int act)
 {
@@ -511,7 +510,6 @@ cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vba
                       (uint16_t *)vbase, qn, kn, norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot, pos_dev,
                       pos_dev ? row : (int64_t)0, back);
 }
-
 
 cudaError_t engk_glu(float *out, const float *gu, int T, int I, int act, cudaStream_t s)
 {

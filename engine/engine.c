@@ -1450,18 +1450,17 @@ static int matmul_in(eng *E, float *y, const uint16_t *xb, const float *x, const
 }
 
 /* 1 where the prefill gate|up GEMM writes bf16 (E->glu16 and its bf16-output algorithm pinned; the normed rows xb
- * in bf16 already, the down GEMM's input too). */
-static int glu_from_bf16(const eng *E, const eng_layer_layout *Ly, const uint16_t *xb, int Hd)
+ * in bf16 already, and xd, the down GEMM's bf16 input, there too). */
+static int glu_from_bf16(const eng *E, const eng_layer_layout *Ly, const uint16_t *xb, const uint16_t *xd, int Hd)
 {
-    return E->glu16 && xb && Ly->bgu < 0 && eng_gemm_pinned16(E->gemm, 2 * Ly->inter, Hd) == 1 &&
-           gemm_input(E, Hd, Ly->inter);
+    return E->glu16 && xb && xd && Ly->bgu < 0 && eng_gemm_pinned16(E->gemm, 2 * Ly->inter, Hd) == 1;
 }
 
-/* gate|up = bf16(xb Wgu^T) into d_gu's storage (as bf16), then the GLU from it into the down GEMM's input. One more
+/* gate|up = bf16(xb Wgu^T) into d_gu's storage (as bf16), then the GLU from it into xd, the down GEMM's input. One more
  * rounding than the fp32 path (gate and up to bf16 before the activation, as HF's bf16 models do): a change of
  * numerics, off by default (ENG_GLU_BF16, engine/README.md). Probes see the bf16 values widened. */
-static int glu_bf16(eng *E, int l, const eng_layer_layout *Ly, const char *W, const uint16_t *xb, int T, probes *P,
-                    rc_err *e)
+static int glu_bf16(eng *E, int l, const eng_layer_layout *Ly, const char *W, const uint16_t *xb, uint16_t *xd, int T,
+                    probes *P, rc_err *e)
 {
     const int Hd = (int)E->c->hidden, I = Ly->inter;
     const void *Wgu = W + Ly->wgu;
@@ -1470,7 +1469,7 @@ static int glu_bf16(eng *E, int l, const eng_layer_layout *Ly, const char *W, co
     ATTEMPT(eng_gemm_run_out16(E->gemm, gu16, xb, Wgu, T, 2 * I, Hd, E->s_comp, e));
     PROBE(l, "mlp.gate", 2, I, 0, gu16, 2 * I, 1, T);
     PROBE(l, "mlp.up", 2, I, 0, gu16 + I, 2 * I, 1, T);
-    CK(engk_glu_bf16in(gemm_input(E, Hd, I), P ? E->d_act : NULL, gu16, T, I, E->c->act, E->s_comp));
+    CK(engk_glu_bf16in(xd, P ? E->d_act : NULL, gu16, T, I, E->c->act, E->s_comp));
     return RC_OK;
 }
 
@@ -1545,25 +1544,25 @@ mlp:
     xb = gemm_input(E, 2 * I, Hd);
     ATTEMPT(norm_rows(E, xb, P != NULL, VEC(Ly->mlp_norm), T, e));
     PROBE(l, "mlp_norm", 2, Hd, 0, E->d_a, Hd, 0, T);
-    if (glu_from_bf16(E, Ly, xb, Hd))
-        ATTEMPT(glu_bf16(E, l, Ly, W, xb, T, P, e));
+    uint16_t *xd = gemm_input(E, Hd, I); /* the down GEMM's bf16 input, or NULL: the fp32 path */
+    if (glu_from_bf16(E, Ly, xb, xd, Hd))
+        ATTEMPT(glu_bf16(E, l, Ly, W, xb, xd, T, P, e));
     else {
         ATTEMPT(matmul_in(E, E->d_gu, xb, E->d_a, W + Ly->wgu, &Ly->qgu, VEC(Ly->bgu), NULL, T, 2 * I, Hd, e));
         PROBE(l, "mlp.gate", 2, I, 0, E->d_gu, 2 * I, 0, T);
         PROBE(l, "mlp.up", 2, I, 0, E->d_gu + I, 2 * I, 0, T);
-        if ((xb = gemm_input(E, Hd, I)))
-            CK(engk_glu_bf16(xb, P ? E->d_act : NULL, E->d_gu, T, I, c->act, E->s_comp));
+        if (xd)
+            CK(engk_glu_bf16(xd, P ? E->d_act : NULL, E->d_gu, T, I, c->act, E->s_comp));
         else
             CK(engk_glu(E->d_act, E->d_gu, T, I, c->act, E->s_comp));
     }
-    xb = gemm_input(E, Hd, I);
     PROBE(l, "mlp.act", 2, I, 0, E->d_act, I, 0, T);
     if (Ly->post_mlp_norm >= 0) { /* sandwich: x += norm(o) */
-        ATTEMPT(matmul_in(E, E->d_a, xb, E->d_act, W + Ly->wdown, &Ly->qdown, VEC(Ly->bdown), NULL, T, Hd, I, e));
+        ATTEMPT(matmul_in(E, E->d_a, xd, E->d_act, W + Ly->wdown, &Ly->qdown, VEC(Ly->bdown), NULL, T, Hd, I, e));
         PROBE(l, "mlp.out", 2, Hd, 0, E->d_a, Hd, 0, T);
         CK(engk_norm_add(E->d_x, E->d_a, VEC(Ly->post_mlp_norm), T, Hd, c->eps, c->norm, E->s_comp));
     } else
-        ATTEMPT(matmul_in(E, E->d_x, xb, E->d_act, W + Ly->wdown, &Ly->qdown, VEC(Ly->bdown), E->d_x, T, Hd, I, e));
+        ATTEMPT(matmul_in(E, E->d_x, xd, E->d_act, W + Ly->wdown, &Ly->qdown, VEC(Ly->bdown), E->d_x, T, Hd, I, e));
     ATTEMPT(layer_end(E, l, W, T, P, e));
     PROBE(l, "out", 2, Hd, 0, E->d_x, Hd, 0, T);
 #undef VEC
