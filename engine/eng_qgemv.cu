@@ -352,17 +352,18 @@ __device__ __forceinline__ void slot_scales(float *s, float *off, const float *c
  * of engk_rmsnorm followed by the plain kernel, bit for bit. */
 template <int FAM, int PERROW> constexpr int slot_regs() { return 4 + (PERROW ? 0 : FAM == 2 ? 2 : 1); }
 
-template <int FAM, int BITS, int R, int U, int WARPS, bool GLU, bool PERROW, bool NORM, bool NQ>
+template <int FAM, int BITS, int R, int U, int WARPS, bool GLU, bool PERROW, bool NORM, bool NQ, bool MR = false>
 __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() <= 32 ? 1024 : 512) / (WARPS * 32))
     k_qgemv_s(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift,
-              QNorm nm)
+              QNorm nm, int rs)
 {
+    static_assert(!MR || NQ, "the multi-row walk is the NQ loop's");
     static_assert(!NORM || WARPS * 32 >= NORM_THREADS, "the fused norm needs k_rmsnorm's 256 threads");
     constexpr int P = 128 / BITS, RP = GLU ? R / 2 : R;
     extern __shared__ float4 xs[];
     __shared__ float part[NORM ? WARPS : 1]; /* block_sum's warp partials */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t o0 = ((int64_t)blockIdx.x * WARPS + warp) * RP;
+    const int64_t o0 = ((int64_t)blockIdx.x * WARPS + warp) * RP * (MR ? rs : 1); /* MR: rs row sets from o0 */
     const int nb = K / P, nj = lane < nb ? (nb - lane + 31) >> 5 : 0; /* this lane's blocks */
     const uint4 *w16 = reinterpret_cast<const uint4 *>(m.codes);
     /* a row past N computes row 0's sums (never stored): no predicate in the loop. Offsets in 16-byte units (codes)
@@ -410,6 +411,90 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
         return;
     const float4 *xl = xs + xpad(lane * (P / 4));
     float acc[R] = {};
+    if (MR) {
+        /* The warp's rs row sets (RP outputs each; those from N on skipped) as one stream of its lanes' blocks: item
+         * t = i nj + j is block lane + 32 j of row set i, held in slot t % U. The ring's refill runs on across row
+         * sets (a cursor, ir / jr), so U blocks a row stay in flight from the first row set's start to the last one's
+         * end, and x's copy (and the norm) is paid once for rs row sets. Each row's blocks are summed in the same
+         * order and reduced by the same butterfly as the loops below: the same bits. The launcher runs it only
+         * where every lane has the same nj >= U (nb a multiple of 32), so the row sets end together for the whole
+         * warp (the butterfly) and at most one row set boundary lies among the U items in flight (PERROW: the next
+         * row set's scale, loaded when the refill enters it, srn, and taken when the sums do). */
+        const int nrs = (int)((N - o0 + RP - 1) / RP) < rs ? (int)((N - o0 + RP - 1) / RP) : rs;
+        const int T = nrs * nj;
+        unsigned wr[R], sr[R]; /* the refill's row set: 16-byte unit (lane included) and group offsets */
+        float srn[R], mrn[R];
+        auto enter = [&](int i) { /* the refill cursor enters row set i (< nrs) */
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int64_t o = o0 + (int64_t)i * RP + (GLU ? r % RP : r);
+                const int64_t row = o < N ? (GLU && r >= RP ? N + o : o) : 0;
+                wr[r] = (unsigned)(row * (m.row_bytes / 16)) + lane;
+                sr[r] = (unsigned)(row * m.ng);
+                srn[r] = PERROW ? __ldg(m.scale + sr[r]) : 0.0f;
+                mrn[r] = PERROW && FAM == 2 ? __ldg(m.offset + sr[r]) : 0.0f;
+            }
+        };
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            wr[r] = wo[r];
+            sr[r] = so[r];
+            srn[r] = srow[r];
+            mrn[r] = mrow[r];
+        }
+        int jr = U, ir = 0, jc = 0, ic = 0; /* the refill's next item and the sums' */
+        if (jr == nj) {
+            jr = 0;
+            ir = 1;
+            if (ir < nrs)
+                enter(ir);
+        }
+        const unsigned xa0 = (unsigned)__cvta_generic_to_shared(xl);
+        for (int t0 = 0; t0 < T; t0 += U)
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int t = t0 + u;
+                if (t >= T)
+                    break;
+                float s[R], off[R];
+                slot_scales<FAM, R, PERROW>(s, off, cs[u], cm[u], srow, mrow);
+                const float *xb = NORM ? reinterpret_cast<const float *>(xl + 9 * P * jc) : x + (int64_t)(lane + 32 * jc) * P;
+                dot_block<FAM, BITS, R, true>(acc, ch[u], ok, XSharedA{xa0 + 144u * P * (unsigned)jc}, xb, s, off,
+                                              m.magic, m.magic19);
+                if (t + U < T) { /* refill slot u with item t + U: block jr of row set ir */
+                    const unsigned g = (unsigned)(lane + 32 * jr) >> gshift;
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        ch[u][r] = ld_stream16(w16 + (wr[r] + 32u * (unsigned)jr));
+                        if (!PERROW) {
+                            cs[u][r] = __ldg(m.scale + (sr[r] + g));
+                            cm[u][r] = FAM == 2 ? __ldg(m.offset + (sr[r] + g)) : 0.0f;
+                        }
+                    }
+                    if (++jr == nj) {
+                        jr = 0;
+                        if (++ir < nrs)
+                            enter(ir);
+                    }
+                }
+                if (++jc == nj) { /* row set ic summed: the butterfly and its store, as below */
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+                        acc[r] = warp_sum(acc[r]);
+                    if (lane == 0)
+                        store_rows<RP, GLU>(y, acc, o0 + (int64_t)ic * RP, b, res, N, act);
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        acc[r] = 0.0f;
+                        srow[r] = srn[r];
+                        mrow[r] = mrn[r];
+                    }
+                    jc = 0;
+                    ic++;
+                }
+            }
+        return;
+    }
     if (NQ) { /* the same blocks, sums and loads in the same order; the addresses advanced instead of recomputed */
         const uint4 *wp[R];
 #pragma unroll
@@ -513,12 +598,37 @@ bool slot_fits(const eng_qfmt *q, int64_t rows, int64_t K)
 /* Shared bytes for x: K floats and their padding (xpad). */
 size_t xs_bytes(int K) { return ((size_t)K / 4 + (size_t)K / 32 + 1) * 16; }
 
-template <int FAM, int BITS, int RO, int U, int WARPS, bool GLU, bool PERROW, bool NORM, bool NQ>
+int dev_attr(cudaDeviceAttr a);
+
+/* Row sets a warp for k_qgemv_s's multi-row walk (MR): RS > 1 as given; RS = 0 the fewest that put the whole grid
+ * on the device at once (one wave: occupancy times SMs), so x's copy and the norm are paid once a block and no block
+ * waits for a second wave. Which warp sums a row never changes its bits, so this may depend on the device. */
+int rows_sets(int RS, const void *kern, int threads, size_t smem, int64_t blocks1)
+{
+    if (RS > 0)
+        return RS;
+    int occ = 0;
+    const int sms = dev_attr(cudaDevAttrMultiProcessorCount);
+    if (sms < 1 || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, threads, smem) != cudaSuccess || occ < 1) {
+        cudaGetLastError();
+        return 1;
+    }
+    const int64_t wave = (int64_t)occ * sms;
+    return (int)((blocks1 + wave - 1) / wave);
+}
+
+/* RS: 1 the one-row-set loops; else the multi-row walk with RS row sets a warp (0: rows_sets' choice), where every
+ * lane has the same number of blocks, at least U (nb a multiple of 32); elsewhere the one-row-set loops. */
+template <int FAM, int BITS, int RO, int U, int WARPS, bool GLU, bool PERROW, bool NORM, bool NQ, int RS = 1>
 cudaError_t launch_s(float *y, const float *x, const QMat &m, const float *b, const float *res, int N, int K, int act,
                      const QNorm &nm, cudaStream_t s)
 {
     constexpr int R = GLU ? 2 * RO : RO;
-    const auto kern = k_qgemv_s<FAM, BITS, R, U, WARPS, GLU, PERROW, NORM, NQ>;
+    constexpr bool MR = RS != 1 && NQ;
+    const int nb = K / (128 / BITS);
+    const bool walk = MR && nb % 32 == 0 && nb / 32 >= U;
+    const auto kern = walk ? k_qgemv_s<FAM, BITS, R, U, WARPS, GLU, PERROW, NORM, NQ, MR>
+                           : k_qgemv_s<FAM, BITS, R, U, WARPS, GLU, PERROW, NORM, NQ, false>;
     const size_t smem = xs_bytes(K);
     if (smem > 48 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -526,26 +636,28 @@ cudaError_t launch_s(float *y, const float *x, const QMat &m, const float *b, co
             return err;
     }
     const int gshift = slot_shift(m.group, K, 128 / BITS);
-    const unsigned grid = (unsigned)(((int64_t)N + WARPS * RO - 1) / (WARPS * RO));
-    return launch_dep(kern, dim3(grid), dim3(WARPS * 32), smem, s, y, x, m, b, res, N, K, act, gshift, nm);
+    const int64_t blocks1 = ((int64_t)N + WARPS * RO - 1) / (WARPS * RO);
+    const int rs = walk ? rows_sets(RS, (const void *)kern, WARPS * 32, smem, blocks1) : 1;
+    const unsigned grid = (unsigned)((blocks1 + rs - 1) / rs);
+    return launch_dep(kern, dim3(grid), dim3(WARPS * 32), smem, s, y, x, m, b, res, N, K, act, gshift, nm, rs);
 }
 
 /* k_qgemv_s for q's family, bits and grouping (the format checked, slot_fits). */
-template <int RO, int U, int WARPS, bool GLU, bool NORM, bool NQ>
+template <int RO, int U, int WARPS, bool GLU, bool NORM, bool NQ, int RS = 1>
 cudaError_t launch_sf(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
                       int N, int K, int act, const QNorm &nm, cudaStream_t s)
 {
     const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
     if (q->family == 2)
-        return launch_s<2, 4, RO, U, WARPS, GLU, false, NORM, NQ>(y, x, m, b, res, N, K, act, nm, s);
+        return launch_s<2, 4, RO, U, WARPS, GLU, false, NORM, NQ, RS>(y, x, m, b, res, N, K, act, nm, s);
     if (q->bits == 4)
-        return launch_s<1, 4, RO, U, WARPS, GLU, false, NORM, NQ>(y, x, m, b, res, N, K, act, nm, s);
+        return launch_s<1, 4, RO, U, WARPS, GLU, false, NORM, NQ, RS>(y, x, m, b, res, N, K, act, nm, s);
     if (q->group == K)
-        return launch_s<1, 8, RO, U, WARPS, GLU, true, NORM, NQ>(y, x, m, b, res, N, K, act, nm, s);
-    return launch_s<1, 8, RO, U, WARPS, GLU, false, NORM, NQ>(y, x, m, b, res, N, K, act, nm, s);
+        return launch_s<1, 8, RO, U, WARPS, GLU, true, NORM, NQ, RS>(y, x, m, b, res, N, K, act, nm, s);
+    return launch_s<1, 8, RO, U, WARPS, GLU, false, NORM, NQ, RS>(y, x, m, b, res, N, K, act, nm, s);
 }
 
-template <int RO, int U, int WARPS, bool GLU, bool NQ = false>
+template <int RO, int U, int WARPS, bool GLU, bool NQ = false, int RS = 1>
 cudaError_t launch_sq(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
                       int N, int K, int act, cudaStream_t s)
 {
@@ -553,7 +665,8 @@ cudaError_t launch_sq(float *y, const float *x, const void *W, const eng_qfmt *q
         return cudaErrorInvalidValue;
     if (!slot_fits(q, GLU ? 2 * (int64_t)N : N, K)) /* k_qgemv's r2u2r */
         return launch_q<2, 2, GLU, true>(y, x, W, q, b, res, N, K, act, s);
-    return launch_sf<RO, U, WARPS, GLU, false, NQ>(y, x, W, q, b, res, N, K, act, QNorm{nullptr, nullptr, 0.0f, 0}, s);
+    return launch_sf<RO, U, WARPS, GLU, false, NQ, RS>(y, x, W, q, b, res, N, K, act, QNorm{nullptr, nullptr, 0.0f, 0},
+                                                       s);
 }
 
 /* An attribute of the current device, or -1 (the failed query's error cleared: not a kernel's). */
@@ -578,13 +691,13 @@ bool s_runs(const eng_qfmt *q, int64_t rows, int K, bool norm)
 }
 
 /* y = W rmsnorm(x) (+ b), or its GLU: k_qgemv_s with the fused norm; refused where norm_runs does not hold. */
-template <int RO, int U, int WARPS, bool GLU, bool NQ = false>
+template <int RO, int U, int WARPS, bool GLU, bool NQ = false, int RS = 1>
 cudaError_t launch_sn(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
                       const eng_qfmt *q, const float *b, int N, int K, int act, cudaStream_t s)
 {
     if (N < 1 || kind < 0 || kind > 3 || (kind != 3 && !nw) || !s_runs(q, GLU ? 2 * (int64_t)N : N, K, true))
         return cudaErrorInvalidValue;
-    return launch_sf<RO, U, WARPS, GLU, true, NQ>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind}, s);
+    return launch_sf<RO, U, WARPS, GLU, true, NQ, RS>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind}, s);
 }
 
 /* ---- k_qgemv_mma: the tensor-core variant (sm_80+; see eng_qgemv.h for its order and precision) ----
@@ -1024,6 +1137,13 @@ const Variant variants[] = {
      launch_sn<1, 2, 16, false, true>, launch_sn<1, 2, 16, true, true>},
     {"s1u4w16n", launch_sq<1, 4, 16, false, true>, launch_sq<1, 4, 16, true, true>, false,
      launch_sn<1, 4, 16, false, true>, launch_sn<1, 4, 16, true, true>},
+    /* the same walking several row sets a warp (k_qgemv_s's MR): r the fewest for one wave, 3 three (a test of the
+     * walk's row-set boundaries; both fall back to the n loops where the lanes' block counts differ). s1u2w16nr and
+     * s2u2w8nr measured slower than s1u4w16nr (session 8) and were dropped */
+    {"s1u4w16nr", launch_sq<1, 4, 16, false, true, 0>, launch_sq<1, 4, 16, true, true, 0>, false,
+     launch_sn<1, 4, 16, false, true, 0>, launch_sn<1, 4, 16, true, true, 0>},
+    {"s1u2w16n3", launch_sq<1, 2, 16, false, true, 3>, launch_sq<1, 2, 16, true, true, 3>, false,
+     launch_sn<1, 2, 16, false, true, 3>, launch_sn<1, 2, 16, true, true, 3>},
     {"s2u2w8n", launch_sq<2, 2, 8, false, true>, launch_sq<2, 2, 8, true, true>, false,
      launch_sn<2, 2, 8, false, true>, launch_sn<2, 2, 8, true, true>},
     /* k_qgemv_mma: m<warps a tile's k is split over>[t<tiles a block>]u<ring>; the fallback (s2u2w8) where it
@@ -1067,6 +1187,17 @@ static const int USE_MMA = 1;
  * the s1u2w16 picks, 58.7 with their n forms (int8 unchanged: 61.2 / 61.5, it keeps its picks). */
 static const int Q4_NQ = 1;
 
+/* 1: int4's fused gate|up walks several row sets a warp (s1u4w16nr: a ring of 4, the grid in one wave); 0: one row
+ * set a warp (s1u2w16n). The same bits. Measured on the H200 (session 8, one `test_engk_qgemv --bench` run, graph
+ * times, llama3-8b gate|up with the fused norm, int4 g128): s1u2w16n 40.2 us, s1u2w16nr 39.4, s1u4w16nr 36.8,
+ * s2u2w8nr 37.8. The walk lost on every other shape (int4 q|k|v 8.0 -> 10.3 us, o 5.6 -> 5.9, down 15.8 -> 17.5;
+ * int8 likewise), so nothing else takes it. */
+static const int Q_WALK = 1;
+
+/* 1: int8's fused gate|up takes s1u2w16n instead of s1u4w16 (the same bits). Same run: with the fused norm 37.6 us
+ * against 42.7 (s1u2w16nr 37.5, s1u4w16nr 42.4). */
+static const int Q8_GLU_N = 1;
+
 /* The int8 q|k|v-like shapes where m8u4 measured best (plain and fused-norm picks). */
 static bool int8_qkv_shape(const eng_qfmt *q, int N, int K) { return q->bits == 8 && N > 4096 && K <= 8192; }
 
@@ -1074,10 +1205,14 @@ static bool int8_qkv_shape(const eng_qfmt *q, int N, int K) { return q->bits == 
  * Measured on the H200 (test_engk_qgemv --bench, graph times, llama3-8b shapes), us, int8 per row: q|k|v s1u2w16
  * 6.8 (m8u4 6.2), o s1u2w16 4.9, fused gate|up s1u4w16 33.7 (s1u2w16 33.8, m8u4 34.0), down s1u4w16 16.6 (m8u8
  * 19.4); int4 g128 affine: q|k|v s1u2w16 ~8.1 (m4u8, m4t2u4 the same), o s1u2w16 5.4, fused gate|up s1u2w16 32.3,
- * down s1u2w16 15.8 (m8t2u4 13.8). The shape never changes a bit among k_qgemv_s variants. */
+ * down s1u2w16 15.8 (m8t2u4 13.8). Those are the plain forms; the engine runs gate|up with the fused norm, where
+ * session 8 measured int8 s1u2w16n and int4 s1u4w16nr best (Q8_GLU_N, Q_WALK above). The shape never changes a bit
+ * among k_qgemv_s variants. */
 static const char *s_pick(int glu, const eng_qfmt *q, int K)
 {
     if (q->bits == 4 && Q4_NQ)
+        return glu && Q_WALK ? "s1u4w16nr" : "s1u2w16n";
+    if (q->bits == 8 && glu && Q8_GLU_N)
         return "s1u2w16n";
     return q->bits == 8 && (glu || K > 8192) ? "s1u4w16" : "s1u2w16";
 }

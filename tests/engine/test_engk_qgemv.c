@@ -46,7 +46,9 @@ static const qcase cases[] = {
 
 /* N x K pairs: one row, odd N, one group, K at the lane stride (32 blocks) and past it, a 4096-wide row, fewer blocks
  * than lanes with K / 4 not a multiple of 8 (592: int8 per row only) or of 32 (608), and down's 14336 (x in more than
- * 48 KB of shared memory). */
+ * 48 KB of shared memory). 4096 and 14336 give every lane the same blocks: the multi-row walk (*nr, *n3) runs there,
+ * with 3 row sets a warp in s1u2w16n3 (N = 5: a warp of 3 and one of 2 row sets; N = 19: 3 row sets of 1 row from
+ * 7 warps, the last one short). */
 static const int shapes[][2] = {{1, 128},  {37, 256}, {67, 384}, {5, 4096}, {131, 1024 + 128}, {33, 2048 + 640},
                                 {7, 592}, {9, 608},  {19, 14336}};
 
@@ -916,6 +918,12 @@ int main(int argc, char **argv)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         fails += check_glu(&cases[c], 37, 256, RC_ACT_SILU);
         fails += check_glu(&cases[c], 64, 1024 + 128, RC_ACT_GELU_TANH);
+        /* the multi-row walk (the *nr / *n3 variants): K a multiple of 32 blocks, 2 (int4) or 4 (int8) a lane, so
+         * a ring of 2 wraps into the next row set at its start; I past one wave of blocks (the nr forms: 2 row sets
+         * a warp on a device of up to 140 SMs at two blocks an SM) for two cases */
+        fails += check_glu(&cases[c], 37, 2048, RC_ACT_SILU);
+        if (c == 0 || c == 4)
+            fails += check_glu(&cases[c], 4500, 4096, RC_ACT_SILU);
     }
     for (size_t c = 0; c < sizeof mma_cases / sizeof mma_cases[0]; c++) {
         static const int mk[] = {128, 4096, 14336}, mn[] = {1, 15, 17, 4099};
