@@ -6,7 +6,8 @@
 #       bash scripts/gpu-prof.sh
 # $OUT/prof-<len>.csv (ncu --csv --page raw) and $OUT/prof.txt (a per-kernel-name summary: count, total µs, GB/s;
 # then the same for one decode step alone: the shortest stretch between two device argmaxes).
-# With --sections, Nsight Compute's detail (speed of light, occupancy, launch, warp stalls, memory, compute) for
+# With --sections, Nsight Compute's detail (speed of light, occupancy, launch, warp states, memory, compute, scheduler,
+# instruction mix, and the sampled stall reasons per source line) for
 # chosen kernels instead, one report per spec:
 #   OUT=/tmp/out bash scripts/gpu-prof.sh --sections 'NAME|KERNEL_REGEX|SKIP|COUNT|COMMAND...' ...
 #   e.g. 'mma|k_attn_mma|108|1|build-gpu/tests/engine/test_engk_attn --bench'  -> $OUT/ncu-NAME.txt
@@ -28,7 +29,8 @@ if [ "${1:-}" = --sections ]; then
         # shellcheck disable=SC2086 # cmd: the program and its arguments, word-split on purpose
         timeout 240 "$NCU" --clock-control none -k "regex:$re" --launch-skip "$skip" --launch-count "$count" \
             --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-            --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis $cmd >"$OUT/ncu-$name.txt" 2>&1
+            --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats \
+            --section InstructionStats --section SourceCounters $cmd >"$OUT/ncu-$name.txt" 2>&1
         echo "ncu $name: exit $? ($(grep -c 'Duration' "$OUT/ncu-$name.txt") kernels)"
     done
     exit 0
