@@ -352,6 +352,21 @@ __device__ __forceinline__ void slot_scales(float *s, float *off, const float *c
  * of engk_rmsnorm followed by the plain kernel, bit for bit. */
 template <int FAM, int PERROW> constexpr int slot_regs() { return 4 + (PERROW ? 0 : FAM == 2 ? 2 : 1); }
 
+/* k_qgemv_s's row set from output o0 (RP outputs; GLU: gate rows o, up rows N + o): each row's offsets in 16-byte
+ * units (codes, lane included) and in groups (scales, offsets), 32 bits each (a matrix below 64 GB). A row past N
+ * is row 0: its sums are computed, never stored, so the loops need no predicate. */
+template <int R, int RP, bool GLU>
+__device__ __forceinline__ void row_offsets(unsigned *wo, unsigned *so, const QMat &m, int64_t o0, int N, int lane)
+{
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t o = o0 + (GLU ? r % RP : r);
+        const int64_t row = o < N ? (GLU && r >= RP ? N + o : o) : 0;
+        wo[r] = (unsigned)(row * (m.row_bytes / 16)) + lane;
+        so[r] = (unsigned)(row * m.ng);
+    }
+}
+
 template <int FAM, int BITS, int R, int U, int WARPS, bool GLU, bool PERROW, bool NORM, bool NQ, bool MR = false>
 __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() <= 32 ? 1024 : 512) / (WARPS * 32))
     k_qgemv_s(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift,
@@ -366,18 +381,12 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
     const int64_t o0 = ((int64_t)blockIdx.x * WARPS + warp) * RP * (MR ? rs : 1); /* MR: rs row sets from o0 */
     const int nb = K / P, nj = lane < nb ? (nb - lane + 31) >> 5 : 0; /* this lane's blocks */
     const uint4 *w16 = reinterpret_cast<const uint4 *>(m.codes);
-    /* a row past N computes row 0's sums (never stored): no predicate in the loop. Offsets in 16-byte units (codes)
-     * and in groups (scales, offsets): 32 bits each, a matrix below 64 GB */
     unsigned wo[R], so[R];
+    row_offsets<R, RP, GLU>(wo, so, m, o0, N, lane);
     bool ok[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int64_t o = o0 + (GLU ? r % RP : r);
-        const int64_t row = o < N ? (GLU && r >= RP ? N + o : o) : 0;
-        wo[r] = (unsigned)(row * (m.row_bytes / 16)) + lane;
-        so[r] = (unsigned)(row * m.ng);
+    for (int r = 0; r < R; r++)
         ok[r] = true;
-    }
     uint4 ch[U][R];
     float cs[U][R], cm[U][R]; /* the slot's scale and offset (not PERROW) */
 #pragma unroll
@@ -420,17 +429,15 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
          * where every lane has the same nj >= U (nb a multiple of 32), so the row sets end together for the whole
          * warp (the butterfly) and at most one row set boundary lies among the U items in flight (PERROW: the next
          * row set's scale, loaded when the refill enters it, srn, and taken when the sums do). */
-        const int nrs = (int)((N - o0 + RP - 1) / RP) < rs ? (int)((N - o0 + RP - 1) / RP) : rs;
+        const int64_t left = (N - o0 + RP - 1) / RP; /* row sets from o0 with an output below N */
+        const int nrs = left < rs ? (int)left : rs;
         const int T = nrs * nj;
-        unsigned wr[R], sr[R]; /* the refill's row set: 16-byte unit (lane included) and group offsets */
+        unsigned wr[R], sr[R]; /* the refill's row set (row_offsets) */
         float srn[R], mrn[R];
         auto enter = [&](int i) { /* the refill cursor enters row set i (< nrs) */
+            row_offsets<R, RP, GLU>(wr, sr, m, o0 + (int64_t)i * RP, N, lane);
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                const int64_t o = o0 + (int64_t)i * RP + (GLU ? r % RP : r);
-                const int64_t row = o < N ? (GLU && r >= RP ? N + o : o) : 0;
-                wr[r] = (unsigned)(row * (m.row_bytes / 16)) + lane;
-                sr[r] = (unsigned)(row * m.ng);
                 srn[r] = PERROW ? __ldg(m.scale + sr[r]) : 0.0f;
                 mrn[r] = PERROW && FAM == 2 ? __ldg(m.offset + sr[r]) : 0.0f;
             }
@@ -598,23 +605,51 @@ bool slot_fits(const eng_qfmt *q, int64_t rows, int64_t K)
 /* Shared bytes for x: K floats and their padding (xpad). */
 size_t xs_bytes(int K) { return ((size_t)K / 4 + (size_t)K / 32 + 1) * 16; }
 
-int dev_attr(cudaDeviceAttr a);
+/* An attribute of the current device, or -1 (the failed query's error cleared: not a kernel's). */
+int dev_attr(cudaDeviceAttr a)
+{
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, a, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return v;
+}
+
+/* Blocks of one kernel the device holds at once (occupancy times SMs) at one dynamic shared-memory size, kept for
+ * the device and size it was asked for: launch_s keeps one per kernel, so a launch does not query the runtime
+ * again (the decode step launches the same shapes every token). */
+struct WaveCache {
+    int dev = -1;
+    size_t smem = 0;
+    int64_t wave = 0;
+};
 
 /* Row sets a warp for k_qgemv_s's multi-row walk (MR): RS > 1 as given; RS = 0 the fewest that put the whole grid
- * on the device at once (one wave: occupancy times SMs), so x's copy and the norm are paid once a block and no block
- * waits for a second wave. Which warp sums a row never changes its bits, so this may depend on the device. */
-int rows_sets(int RS, const void *kern, int threads, size_t smem, int64_t blocks1)
+ * on the device at once (one wave), so x's copy and the norm are paid once a block and no block waits for a second
+ * wave. Which warp sums a row never changes its bits, so this may depend on the device. */
+int rows_sets(int RS, const void *kern, int threads, size_t smem, int64_t blocks1, WaveCache &c)
 {
     if (RS > 0)
         return RS;
-    int occ = 0;
-    const int sms = dev_attr(cudaDevAttrMultiProcessorCount);
-    if (sms < 1 || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, threads, smem) != cudaSuccess || occ < 1) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
         cudaGetLastError();
         return 1;
     }
-    const int64_t wave = (int64_t)occ * sms;
-    return (int)((blocks1 + wave - 1) / wave);
+    if (dev != c.dev || smem != c.smem) {
+        int occ = 0;
+        const int sms = dev_attr(cudaDevAttrMultiProcessorCount);
+        if (sms < 1 || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, threads, smem) != cudaSuccess ||
+            occ < 1) {
+            cudaGetLastError();
+            return 1;
+        }
+        c.dev = dev;
+        c.smem = smem;
+        c.wave = (int64_t)occ * sms;
+    }
+    return (int)((blocks1 + c.wave - 1) / c.wave);
 }
 
 /* RS: 1 the one-row-set loops; else the multi-row walk with RS row sets a warp (0: rows_sets' choice), where every
@@ -637,7 +672,8 @@ cudaError_t launch_s(float *y, const float *x, const QMat &m, const float *b, co
     }
     const int gshift = slot_shift(m.group, K, 128 / BITS);
     const int64_t blocks1 = ((int64_t)N + WARPS * RO - 1) / (WARPS * RO);
-    const int rs = walk ? rows_sets(RS, (const void *)kern, WARPS * 32, smem, blocks1) : 1;
+    static WaveCache wave; /* the walk's kernel (one per instantiation) */
+    const int rs = walk ? rows_sets(RS, (const void *)kern, WARPS * 32, smem, blocks1, wave) : 1;
     const unsigned grid = (unsigned)((blocks1 + rs - 1) / rs);
     return launch_dep(kern, dim3(grid), dim3(WARPS * 32), smem, s, y, x, m, b, res, N, K, act, gshift, nm, rs);
 }
@@ -669,16 +705,6 @@ cudaError_t launch_sq(float *y, const float *x, const void *W, const eng_qfmt *q
                                                        s);
 }
 
-/* An attribute of the current device, or -1 (the failed query's error cleared: not a kernel's). */
-int dev_attr(cudaDeviceAttr a)
-{
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, a, dev) != cudaSuccess) {
-        cudaGetLastError();
-        return -1;
-    }
-    return v;
-}
 
 /* 1 if k_qgemv_s runs q at [rows, K] on the current device: slot_fits, the padded row (and the fused norm's
  * static warp partials, norm) within the opt-in shared memory. */
