@@ -1302,14 +1302,28 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             pgrp = warp;
         }
     }
-    for (int i = tid; i < H * D / 2; i += DMMA_THREADS) {
-        const int h = 2 * i / D, d = 2 * i - h * D;
-        const float2 v = *reinterpret_cast<const float2 *>(q + (int64_t)h * D + d);
-        const unsigned hx = bf16_rne(v.x), hy = bf16_rne(v.y);
-        *reinterpret_cast<unsigned *>(sq + h * LDQ + d) = pack2(hx, hy);
-        if (SPLIT) /* q - bf16(q) is exact in fp32 */
-            *reinterpret_cast<unsigned *>(sq + (H + h) * LDQ + d) =
-                pack2(bf16_rne(v.x - __uint_as_float(hx << 16)), bf16_rne(v.y - __uint_as_float(hy << 16)));
+    /* q into shared memory: QB float2 loads a thread in flight before its first store (one wait for memory per
+     * QB x DMMA_THREADS pairs, not possibly one per pair) */
+    constexpr int QB = 8;
+    for (int i0 = tid; i0 < H * D / 2; i0 += QB * DMMA_THREADS) {
+        float2 qv[QB];
+#pragma unroll
+        for (int j = 0; j < QB; j++) {
+            const int i = i0 + j * DMMA_THREADS, h = 2 * i / D, d = 2 * i - h * D;
+            qv[j] = i < H * D / 2 ? *reinterpret_cast<const float2 *>(q + (int64_t)h * D + d) : make_float2(0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int j = 0; j < QB; j++) {
+            const int i = i0 + j * DMMA_THREADS, h = 2 * i / D, d = 2 * i - h * D;
+            if (i >= H * D / 2)
+                break;
+            const float2 v = qv[j];
+            const unsigned hx = bf16_rne(v.x), hy = bf16_rne(v.y);
+            *reinterpret_cast<unsigned *>(sq + h * LDQ + d) = pack2(hx, hy);
+            if (SPLIT) /* q - bf16(q) is exact in fp32 */
+                *reinterpret_cast<unsigned *>(sq + (H + h) * LDQ + d) =
+                    pack2(bf16_rne(v.x - __uint_as_float(hx << 16)), bf16_rne(v.y - __uint_as_float(hy << 16)));
+        }
     }
     __syncthreads();
     for (; it < items; it += gridDim.x) {

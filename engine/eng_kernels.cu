@@ -12,15 +12,24 @@ namespace {
 
 constexpr int MM_WARPS = 8, POST_WARPS = 4;
 
+/* Row blockIdx.x, EMBED_THREADS x EMBED_PER values from EMBED_THREADS * EMBED_PER * blockIdx.y on: every load of a
+ * thread issued before its first store (a decode step's one row in 4096 / 1024 blocks, not one block walking the
+ * row 256 values at a time, each step waiting for memory). */
+constexpr int EMBED_THREADS = 256, EMBED_PER = 4;
 template <typename W>
-__global__ void k_embed(float *x, const W *E, const int32_t *ids, int Hd, float scale)
+__global__ void __launch_bounds__(EMBED_THREADS) k_embed(float *x, const W *E, const int32_t *ids, int Hd, float scale)
 {
     const W *row = E + (int64_t)ids[blockIdx.x] * Hd;
     float *xr = x + (int64_t)blockIdx.x * Hd;
-    for (int i = threadIdx.x; i < Hd; i += blockDim.x) {
-        const float v = ld1(row + i);
-        xr[i] = scale != 0.0f ? v * scale : v;
-    }
+    const int i0 = blockIdx.y * EMBED_THREADS * EMBED_PER + threadIdx.x;
+    float v[EMBED_PER];
+#pragma unroll
+    for (int j = 0; j < EMBED_PER; j++)
+        v[j] = i0 + j * EMBED_THREADS < Hd ? ld1(row + i0 + j * EMBED_THREADS) : 0.0f;
+#pragma unroll
+    for (int j = 0; j < EMBED_PER; j++)
+        if (i0 + j * EMBED_THREADS < Hd)
+            xr[i0 + j * EMBED_THREADS] = scale != 0.0f ? v[j] * scale : v[j];
 }
 
 /* Up to NORM_THREADS * NORM_CACHE elements of a row stay in registers between the two passes. */
@@ -253,10 +262,10 @@ __device__ __forceinline__ void st4(uint16_t *p, float4 v)
 }
 __device__ __forceinline__ void st4(float *p, float4 v) { *reinterpret_cast<float4 *>(p) = v; }
 
-/* The engine's prefill qkv_post (engk_qkv_post; flip after test_engk --bench): k_qkv_post_rows where D fits its
- * registers, else k_qkv_post. The same bits either way. */
+/* The engine's qkv_post, prefill (engk_qkv_post) and decode (engk_qkv_post_dev); flip after test_engk --bench:
+ * k_qkv_post_rows where D fits its registers, else k_qkv_post. The same bits either way. */
 constexpr bool QKV_POST_ROWS = true;
-int qkv_post_pick = -1; /* tests: engk_qkv_post_prefill_kernel */
+int qkv_post_pick = -1; /* tests: engk_qkv_post_kernel */
 
 /* k_qkv_post's warp per head of one row and its arithmetic (the same bits), with every load of the warp issued
  * before the first use: the head's D values and its V row as 16-byte loads by all 32 lanes (held in registers), and
@@ -267,8 +276,15 @@ template <typename KV, int V4>
 __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post_rows(const float *qkv, float *q, KV *kdst, KV *vdst,
                                                                    const float *qn, const float *kn, int kind,
                                                                    float eps, const float *cos_t, const float *sin_t,
-                                                                   int H, int Hkv, int D, int rot)
+                                                                   int H, int Hkv, int D, int rot,
+                                                                   const int64_t *pos_dev, int64_t pos_row, int back)
 {
+    dep_wait(); /* decode: the q|k|v GEMV (and *pos_dev) come from the kernels before: launch_dep */
+    dep_launch();
+    if (pos_dev) { /* decode: the destination row is the device-side position (minus 'back', a fault) */
+        kdst += (*pos_dev - back) * pos_row;
+        vdst += (*pos_dev - back) * pos_row;
+    }
     const PostWarp w(qkv, H, Hkv, D);
     if (w.hh >= H + Hkv)
         return;
@@ -349,12 +365,34 @@ void post_rows(const float *qkv, float *q, KV *kdst, KV *vdst, const float *qn, 
 {
     const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, T), blk(POST_WARPS * 32);
     const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
+    const int64_t *np = nullptr;
     if (D <= 128)
-        k_qkv_post_rows<KV, 1><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot);
+        k_qkv_post_rows<KV, 1><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot,
+                                                       np, 0, 0);
     else if (D <= 256)
-        k_qkv_post_rows<KV, 2><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot);
+        k_qkv_post_rows<KV, 2><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot,
+                                                       np, 0, 0);
     else
-        k_qkv_post_rows<KV, 4><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot);
+        k_qkv_post_rows<KV, 4><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot,
+                                                       np, 0, 0);
+}
+
+/* The decode step's form (one row, the K/V row at *pos_dev - back, a programmatic launch: launch_dep). */
+template <typename KV>
+cudaError_t post_rows_dev(const float *qkv, float *q, KV *kbase, KV *vbase, const float *qn, const float *kn, int kind,
+                          float eps, const float *cos_t, const float *sin_t, int H, int Hkv, int D, int rot,
+                          const int64_t *pos_dev, int64_t pos_row, int back, cudaStream_t s)
+{
+    const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, 1), blk(POST_WARPS * 32);
+    const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
+    if (D <= 128)
+        return launch_dep(k_qkv_post_rows<KV, 1>, grid, blk, smem, s, qkv, q, kbase, vbase, qn, kn, kind, eps, cos_t,
+                          sin_t, H, Hkv, D, rot, pos_dev, pos_row, back);
+    if (D <= 256)
+        return launch_dep(k_qkv_post_rows<KV, 2>, grid, blk, smem, s, qkv, q, kbase, vbase, qn, kn, kind, eps, cos_t,
+                          sin_t, H, Hkv, D, rot, pos_dev, pos_row, back);
+    return launch_dep(k_qkv_post_rows<KV, 4>, grid, blk, smem, s, qkv, q, kbase, vbase, qn, kn, kind, eps, cos_t,
+                      sin_t, H, Hkv, D, rot, pos_dev, pos_row, back);
 }
 
 /* One element per thread: any I. gu in fp32, or in bf16 (the bf16-output gate|up GEMM: engk_glu_bf16in). */
@@ -422,10 +460,13 @@ extern "C" {
 cudaError_t engk_embed(float *x, const void *E, int f32, const int32_t *ids, int T, int Hd, float scale,
                        cudaStream_t s)
 {
+    if (T < 1 || Hd < 1)
+        return cudaErrorInvalidValue;
+    const dim3 grid((unsigned)T, (unsigned)((Hd + EMBED_THREADS * EMBED_PER - 1) / (EMBED_THREADS * EMBED_PER)));
     if (f32)
-        k_embed<float><<<T, 256, 0, s>>>(x, (const float *)E, ids, Hd, scale);
+        k_embed<float><<<grid, EMBED_THREADS, 0, s>>>(x, (const float *)E, ids, Hd, scale);
     else
-        k_embed<uint16_t><<<T, 256, 0, s>>>(x, (const uint16_t *)E, ids, Hd, scale);
+        k_embed<uint16_t><<<grid, EMBED_THREADS, 0, s>>>(x, (const uint16_t *)E, ids, Hd, scale);
     return cudaGetLastError();
 }
 
@@ -491,7 +532,7 @@ cudaError_t engk_qkv_post(const float *qkv, float *q, void *kdst, void *vdst, in
     return cudaGetLastError();
 }
 
-void engk_qkv_post_prefill_kernel(int rows) { qkv_post_pick = rows < 0 ? -1 : rows ? 1 : 0; }
+void engk_qkv_post_kernel(int rows) { qkv_post_pick = rows < 0 ? -1 : rows ? 1 : 0; }
 
 cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vbase, const int64_t *pos_dev, int back,
                               int f32, const float *qn, const float *kn, int norm_kind, float eps, const float *cos_t,
@@ -502,6 +543,13 @@ cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vba
     const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, 1);
     const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
     const int64_t row = (int64_t)Hkv * D;
+    if ((qkv_post_pick < 0 ? QKV_POST_ROWS : qkv_post_pick == 1) && D <= 512) {
+        if (f32)
+            return post_rows_dev<float>(qkv, q, (float *)kbase, (float *)vbase, qn, kn, norm_kind, eps, cos_t, sin_t, H,
+                                        Hkv, D, rot, pos_dev, pos_dev ? row : (int64_t)0, back, s);
+        return post_rows_dev<uint16_t>(qkv, q, (uint16_t *)kbase, (uint16_t *)vbase, qn, kn, norm_kind, eps, cos_t,
+                                       sin_t, H, Hkv, D, rot, pos_dev, pos_dev ? row : (int64_t)0, back, s);
+    }
     if (f32)
         return launch_dep(k_qkv_post<float>, grid, dim3(POST_WARPS * 32), smem, s, qkv, q, (float *)kbase,
                           (float *)vbase, qn, kn, norm_kind, eps, cos_t, sin_t, H, Hkv, D, rot, pos_dev,

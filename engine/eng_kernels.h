@@ -32,9 +32,9 @@ cudaError_t engk_matmul(float *y, const float *x, const void *W, int f32, const 
 cudaError_t engk_qkv_post(const float *qkv, float *q, void *kdst, void *vdst, int f32, const float *qn,
                           const float *kn, int norm_kind, float eps, const float *cos_t, const float *sin_t, int T,
                           int H, int Hkv, int D, int rot, cudaStream_t s);
-/* Tests and benchmarks: engk_qkv_post's kernel: 1 = k_qkv_post_rows (loads issued up front), 0 = k_qkv_post (the
+/* Tests and benchmarks: engk_qkv_post's and engk_qkv_post_dev's kernel: 1 = k_qkv_post_rows (loads issued up front), 0 = k_qkv_post (the
  * previous one), -1 = the engine's choice (QKV_POST_ROWS in eng_kernels.cu); the same bits. */
-void engk_qkv_post_prefill_kernel(int rows);
+void engk_qkv_post_kernel(int rows);
 /* Decode (one row) with the position in device memory (*pos_dev, read by the kernel, so a captured CUDA graph
  * replays every step): engk_qkv_post writing K/V at kbase/vbase + (*pos_dev - back) rows of Hkv*D (pos_dev
  * NULL: at kbase/vbase; back = 1 only for the kv_stale_slot fault). Attention: eng_attn.h. */

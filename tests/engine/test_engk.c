@@ -547,7 +547,7 @@ static int check_matmul(const mm_case *c, unsigned long seed, fault f)
 static const embed_case embed_cases[] = {
     {0, 8, 0.0f}, {0, 264, 0.0f}, {0, 4104, 0.0f}, {1, 8, 0.0f}, {1, 264, 0.0f}, {1, 4104, 0.0f},
     {0, 8, 2.828427f}, {0, 264, 16.248077f}, {0, 4104, 64.062469f}, {1, 8, 2.828427f}, {1, 264, 16.248077f},
-    {1, 4104, 64.062469f},
+    {1, 4104, 64.062469f}, {0, 2048, 0.0f}, {1, 1025, 0.0f}, /* two whole blocks of 1024 values; one and a value */
 };
 
 static const post_case post_cases[] = { /* T, H, Hkv, D, rot, f32, q/k norm kind (-1 none); D % 8 == 0 */
@@ -596,13 +596,13 @@ static int run_all(void)
         }
 
     for (int k = 0; k < 2; k++) { /* both prefill kernels: loads up front (k_qkv_post_rows), the previous one */
-        engk_qkv_post_prefill_kernel(1 - k);
+        engk_qkv_post_kernel(1 - k);
         printf("engk_qkv_post (%s) vs ref_rmsnorm per head + ref_rope_apply (+ bf16 rounding of K/V)\n",
                k ? "k_qkv_post" : "k_qkv_post_rows");
         for (size_t i = 0; i < sizeof post_cases / sizeof post_cases[0]; i++, checks += 3)
             fails += check_qkv_post(&post_cases[i], seed += 10, FAULT_NONE);
     }
-    engk_qkv_post_prefill_kernel(-1);
+    engk_qkv_post_kernel(-1);
     checks++;
     if (engk_qkv_post(NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, EPS, NULL, NULL, 1, 1, 1, 12, 12, 0) !=
         cudaErrorInvalidValue) {
@@ -788,12 +788,12 @@ static int run_bench(void)
         bench_line("embed", "bf16 128256x4096", T, ekc_time_us(b_embed, &c), T * (HD * 6.0 + 4), 0, ceil_gbs);
         bench_line("rmsnorm", "n=4096 W", T, ekc_time_us(b_rmsnorm, &c), T * HD * 8.0 + HD * 4, 0, ceil_gbs);
         for (int k = 0; k < 2; k++) { /* loads up front (k_qkv_post_rows), the previous kernel */
-            engk_qkv_post_prefill_kernel(1 - k);
+            engk_qkv_post_kernel(1 - k);
             bench_line("qkv_post", k ? "32/8x128 rot 128 bf16 KV (previous)" : "32/8x128 rot 128 bf16 KV (rows)", T,
                        ekc_time_us(b_qkv_post, &c),
                        T * ((NH + 2 * NKV) * HDIM * 4.0 + NH * HDIM * 4 + 2 * NKV * HDIM * 2 + HDIM * 4), 0, ceil_gbs);
         }
-        engk_qkv_post_prefill_kernel(-1);
+        engk_qkv_post_kernel(-1);
         bench_line("rmsnormb", "n=4096 W -> bf16", T, ekc_time_us(b_rmsnorm_bf16, &c), T * HD * 6.0 + HD * 4, 0,
                    ceil_gbs);
         bench_line("rms+cvt", "n=4096 W, then to_bf16 (before)", T, ekc_time_us(b_rmsnorm_then_bf16, &c),

@@ -351,41 +351,58 @@ static void test_argmax(void **state)
 }
 
 /* ---- the device-position K/V store equals the host-position one (a decode graph replays the former; the
- * device-position attention is checked by engine.kernels.attn) ---- */
+ * device-position attention is checked by engine.kernels.attn): the reference is k_qkv_post at the host position,
+ * the device-position form runs in both kernels (k_qkv_post_rows is the engine's), D = 16 and 136 (two float4 a
+ * lane), full and half RoPE ---- */
 static void test_pos_dev(void **state)
 {
     (void)state;
-    const int H = 4, Hkv = 2, D = 16, rot = 16;
-    const int64_t S = 23, kvs = (int64_t)Hkv * D;
+    const int H = 4, Hkv = 2, Ds[] = {16, 136};
+    const int64_t S = 23;
     int fails = 0;
-    for (int f32 = 0; f32 < 2; f32++)
+    for (size_t di = 0; di < sizeof Ds / sizeof Ds[0]; di++)
+        for (int f32 = 0; f32 < 2; f32++)
             for (int64_t pos = 0; pos < S; pos += 7) {
+                const int D = Ds[di], rot = di ? D / 2 : D;
+                const int64_t kvs = (int64_t)Hkv * D;
                 const size_t es = f32 ? 4 : 2, cache = (size_t)S * kvs * es;
                 float *qkv = rand_floats((H + 2 * Hkv) * D, -1, 1), *cs = rand_floats(rot, -1, 1);
                 float *qn = rand_floats(D, 0.5, 1.5), *kn = rand_floats(D, 0.5, 1.5);
                 void *kc = rand_matrix(S * kvs, f32), *vc = rand_matrix(S * kvs, f32);
                 float *dqkv = to_dev(qkv, (size_t)(H + 2 * Hkv) * D * 4), *dcs = to_dev(cs, (size_t)rot * 4);
                 float *dqn = to_dev(qn, (size_t)D * 4), *dkn = to_dev(kn, (size_t)D * 4);
-                char *k1 = to_dev(kc, cache), *v1 = to_dev(vc, cache), *k2 = to_dev(kc, cache), *v2 = to_dev(vc, cache);
+                char *k1 = to_dev(kc, cache), *v1 = to_dev(vc, cache);
                 int64_t *dpos = to_dev(&pos, 8);
-                float *q1 = ekc_dev_nan(H * D, 4), *q2 = ekc_dev_nan(H * D, 4);
+                float *q1 = ekc_dev_nan(H * D, 4);
                 const int64_t at = pos * kvs * (int64_t)es;
+                engk_qkv_post_kernel(0);
                 CU(engk_qkv_post(dqkv, q1, k1 + at, v1 + at, f32, dqn, dkn, 0, 1e-6f, dcs, dcs + rot / 2, 1, H, Hkv, D,
                                  rot, 0));
-                CU(engk_qkv_post_dev(dqkv, q2, k2, v2, dpos, 0, f32, dqn, dkn, 0, 1e-6f, dcs, dcs + rot / 2, H, Hkv, D,
-                                     rot, 0));
-                float *hq1 = from_dev(q1, (size_t)H * D * 4), *hq2 = from_dev(q2, (size_t)H * D * 4);
-                char *hk1 = from_dev(k1, cache), *hk2 = from_dev(k2, cache), *hv1 = from_dev(v1, cache),
-                     *hv2 = from_dev(v2, cache);
-                char what[128];
-                snprintf(what, sizeof what, "qkv_post_dev %s pos %lld: q", f32 ? "f32" : "bf16", (long long)pos);
-                fails += ekc_bits(what, hq2, hq1, H * D) != 0;
-                const int kv_same = !memcmp(hk1, hk2, cache) && !memcmp(hv1, hv2, cache);
-                printf("  %-64s %s\n", "  K/V caches after the store (row at *pos_dev)", kv_same ? "bit-identical" : "FAIL");
-                fails += !kv_same;
+                float *hq1 = from_dev(q1, (size_t)H * D * 4);
+                char *hk1 = from_dev(k1, cache), *hv1 = from_dev(v1, cache);
+                for (int rows = 0; rows < 2; rows++) {
+                    char *k2 = to_dev(kc, cache), *v2 = to_dev(vc, cache);
+                    float *q2 = ekc_dev_nan(H * D, 4);
+                    engk_qkv_post_kernel(rows);
+                    CU(engk_qkv_post_dev(dqkv, q2, k2, v2, dpos, 0, f32, dqn, dkn, 0, 1e-6f, dcs, dcs + rot / 2, H, Hkv,
+                                         D, rot, 0));
+                    CU(cudaDeviceSynchronize());
+                    float *hq2 = from_dev(q2, (size_t)H * D * 4);
+                    char *hk2 = from_dev(k2, cache), *hv2 = from_dev(v2, cache);
+                    char what[128];
+                    snprintf(what, sizeof what, "qkv_post_dev %s D %d pos %lld %s: q", f32 ? "f32" : "bf16", D,
+                             (long long)pos, rows ? "rows" : "warp");
+                    fails += ekc_bits(what, hq2, hq1, H * D) != 0;
+                    const int kv_same = !memcmp(hk1, hk2, cache) && !memcmp(hv1, hv2, cache);
+                    printf("  %-64s %s\n", "  K/V caches after the store (row at *pos_dev)", kv_same ? "bit-identical" : "FAIL");
+                    fails += !kv_same;
+                    free(hq2); free(hk2); free(hv2);
+                    CU(cudaFree(k2)); CU(cudaFree(v2)); CU(cudaFree(q2));
+                }
+                engk_qkv_post_kernel(-1);
                 free(qkv); free(cs); free(qn); free(kn); free(kc); free(vc);
-                free(hq1); free(hq2); free(hk1); free(hk2); free(hv1); free(hv2);
-                void *dev[] = {dqkv, dcs, dqn, dkn, k1, v1, k2, v2, dpos, q1, q2};
+                free(hq1); free(hk1); free(hv1);
+                void *dev[] = {dqkv, dcs, dqn, dkn, k1, v1, dpos, q1};
                 for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
                     CU(cudaFree(dev[i]));
             }
