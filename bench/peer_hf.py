@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Same-run peers of `engine bench` on the GPU machine (no network needed): HF transformers LlamaForCausalLM
 (bf16, random weights, batch 1; sdpa and eager attention) timed on prefill and greedy decode after the same
-prompt lengths, cuBLAS GEMV through torch on the model's matrix shapes, and the bf16 dense matmul peak.
+prompt lengths, cuBLAS GEMV through torch on the model's matrix shapes, the bf16 dense matmul peak, and torch's
+scaled_dot_product_attention alone at each prompt length as HF's sdpa path calls it (time and kernel names).
 
     engine bench --print-shape llama3-8b > shape.json
     python3 bench/peer_hf.py --config shape.json --out peer.json [--prompt-len 16,2048,8192,32768]
@@ -118,6 +119,50 @@ def measure_gemv(torch, name, n, k, l2_bytes):
             "gbs": byt / st["median_ms"] / 1e6, "gbs_best": byt / st["min_ms"] / 1e6, **st}
 
 
+def measure_sdpa(torch, cfg, P):
+    """torch's scaled_dot_product_attention as HF's sdpa path calls it in a prefill of P tokens (bf16, batch 1,
+    causal, the shape's heads with enable_gqa, torch's default backend choice): ms per layer (CUDA events, median
+    of 10 after 2 warm-up calls), TFLOP/s on the causal half (4 P^2 D H / 2, as engine bench counts attention), and
+    the CUDA kernels one call ran (torch.profiler), so the table names what HF's attention is"""
+    import torch.nn.functional as F
+    h, hk, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    q = torch.randn(1, h, P, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, hk, P, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(1, hk, P, d, device="cuda", dtype=torch.bfloat16)
+
+    def call():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=hk != h)
+
+    for _ in range(2):
+        call()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(10):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        call()
+        e1.record()
+        torch.cuda.synchronize()
+        ts.append(e0.elapsed_time(e1))
+    kernels = []
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            call()
+            torch.cuda.synchronize()
+        for ev in prof.events():
+            if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name not in kernels:
+                kernels.append(ev.name[:160])
+    except Exception as e:  # the timing stands without the names
+        kernels = ["(profiler: %s)" % str(e).splitlines()[0][:120]]
+    del q, k, v
+    torch.cuda.empty_cache()
+    st = stats([ts])
+    flop = 4.0 * P * P * d * h / 2
+    return {"prompt_len": P, "heads": h, "kv_heads": hk, "head_dim": d, "ms_layer": st["median_ms"],
+            "tflops": flop / st["median_ms"] / 1e9, "kernels": kernels, **st}
+
+
 def build_model(torch, cfg):
     from transformers import LlamaConfig, LlamaForCausalLM
     c = dict(cfg)
@@ -212,6 +257,19 @@ def main():
         g = measure_gemv(torch, name, n, k, l2)
         res["gemv"].append(g)
         print("gemv %-8s %6d x %-6d %8.1f us %7.0f GB/s" % (name, n, k, g["us"], g["gbs"]), flush=True)
+        write_json(a.out, res)
+    res["sdpa"] = []
+    for P in prompts:
+        if P < 2:
+            continue
+        try:
+            r = measure_sdpa(torch, cfg, P)
+            print("sdpa attention prompt %6d: %8.3f ms/layer %6.1f TFLOP/s  %s" % (
+                P, r["ms_layer"], r["tflops"], " + ".join(r["kernels"])[:200]), flush=True)
+        except Exception as e:
+            r = {"prompt_len": P, "status": "OOM" if is_oom(e, torch) else "error: %s" % str(e).splitlines()[0][:200]}
+            print("sdpa attention prompt %6d: %s" % (P, r["status"]), flush=True)
+        res["sdpa"].append(r)
         write_json(a.out, res)
     if a.no_model:
         return 0

@@ -136,6 +136,18 @@ def table(eng, peer):
             floor = num(g["bytes"] / (read * 1e3) if read else None, "%.1f")
             w("| %s | %d x %d | %.1f | %.1f | %.0f | %s | %s |" % (g["name"], g["n"], g["k"], g["bytes"] / 2**20,
                                                                   g["us"], g["gbs"], pct, floor))
+    if peer and peer.get("sdpa"):
+        w("")
+        w("## HF sdpa's attention alone (torch scaled_dot_product_attention, causal, bf16, batch 1, per layer)")
+        w("")
+        w("| prompt | ms/layer | TFLOP/s (causal half) | kernels |")
+        w("|---|---|---|---|")
+        for a in peer["sdpa"]:
+            if "ms_layer" in a:
+                w("| %d | %.3f | %.0f | %s |" % (a["prompt_len"], a["ms_layer"], a["tflops"],
+                                                " + ".join("`%s`" % k for k in a.get("kernels", []))))
+            else:
+                w("| %d | %s | | |" % (a["prompt_len"], a.get("status", "-")))
     if peer and peer.get("peak"):
         pk = peer["peak"]
         w("")
