@@ -542,10 +542,12 @@ int eng_bench_main(int argc, char **argv)
                eng_bytes_str(w->layer_bytes_total, b1, sizeof b1), eng_bytes_str(w->plain_layer_bytes, b2, sizeof b2),
                f32 ? "f32" : "bf16");
     printf("rooflines measured here: read %.0f GB/s (read-only kernel over %zu MiB, best of 10; median %.0f), device "
-           "copy %.0f GB/s (cudaMemcpy D2D, read + write), pinned H2D %.1f GB/s; bf16 peak %s%.0f TFLOP/s%s%s%s\n",
-           b.rf.read / 1e9, READ_BYTES >> 20, b.rf.read_median / 1e9, b.rf.d2d / 1e9, b.rf.h2d / 1e9,
-           b.rf.peak > 0 ? "" : "not given (--peak-tflops)", b.rf.peak / 1e12, b.rf.peak > 0 ? " (" : "",
-           b.rf.peak > 0 ? b.rf.peak_source : "", b.rf.peak > 0 ? ")" : "");
+           "copy %.0f GB/s (cudaMemcpy D2D, read + write), pinned H2D %.1f GB/s; bf16 peak ",
+           b.rf.read / 1e9, READ_BYTES >> 20, b.rf.read_median / 1e9, b.rf.d2d / 1e9, b.rf.h2d / 1e9);
+    if (b.rf.peak > 0)
+        printf("%.0f TFLOP/s (%s)\n", b.rf.peak / 1e12, b.rf.peak_source);
+    else
+        printf("not given (--peak-tflops)\n");
     printf("%-8s %7s %10s %10s %9s %6s | %9s %8s %9s %7s %7s | %6s %7s  %s\n", "mode", "prompt", "prefill ms",
            "prefill/s", "roof ms", "roof%", "ms/token", "tok/s", "floor ms", "floor%", "spread", "W GiB", "KV GiB",
            "plan");
