@@ -1,0 +1,22 @@
+/* The k_qgemv_mma variants of the quantized decode GEMV (eng_qgemv_k.cuh): their own unit, so they compile beside
+ * the others. Built with -fmad=false. */
+#include "eng_qgemv_k.cuh"
+
+const QVariant eng_qgemv_vm[] = {
+    /* k_qgemv_mma: m<warps a tile's k is split over>[t<tiles a block>]u<ring>; the fallback (s2u2w8) where it
+     * does not run. More tiles a block: x's prologue (max, fp16 pieces) paid once for more rows */
+    {"m8u4", launch_mq<8, 1, 4, false>, launch_mq<8, 1, 4, true>, true,
+     launch_mn<8, 1, 4, false>, launch_mn<8, 1, 4, true>},
+    {"m8u8", launch_mq<8, 1, 8, false>, launch_mq<8, 1, 8, true>, true,
+     launch_mn<8, 1, 8, false>, launch_mn<8, 1, 8, true>},
+    {"m4u8", launch_mq<4, 1, 8, false>, launch_mq<4, 1, 8, true>, true, nullptr, nullptr},
+    {"m4t2u4", launch_mq<4, 2, 4, false>, launch_mq<4, 2, 4, true>, true,
+     launch_mn<4, 2, 4, false>, launch_mn<4, 2, 4, true>},
+    {"m16u2", launch_mq<16, 1, 2, false>, launch_mq<16, 1, 2, true>, true,
+     launch_mn<16, 1, 2, false>, launch_mn<16, 1, 2, true>},
+    {"m8t2u4", launch_mq<8, 2, 4, false>, launch_mq<8, 2, 4, true>, true,
+     launch_mn<8, 2, 4, false>, launch_mn<8, 2, 4, true>},
+    {"m4t4u4", launch_mq<4, 4, 4, false>, launch_mq<4, 4, 4, true>, true,
+     launch_mn<4, 4, 4, false>, launch_mn<4, 4, 4, true>},
+};
+const int eng_qgemv_nvm = (int)(sizeof eng_qgemv_vm / sizeof eng_qgemv_vm[0]);
