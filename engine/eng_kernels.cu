@@ -359,22 +359,20 @@ __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post_rows(const float *
 }
 
 /* k_qkv_post_rows with the fewest float4 per lane that hold a head (D <= 512). */
+template <typename KV> auto post_rows_kernel(int D) -> decltype(&k_qkv_post_rows<KV, 1>)
+{
+    return D <= 128 ? k_qkv_post_rows<KV, 1> : D <= 256 ? k_qkv_post_rows<KV, 2> : k_qkv_post_rows<KV, 4>;
+}
+
+/* Prefill: T rows, K/V at kdst/vdst row t. */
 template <typename KV>
 void post_rows(const float *qkv, float *q, KV *kdst, KV *vdst, const float *qn, const float *kn, int kind, float eps,
                const float *cos_t, const float *sin_t, int T, int H, int Hkv, int D, int rot, cudaStream_t s)
 {
     const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, T), blk(POST_WARPS * 32);
     const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
-    const int64_t *np = nullptr;
-    if (D <= 128)
-        k_qkv_post_rows<KV, 1><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot,
-                                                       np, 0, 0);
-    else if (D <= 256)
-        k_qkv_post_rows<KV, 2><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot,
-                                                       np, 0, 0);
-    else
-        k_qkv_post_rows<KV, 4><<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot,
-                                                       np, 0, 0);
+    post_rows_kernel<KV>(D)<<<grid, blk, smem, s>>>(qkv, q, kdst, vdst, qn, kn, kind, eps, cos_t, sin_t, H, Hkv, D, rot,
+                                                    nullptr, 0, 0);
 }
 
 /* The decode step's form (one row, the K/V row at *pos_dev - back, a programmatic launch: launch_dep). */
@@ -385,15 +383,12 @@ cudaError_t post_rows_dev(const float *qkv, float *q, KV *kbase, KV *vbase, cons
 {
     const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, 1), blk(POST_WARPS * 32);
     const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
-    if (D <= 128)
-        return launch_dep(k_qkv_post_rows<KV, 1>, grid, blk, smem, s, qkv, q, kbase, vbase, qn, kn, kind, eps, cos_t,
-                          sin_t, H, Hkv, D, rot, pos_dev, pos_row, back);
-    if (D <= 256)
-        return launch_dep(k_qkv_post_rows<KV, 2>, grid, blk, smem, s, qkv, q, kbase, vbase, qn, kn, kind, eps, cos_t,
-                          sin_t, H, Hkv, D, rot, pos_dev, pos_row, back);
-    return launch_dep(k_qkv_post_rows<KV, 4>, grid, blk, smem, s, qkv, q, kbase, vbase, qn, kn, kind, eps, cos_t,
+    return launch_dep(post_rows_kernel<KV>(D), grid, blk, smem, s, qkv, q, kbase, vbase, qn, kn, kind, eps, cos_t,
                       sin_t, H, Hkv, D, rot, pos_dev, pos_row, back);
 }
+
+/* Whether qkv_post (prefill and decode) runs k_qkv_post_rows: the engine's choice or the tests' pick, D <= 512. */
+bool post_uses_rows(int D) { return (qkv_post_pick < 0 ? QKV_POST_ROWS : qkv_post_pick == 1) && D <= 512; }
 
 /* One element per thread: any I. gu in fp32, or in bf16 (the bf16-output gate|up GEMM: engk_glu_bf16in). */
 template <typename T>
@@ -513,7 +508,7 @@ cudaError_t engk_qkv_post(const float *qkv, float *q, void *kdst, void *vdst, in
         return cudaErrorInvalidValue;
     const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, T);
     const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
-    if ((qkv_post_pick < 0 ? QKV_POST_ROWS : qkv_post_pick == 1) && D <= 512) {
+    if (post_uses_rows(D)) {
         if (f32)
             post_rows<float>(qkv, q, (float *)kdst, (float *)vdst, qn, kn, norm_kind, eps, cos_t, sin_t, T, H, Hkv, D,
                              rot, s);
@@ -543,7 +538,7 @@ cudaError_t engk_qkv_post_dev(const float *qkv, float *q, void *kbase, void *vba
     const dim3 grid((H + Hkv + POST_WARPS - 1) / POST_WARPS, 1);
     const size_t smem = (size_t)POST_WARPS * D * sizeof(float);
     const int64_t row = (int64_t)Hkv * D;
-    if ((qkv_post_pick < 0 ? QKV_POST_ROWS : qkv_post_pick == 1) && D <= 512) {
+    if (post_uses_rows(D)) {
         if (f32)
             return post_rows_dev<float>(qkv, q, (float *)kbase, (float *)vbase, qn, kn, norm_kind, eps, cos_t, sin_t, H,
                                         Hkv, D, rot, pos_dev, pos_dev ? row : (int64_t)0, back, s);
