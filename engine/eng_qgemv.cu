@@ -4,6 +4,36 @@
 
 namespace {
 
+/* One thread per 16-byte block: the family's rule into f32 or bf16 (k_qgemv's dq, so the same weight values). */
+template <int FAM, int BITS, typename T>
+__global__ void k_qdequant(T *dst, QMat m, int64_t nblocks, int K)
+{
+    constexpr int P = 128 / BITS;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nblocks)
+        return;
+    const int64_t bpr = K / P, r = i / bpr, c = i % bpr;
+    const uint4 u = ld_stream16(m.codes + r * m.row_bytes + c * 16);
+    const int64_t g = r * m.ng + c * P / m.group;
+    const float s = m.scale[g], off = FAM == 2 ? m.offset[g] : 0.0f;
+    T *d = dst + r * K + c * P;
+#pragma unroll
+    for (int k = 0; k < P; k++)
+        st1(d + k, dq<FAM>(s, code<FAM, BITS>(u, k), off));
+}
+
+template <int FAM, int BITS>
+cudaError_t dequant_t(void *dst, int f32, const QMat &m, int N, int K, cudaStream_t s)
+{
+    const int64_t nb = (int64_t)N * (K / (128 / BITS));
+    const unsigned grid = (unsigned)((nb + 255) / 256);
+    if (f32)
+        k_qdequant<FAM, BITS, float><<<grid, 256, 0, s>>>((float *)dst, m, nb, K);
+    else
+        k_qdequant<FAM, BITS, uint16_t><<<grid, 256, 0, s>>>((uint16_t *)dst, m, nb, K);
+    return cudaGetLastError();
+}
+
 const QVariant variants_r[] = {
     /* k_qgemv: x through L1, scales loaded when a block is consumed (R rows incl. a GLU's up rows) */
     {"r1u4", launch_q<1, 4, false>, nullptr, false, nullptr, nullptr},
