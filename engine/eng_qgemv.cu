@@ -34,6 +34,43 @@ cudaError_t dequant_t(void *dst, int f32, const QMat &m, int N, int K, cudaStrea
     return cudaGetLastError();
 }
 
+/* k_qgemv_mma's int4 decode (nib8) of every 16-bit half-word pattern p, as both halves (w = p | p << 16) and beside
+ * its complement (p | ~p << 16), both families: each fp16 half against the code's integer (affine u, symmetric the
+ * signed nibble (u ^ 8) - 8) and against the per-pair form it replaced (shift, mask | 0x6400, one sub); mismatching
+ * words into *bad. */
+__global__ void k_nib8_check(unsigned *bad)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= 65536u)
+        return;
+    unsigned nbad = 0;
+    for (int v = 0; v < 2; v++) {
+        const unsigned w = p | (v ? ~p & 0xFFFFu : p) << 16;
+        unsigned qa[4], qs[4];
+        nib8<0u, 0x64006400u>(qa, w);
+        nib8<0x88888888u, 0x64086408u>(qs, w);
+        for (int n = 0; n < 4; n++) {
+            const unsigned pa = hsub2u(((w >> 4 * n) & 0x000F000Fu) | 0x64006400u, 0x64006400u);
+            const unsigned ps = hsub2u((((w ^ 0x88888888u) >> 4 * n) & 0x000F000Fu) | 0x64006400u, 0x64086408u);
+            bool ok = qa[n] == pa && qs[n] == ps;
+            for (int h = 0; h < 2; h++) { /* half h holds nibble n of half-word h */
+                const int u = (int)(w >> (16 * h + 4 * n)) & 15;
+                const __half ha = __ushort_as_half((unsigned short)(qa[n] >> 16 * h));
+                const __half hs = __ushort_as_half((unsigned short)(qs[n] >> 16 * h));
+                ok = ok && __half2float(ha) == (float)u && __half2float(hs) == (float)((u ^ 8) - 8); /* signed nibble */
+            }
+            nbad += !ok;
+        }
+    }
+    if (nbad)
+        atomicAdd(bad, nbad);
+#else
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        *bad = 0xFFFFFFFFu; /* never launched below sm_80 (engk_qgemv_nib8_check) */
+#endif
+}
+
 const QVariant variants_r[] = {
     /* k_qgemv: x through L1, scales loaded when a block is consumed (R rows incl. a GLU's up rows) */
     {"r1u4", launch_q<1, 4, false>, nullptr, false, nullptr, nullptr},
@@ -92,6 +129,7 @@ static const int Q8_GLU_N = 1;
 
 /* The int8 q|k|v-like shapes where m8u4 measured best (plain and fused-norm picks). */
 static bool int8_qkv_shape(const eng_qfmt *q, int N, int K) { return q->bits == 8 && N > 4096 && K <= 8192; }
+
 
 /* The k_qgemv_s variant for a shape (plain, GLU or fused norm: k_qgemv_s's best was the same for both forms).
  * Measured on the H200 (test_engk_qgemv --bench, graph times, llama3-8b shapes), us, int8 per row: q|k|v s1u2w16
@@ -216,4 +254,29 @@ extern "C" cudaError_t engk_qgemv_variant_norm(int v, int glu, float *y, float *
     if (v < 0 || v >= nvariants() || !variant(v).norm)
         return cudaErrorInvalidValue;
     return (glu ? variant(v).glu_norm : variant(v).norm)(y, xn, x, nw, eps, kind, W, q, b, N, K, act, s);
+}
+
+extern "C" cudaError_t engk_qgemv_nib8_check(long *bad)
+{
+    int dev = 0, major = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err != cudaSuccess)
+        return err;
+    if (major < 8)
+        return cudaErrorNotSupported;
+    unsigned *d = nullptr, h = 0;
+    if ((err = cudaMalloc(&d, sizeof *d)) != cudaSuccess)
+        return err;
+    if ((err = cudaMemset(d, 0, sizeof *d)) == cudaSuccess) {
+        k_nib8_check<<<256, 256>>>(d);
+        if ((err = cudaGetLastError()) == cudaSuccess)
+            err = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
+    }
+    const cudaError_t ferr = cudaFree(d);
+    if (err == cudaSuccess)
+        err = ferr;
+    *bad = (long)h;
+    return err;
 }

@@ -75,6 +75,10 @@ cudaError_t engk_qgemv_variant_norm(int v, int glu, float *y, float *xn, const f
                                     int kind, const void *W, const eng_qfmt *q, const float *b, int N, int K, int act,
                                     cudaStream_t s);
 
+/* Test hook: k_qgemv_mma's int4 code decode over every half-word pattern, both families, against the codes' integers
+ * and the form it replaced; *bad = the mismatches (0 expected). cudaErrorNotSupported below sm_80 (no k_qgemv_mma). */
+cudaError_t engk_qgemv_nib8_check(long *bad);
+
 #ifdef __cplusplus
 }
 #endif

@@ -761,10 +761,39 @@ __device__ __forceinline__ void mma16816(float (&c)[4], unsigned a0, unsigned a1
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* Nibbles s / 4 and s / 4 + 4 of w (biased to unsigned) as fp16x2 1024 + u, minus 1024 + bias: the exact code. */
-template <unsigned SUB> __device__ __forceinline__ unsigned nib2(unsigned w, int s)
+/* fp16x2 a * b + c; exact here (a = 1024 + 16 u, b = 1/16, c = -(64 + bias): integers below 2048 throughout) */
+__device__ __forceinline__ unsigned hfma2u(unsigned a, unsigned b, unsigned c)
 {
-    return hsub2u(((w >> s) & 0x000F000Fu) | 0x64006400u, SUB);
+    unsigned r;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+
+/* (w & m) ^ k in one lop3 (k: constant bits outside m, or the nibbles' bias flip inside them) */
+template <unsigned M, unsigned K> __device__ __forceinline__ unsigned and_xor(unsigned w)
+{
+    unsigned r;
+    asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(r) : "r"(w), "n"(M), "n"(K));
+    return r;
+}
+
+/* The four nibble pairs (n, n + 4) of word w as fp16x2 exact codes: q[0] nibbles 0, 4; q[1] 1, 5; q[2] 2, 6; q[3]
+ * 3, 7. FLIP (0 or 0x88888888: symmetric codes biased to unsigned u = c + 8) and the magic exponent go in with the
+ * mask (one lop3 a pair); the even pairs sit at mantissa bits 0-3 (fp16 1024 + u, minus 1024 + bias by one sub),
+ * the odd ones at bits 4-7 (1024 + 16 u, times 1/16 minus 64 + bias by one fma); the upper half of the word after
+ * one shift by 8. The same fp16 values as (((w ^ FLIP) >> 4 n) & 0x000F000F | 0x64006400) - (1024 + bias). */
+template <unsigned FLIP, unsigned SUB>
+__device__ __forceinline__ void nib8(unsigned (&q)[4], unsigned w)
+{
+    constexpr unsigned MLO = 0x000F000Fu, MHI = 0x00F000F0u, MAGIC = 0x64006400u;
+    constexpr unsigned SIXTEENTH = 0x2C002C00u;                              /* fp16x2 (1/16, 1/16) */
+    constexpr unsigned HSUB = SUB == 0x64006400u ? 0xD400D400u : 0xD480D480u; /* -(64 + bias): -64 or -72 */
+    static_assert(SUB == 0x64006400u || SUB == 0x64086408u, "bias 0 (affine) or 8 (symmetric)");
+    const unsigned h = w >> 8;
+    q[0] = hsub2u(and_xor<MLO, (FLIP & MLO) | MAGIC>(w), SUB);
+    q[1] = hfma2u(and_xor<MHI, (FLIP & MHI) | MAGIC>(w), SIXTEENTH, HSUB);
+    q[2] = hsub2u(and_xor<MLO, ((FLIP >> 8) & MLO) | MAGIC>(h), SUB);
+    q[3] = hfma2u(and_xor<MHI, ((FLIP >> 8) & MHI) | MAGIC>(h), SIXTEENTH, HSUB);
 }
 
 /* Bytes (sel: 0x4140 = bytes 0, 1; 0x4342 = bytes 2, 3) of w (biased to unsigned) as fp16x2 1024 + u, minus 1152. */
@@ -785,9 +814,11 @@ __device__ __forceinline__ void mma_step(float (&c)[4], const uint4 &wa, const u
 #pragma unroll
         for (int w = 0; w < 4; w++) {
             const uint4 bx = xp[8 * w];
-            const unsigned a = (&wa.x)[w] ^ FLIP, b = (&wb.x)[w] ^ FLIP;
-            mma16816(c, nib2<SUB4>(a, 0), nib2<SUB4>(b, 0), nib2<SUB4>(a, 4), nib2<SUB4>(b, 4), bx.x, bx.y);
-            mma16816(c, nib2<SUB4>(a, 8), nib2<SUB4>(b, 8), nib2<SUB4>(a, 12), nib2<SUB4>(b, 12), bx.z, bx.w);
+            unsigned a[4], b[4];
+            nib8<FLIP, SUB4>(a, (&wa.x)[w]);
+            nib8<FLIP, SUB4>(b, (&wb.x)[w]);
+            mma16816(c, a[0], b[0], a[1], b[1], bx.x, bx.y);
+            mma16816(c, a[2], b[2], a[3], b[3], bx.z, bx.w);
         }
     } else {
 #pragma unroll

@@ -901,6 +901,21 @@ static void bench(void)
     ekc_dev_free(nw);
 }
 
+/* k_qgemv_mma's int4 decode (two nibbles to fp16x2 a lop3 and one sub or fma) over every half-word pattern */
+static int check_nib8(void)
+{
+    long bad = -1;
+    const cudaError_t err = engk_qgemv_nib8_check(&bad);
+    if (err == cudaErrorNotSupported) {
+        printf("skip int4 fp16 decode: no k_qgemv_mma below sm_80\n");
+        return 0;
+    }
+    EKC_CU(err);
+    printf("%-4s int4 fp16 decode (nib8), 2^16 half-word patterns x 2, affine and symmetric: %ld mismatches\n",
+           bad ? "FAIL" : "ok", bad);
+    return bad != 0;
+}
+
 int main(int argc, char **argv)
 {
     /* the fragment emulation needs no GPU: it runs (and can fail) before the skip */
@@ -942,6 +957,7 @@ int main(int argc, char **argv)
                 fails += check_norm(&norm_cases[c], nsh[i][0], nsh[i][1], glu);
     }
     fails += check_refusals();
+    fails += check_nib8();
     printf("%s: %d failure(s)\n", fails ? "FAIL" : "PASS", fails);
     return fails ? 1 : 0;
 }
