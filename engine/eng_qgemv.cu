@@ -107,7 +107,8 @@ int vindex(const char *name)
 /* 1: the engine launches k_qgemv_mma where it measured best and mma_runs (sm_80+; int8 per row or groups of 64 k
  * and up, int4 groups of 128 k and up): int8 q|k|v-like shapes (N > 4096, K <= 8192) and int4 down-like ones
  * (K > 8192); 0: k_qgemv_s / k_qgemv everywhere (eng_qdot_model's bits). Flip after measuring
- * `test_engk_qgemv --bench`. The fused-norm forms follow it for int8 q|k|v only (NORM_MMA below). */
+ * `test_engk_qgemv --bench`. The fused-norm forms follow it for int8 q|k|v (NORM_MMA below); int4's wide shapes take
+ * k_qgemv_mma in both forms (MMA4_WIDE). */
 static const int USE_MMA = 1;
 
 /* 1: int4 takes s1u2w16n where k_qgemv_s runs (the same bits: high nibbles under 2^19, no rescaled scale, addresses
@@ -130,6 +131,14 @@ static const int Q8_GLU_N = 1;
 /* The int8 q|k|v-like shapes where m8u4 measured best (plain and fused-norm picks). */
 static bool int8_qkv_shape(const eng_qfmt *q, int N, int K) { return q->bits == 8 && N > 4096 && K <= 8192; }
 
+/* 1: int4's wide shapes of short rows (N > 4096 outputs, K <= 8192: q|k|v, the fused gate|up) take m8t2u2o, k_qgemv_mma
+ * at 64 registers (two blocks of 16 warps an SM), plain, GLU and fused-norm; 0: k_qgemv_s's picks there. Measured on
+ * the H200 (session 10, one `test_engk_qgemv --bench` run, graph times, llama3-8b shapes, int4 g128 affine, plain
+ * forms, us): q|k|v m8t2u2o 7.0 against s1u2w16n 8.0; fused gate|up m8t2u2o 30.0 (m8u2o 30.6) against s1u4w16nr
+ * 33.8. Shapes of N <= 4096 keep their picks (o: m8t2u4 5.2 against 5.6, left), so the committed goldens' small
+ * int4 layers run the same kernels as before. */
+static const int MMA4_WIDE = 1;
+static bool int4_wide_shape(const eng_qfmt *q, int N, int K) { return q->bits == 4 && N > 4096 && K <= 8192; }
 
 /* The k_qgemv_s variant for a shape (plain, GLU or fused norm: k_qgemv_s's best was the same for both forms).
  * Measured on the H200 (test_engk_qgemv --bench, graph times, llama3-8b shapes), us, int8 per row: q|k|v s1u2w16
@@ -157,6 +166,8 @@ extern "C" int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K)
         if (q->bits == 4 && K > 8192)
             return vindex("m8t2u4"); /* int4 down */
     }
+    if (USE_MMA && MMA4_WIDE && N >= 1 && int4_wide_shape(q, N, K) && mma_runs(q, rows, K))
+        return vindex("m8t2u2o"); /* int4 q|k|v, gate|up */
     return s_runs(q, rows, K, false) ? vindex(s_pick(glu, q, K)) : OLD_DEFAULT;
 }
 
@@ -183,6 +194,8 @@ extern "C" int engk_qgemv_pick_norm(int glu, const eng_qfmt *q, int N, int K)
 {
     if (USE_MMA && NORM_MMA && N >= 1 && !glu && int8_qkv_shape(q, N, K) && mma_norm_runs(q, N, K))
         return vindex("m8u4");
+    if (USE_MMA && MMA4_WIDE && N >= 1 && int4_wide_shape(q, N, K) && mma_norm_runs(q, glu ? 2 * (int64_t)N : N, K))
+        return vindex("m8t2u2o");
     return engk_qgemv_norm_fits(glu, q, N, K) ? vindex(s_pick(glu, q, K)) : -1;
 }
 

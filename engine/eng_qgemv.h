@@ -15,8 +15,9 @@
  *   included: expected near 2^-20 sqrt(sum (s q x)^2) (the checker's tripwire: 2^-16), the proven bound in
  *   test_engk_qgemv's mma_ref. The same bits
  *   every run, whatever the grid or N; the variant (its split-k) is fixed per shape by engk_qgemv_pick.
- * engk_qgemv_pick chooses k_qgemv_mma where it runs and measured best (int8 q|k|v-like shapes, int4 down-like ones;
- * eng_qgemv.cu's USE_MMA switches that off). The fused-norm forms are k_qgemv_s's order. */
+ * engk_qgemv_pick chooses k_qgemv_mma where it runs and measured best (int8 q|k|v-like shapes, int4 down-like ones,
+ * int4 q|k|v and gate|up-like ones; eng_qgemv.cu's USE_MMA switches that off). The fused-norm forms follow it for
+ * int8 and int4 q|k|v-like shapes and int4 gate|up; elsewhere they are k_qgemv_s's order. */
 #ifndef ENG_QGEMV_H
 #define ENG_QGEMV_H
 
@@ -38,7 +39,8 @@ cudaError_t engk_qgemv_glu(float *out, const float *x, const void *W, const eng_
 /* The fused-norm forms: y = W rmsnorm(x) (+ b), or the GLU of W rmsnorm(x) (+ bgu); every block normalizes x[K] into
  * shared memory exactly as engk_rmsnorm (kind: rc_norm; nw may be NULL for RC_NORM_POW), and block 0 stores the
  * normed row into xn if not NULL: bit-identical to engk_rmsnorm followed by engk_qgemv_variant / its GLU of the
- * variant engk_qgemv_pick_norm names (a k_qgemv_s variant, or k_qgemv_mma's m8u4 for int8 q|k|v-like shapes).
+ * variant engk_qgemv_pick_norm names (a k_qgemv_s variant, or k_qgemv_mma's m8u4 for int8 q|k|v-like shapes and
+ * m8t2u2o for int4 q|k|v and gate|up-like ones).
  * engk_qgemv_norm_fits (glu: I gate|up outputs, 2I rows): 1 if they run q at that shape on the current device (else
  * cudaErrorInvalidValue: take engk_rmsnorm + engk_qgemv). */
 int engk_qgemv_norm_fits(int glu, const eng_qfmt *q, int N, int K);

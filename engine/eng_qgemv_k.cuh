@@ -864,11 +864,12 @@ __host__ __device__ inline int mma_xf_unit(int K, int bits, int family)
 }
 
 /* KS warps split a tile's k steps (warp ks: steps ks, ks + KS, ...), TILES tiles a block, a ring of U steps in
- * flight per lane (loaded before dep_wait: weights). Per row: each step's MMAs from zero, v = (c0 + c1) 2^e, then
+ * flight per lane (loaded before dep_wait: weights); MINB > 0: at least that many blocks an SM (the registers capped
+ * to fit; 0: no minimum, the compiler's own choice). Per row: each step's MMAs from zero, v = (c0 + c1) 2^e, then
  * acc = fma(s, v, acc) (+ fma(m, sum of the step's x, acc)) in the warp's step order (PERROW: acc += v, times s at
  * the end); the KS warps' accs summed in warp order; + b, res +. None of it depends on the grid or on U. */
-template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM>
-__global__ void __launch_bounds__(KS * TILES * 32)
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM, int MINB>
+__global__ void __launch_bounds__(KS * TILES * 32, MINB)
     k_qgemv_mma(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift,
                 QNorm nm)
 {
@@ -1055,11 +1056,11 @@ inline bool mma_runs(const eng_qfmt *q, int64_t rows, int K)
     return major >= 8 && optin >= 0 && mma_smem(K, q->bits, q->family) + 2048 <= (size_t)optin; /* + red, wmx */
 }
 
-template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM>
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM, int MINB>
 cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, const float *res, int N, int K, int act,
                      const QNorm &nm, cudaStream_t s)
 {
-    const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW, NORM>;
+    const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW, NORM, MINB>;
     const size_t smem = NORM ? (size_t)mma_xf_unit(K, BITS, FAM) * 16 + (size_t)K * 4 : mma_smem(K, BITS, FAM);
     if (smem > 32 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -1073,22 +1074,22 @@ cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, co
 }
 
 /* k_qgemv_mma for q's family, bits and grouping (mma_runs). */
-template <int KS, int TILES, int U, bool GLU, bool NORM>
+template <int KS, int TILES, int U, bool GLU, bool NORM, int MINB>
 cudaError_t launch_mf(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
                       int N, int K, int act, const QNorm &nm, cudaStream_t s)
 {
     const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
     if (q->family == 2)
-        return launch_m<2, 4, KS, TILES, U, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
+        return launch_m<2, 4, KS, TILES, U, GLU, false, NORM, MINB>(y, x, m, b, res, N, K, act, nm, s);
     if (q->bits == 4)
-        return q->group == K ? launch_m<1, 4, KS, TILES, U, GLU, true, NORM>(y, x, m, b, res, N, K, act, nm, s)
-                             : launch_m<1, 4, KS, TILES, U, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
-    return q->group == K ? launch_m<1, 8, KS, TILES, U, GLU, true, NORM>(y, x, m, b, res, N, K, act, nm, s)
-                         : launch_m<1, 8, KS, TILES, U, GLU, false, NORM>(y, x, m, b, res, N, K, act, nm, s);
+        return q->group == K ? launch_m<1, 4, KS, TILES, U, GLU, true, NORM, MINB>(y, x, m, b, res, N, K, act, nm, s)
+                             : launch_m<1, 4, KS, TILES, U, GLU, false, NORM, MINB>(y, x, m, b, res, N, K, act, nm, s);
+    return q->group == K ? launch_m<1, 8, KS, TILES, U, GLU, true, NORM, MINB>(y, x, m, b, res, N, K, act, nm, s)
+                         : launch_m<1, 8, KS, TILES, U, GLU, false, NORM, MINB>(y, x, m, b, res, N, K, act, nm, s);
 }
 
 /* The tensor-core kernel where mma_runs, else k_qgemv_s's s2u2w8 (eng_qdot_model's order). */
-template <int KS, int TILES, int U, bool GLU>
+template <int KS, int TILES, int U, bool GLU, int MINB = 0>
 cudaError_t launch_mq(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
                       int N, int K, int act, cudaStream_t s)
 {
@@ -1096,7 +1097,8 @@ cudaError_t launch_mq(float *y, const float *x, const void *W, const eng_qfmt *q
         return cudaErrorInvalidValue;
     if (!mma_runs(q, GLU ? 2 * (int64_t)N : N, K))
         return launch_sq<2, 2, 8, GLU>(y, x, W, q, b, res, N, K, act, s);
-    return launch_mf<KS, TILES, U, GLU, false>(y, x, W, q, b, res, N, K, act, QNorm{nullptr, nullptr, 0.0f, 0}, s);
+    return launch_mf<KS, TILES, U, GLU, false, MINB>(y, x, W, q, b, res, N, K, act, QNorm{nullptr, nullptr, 0.0f, 0},
+                                                     s);
 }
 
 /* 1 if the fused-norm form of k_qgemv_mma runs q at [rows, K]: mma_runs, and x's flat copy fits too. */
@@ -1109,7 +1111,7 @@ inline bool mma_norm_runs(const eng_qfmt *q, int64_t rows, int K)
 
 /* The fused-norm form of launch_mq: the same kernel (or the same fallback, s2u2w8) on rmsnorm(x); refused where
  * mma_runs but the copy does not fit (its plain form would run the tensor cores). */
-template <int KS, int TILES, int U, bool GLU>
+template <int KS, int TILES, int U, bool GLU, int MINB = 0>
 cudaError_t launch_mn(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
                       const eng_qfmt *q, const float *b, int N, int K, int act, cudaStream_t s)
 {
@@ -1120,7 +1122,7 @@ cudaError_t launch_mn(float *y, float *xn, const float *x, const float *nw, floa
         return launch_sn<2, 2, 8, GLU>(y, xn, x, nw, eps, kind, W, q, b, N, K, act, s);
     if (kind < 0 || kind > 3 || (kind != 3 && !nw) || !mma_norm_runs(q, rows, K))
         return cudaErrorInvalidValue;
-    return launch_mf<KS, TILES, U, GLU, true>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind}, s);
+    return launch_mf<KS, TILES, U, GLU, true, MINB>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind}, s);
 }
 
 typedef cudaError_t (*QFn)(float *, const float *, const void *, const eng_qfmt *, const float *, const float *, int,

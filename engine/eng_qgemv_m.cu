@@ -18,5 +18,13 @@ const QVariant eng_qgemv_vm[] = {
      launch_mn<8, 2, 4, false>, launch_mn<8, 2, 4, true>},
     {"m4t4u4", launch_mq<4, 4, 4, false>, launch_mq<4, 4, 4, true>, true,
      launch_mn<4, 4, 4, false>, launch_mn<4, 4, 4, true>},
+    /* ...o: 64 registers a thread (the launch bound's blocks an SM: 2 of 512 threads, 4 of 256), twice the warps an
+     * SM of the 128-register forms (their loads and MMA chains in flight); the same order as the form without o */
+    {"m16u2o", launch_mq<16, 1, 2, false, 2>, launch_mq<16, 1, 2, true, 2>, true,
+     launch_mn<16, 1, 2, false, 2>, launch_mn<16, 1, 2, true, 2>},
+    {"m8u2o", launch_mq<8, 1, 2, false, 4>, launch_mq<8, 1, 2, true, 4>, true,
+     launch_mn<8, 1, 2, false, 4>, launch_mn<8, 1, 2, true, 4>},
+    {"m8t2u2o", launch_mq<8, 2, 2, false, 2>, launch_mq<8, 2, 2, true, 2>, true,
+     launch_mn<8, 2, 2, false, 2>, launch_mn<8, 2, 2, true, 2>},
 };
 const int eng_qgemv_nvm = (int)(sizeof eng_qgemv_vm / sizeof eng_qgemv_vm[0]);
