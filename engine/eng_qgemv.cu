@@ -118,10 +118,11 @@ static const int USE_MMA = 1;
 static const int Q4_NQ = 1;
 
 /* 1: int4's fused gate|up walks several row sets a warp (s1u4w16nr: a ring of 4, the grid in one wave); 0: one row
- * set a warp (s1u2w16n). The same bits. Measured on the H200 (session 8, one `test_engk_qgemv --bench` run, graph
- * times, llama3-8b gate|up with the fused norm, int4 g128): s1u2w16n 40.2 us, s1u2w16nr 39.4, s1u4w16nr 36.8,
- * s2u2w8nr 37.8. The walk lost on every other shape (int4 q|k|v 8.0 -> 10.3 us, o 5.6 -> 5.9, down 15.8 -> 17.5;
- * int8 likewise), so nothing else takes it. */
+ * set a warp (s1u2w16n). Where MMA4_WIDE below takes the shape (groups of 128 k and up, N > 4096), k_qgemv_mma
+ * runs instead; the walk stays for the rest (int4 in groups of 32 or 64). The same bits. Measured on the H200
+ * (session 8, one `test_engk_qgemv --bench` run, graph times, llama3-8b gate|up with the fused norm, int4 g128):
+ * s1u2w16n 40.2 us, s1u2w16nr 39.4, s1u4w16nr 36.8, s2u2w8nr 37.8. The walk lost on every other shape (int4 q|k|v
+ * 8.0 -> 10.3 us, o 5.6 -> 5.9, down 15.8 -> 17.5; int8 likewise), so nothing else takes it. */
 static const int Q_WALK = 1;
 
 /* 1: int8's fused gate|up takes s1u2w16n instead of s1u4w16 (the same bits). Same run: with the fused norm 37.6 us
