@@ -3,10 +3,12 @@
 # flags from compile_commands.json, -gencode replaced) and prints each kernel's static instruction count by opcode.
 # cuobjdump and nvdisasm come from NVIDIA's PyPI wheels (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm), fetched once
 # into .tools/ (gitignored), since the toolkit here ships neither.
-#   bash scripts/sass.sh [-b BUILD] [-a SM] [-d] UNIT.cu [KERNEL_REGEX]
+#   bash scripts/sass.sh [-b BUILD] [-a SM] [-d] [-l] UNIT.cu [KERNEL_REGEX]
 #     -b BUILD   the meson build directory (default build)
 #     -a SM      the target, e.g. 90 (default) or 90a, 75
 #     -d         also print the disassembly of the matching kernels
+#     -l         also each loop's body (from a backward branch's target to the branch): its static count by opcode,
+#                which is where a kernel's time goes
 #     UNIT.cu    a source file of the build, e.g. engine/eng_qgemv_m.cu
 #     KERNEL_REGEX  a Python regex on the demangled kernel name (default: every kernel)
 # Counts are static (each instruction once, loops not multiplied): compare two builds of one kernel, e.g. before and
@@ -14,18 +16,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BUILD=build SM=90 DIS=0
-while getopts "b:a:d" opt; do
+BUILD=build SM=90 DIS=0 LOOPS=0
+while getopts "b:a:dl" opt; do
     case $opt in
     b) BUILD=$OPTARG ;;
     a) SM=$OPTARG ;;
     d) DIS=1 ;;
-    *) echo "usage: scripts/sass.sh [-b BUILD] [-a SM] [-d] UNIT.cu [KERNEL_REGEX]" >&2; exit 2 ;;
+    l) LOOPS=1 ;;
+    *) echo "usage: scripts/sass.sh [-b BUILD] [-a SM] [-d] [-l] UNIT.cu [KERNEL_REGEX]" >&2; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-    echo "usage: scripts/sass.sh [-b BUILD] [-a SM] [-d] UNIT.cu [KERNEL_REGEX]" >&2
+    echo "usage: scripts/sass.sh [-b BUILD] [-a SM] [-d] [-l] UNIT.cu [KERNEL_REGEX]" >&2
     exit 2
 fi
 UNIT=$1 RE=${2:-.}
@@ -92,9 +95,20 @@ if ! (cd "$DIR" && eval "$(sed -n 2p <<<"$CMD")"); then
     exit 2
 fi
 PATH=$TOOLS/bin:$PATH cuobjdump -sass "$CUBIN" >"$SASS" || { echo "sass: cuobjdump failed" >&2; exit 2; }
-python3 - "$SASS" "$RE" "$DIS" <<'PY'
+python3 - "$SASS" "$RE" "$DIS" "$LOOPS" <<'PY'
 import re, subprocess, sys
-path, pattern, dis = sys.argv[1], re.compile(sys.argv[2]), sys.argv[3] == "1"
+path, pattern, dis, loops = sys.argv[1], re.compile(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
+
+
+def histogram(body):
+    ops = {}
+    for l in body:
+        m = re.search(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]+)", l)
+        if m:
+            ops[m.group(1)] = ops.get(m.group(1), 0) + 1
+    return ", ".join("%s %d" % kv for kv in sorted(ops.items(), key=lambda kv: -kv[1]))
+
+
 funcs, cur = {}, None
 for line in open(path):
     m = re.search(r"Function : (\S+)", line)
@@ -117,6 +131,15 @@ for mangled, name in zip(names, dem):
             ops[m.group(1)] = ops.get(m.group(1), 0) + 1
     top = sorted(ops.items(), key=lambda kv: -kv[1])
     print("%s\n  %d instructions: %s" % (name, len(funcs[mangled]), ", ".join("%s %d" % kv for kv in top)))
+    if loops:
+        addr = [int(re.search(r"/\*([0-9a-f]+)\*/", l).group(1), 16) for l in funcs[mangled]]
+        for i, l in enumerate(funcs[mangled]):
+            m = re.search(r"\bBRA(?:\.\w+)*\s+(?:U?!?P\w+,\s*)?(0x[0-9a-f]+)", l)
+            if not m or int(m.group(1), 16) > addr[i]:
+                continue
+            lo = int(m.group(1), 16)
+            body = [x for x, a in zip(funcs[mangled], addr) if lo <= a <= addr[i]]
+            print("  loop 0x%x..0x%x: %d instructions: %s" % (lo, addr[i], len(body), histogram(body)))
     if dis:
         print("\n".join(funcs[mangled]))
 if not shown:
