@@ -272,16 +272,14 @@ extern "C" cudaError_t engk_qgemv_variant_norm(int v, int glu, float *y, float *
 
 extern "C" cudaError_t engk_qgemv_nib8_check(long *bad)
 {
-    int dev = 0, major = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err != cudaSuccess)
-        return err;
+    const int major = dev_attr(cudaDevAttrComputeCapabilityMajor); /* mma_runs' query: -1 when it fails */
+    if (major < 0)
+        return cudaErrorInvalidDevice;
     if (major < 8)
         return cudaErrorNotSupported;
     unsigned *d = nullptr, h = 0;
-    if ((err = cudaMalloc(&d, sizeof *d)) != cudaSuccess)
+    cudaError_t err = cudaMalloc(&d, sizeof *d);
+    if (err != cudaSuccess)
         return err;
     if ((err = cudaMemset(d, 0, sizeof *d)) == cudaSuccess) {
         k_nib8_check<<<256, 256>>>(d);
