@@ -643,6 +643,51 @@ __device__ __forceinline__ void cp16(uint16_t *dst, const uint16_t *src, bool va
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+/* shared-memory barriers (LOOP_PIPE): init (one thread, before a __syncthreads), arrive, the arrive of this thread's
+ * copies once they land (counted in the init count: noinc), and the wait for the phase of the given parity */
+__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint64_t *b, unsigned n)
+{
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b)
+{
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}\n" ::"r"(smem_u32(b)) : "memory");
+}
+__device__ __forceinline__ void cp_mbar_arrive(uint64_t *b)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_u32(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned parity)
+{
+    unsigned done;
+    do
+#if __CUDA_ARCH__ >= 900 /* try_wait suspends the thread for a while instead of spinning on the issue slots */
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(smem_u32(b)), "r"(parity)
+                     : "memory");
+#else
+        asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(smem_u32(b)), "r"(parity)
+                     : "memory");
+#endif
+    while (!done);
+}
+__device__ __forceinline__ void named_sync(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+#endif
+
 /* Keys of tile k: sub-blocks of KB starting at k*P + s*KB, the last one shorter when KB does not divide P. */
 __device__ __forceinline__ void sub_block(int idx, int tile_lo, int nsub, int P, int64_t *kb0, int *nb)
 {
@@ -708,7 +753,15 @@ constexpr int mma_resident(int D, int NW, int WM)
  * sub-block, unpredicated copies of full sub-blocks. The same arithmetic in the same order per row: the same bits.
  * (Two more loops, P V and also Q K^T issued per m16 tile, measured slower on the H200 at every T and were removed;
  * engine/README.md, "Prefill attention forms".) */
-enum { LOOP_OLD = 0, LOOP_LEAN = 1 };
+enum { LOOP_OLD = 0, LOOP_LEAN = 1, LOOP_PIPE = 2 };
+/* LOOP_PIPE (8 warps x 32 rows, ENGK_MMA_PIPE): LEAN's arithmetic with the warps no longer meeting at a barrier each
+ * sub-block. Four K/V buffers, each with two shared-memory barriers (mbarrier): FULL completes when every thread's
+ * copies of the sub-block landed (cp.async.mbarrier.arrive.noinc), EMPTY when every thread is done with it. At
+ * sub-block u a thread copies its share of sub-block u + 2 into the buffer of u - 2 (after that buffer's EMPTY),
+ * waits for FULL of u, runs S, mask, softmax and P V, and arrives on EMPTY of u. So warps may drift up to a
+ * sub-block apart without waiting, and warps in different phases (S and P V on the tensor cores, the softmax on the
+ * other pipes) can overlap. ENGK_MMA_STAGGER: warps 4-7 start their first sub-block once
+ * warps 0-3 finished its softmax (a phase offset between the halves). The same per-row order: the same bits. */
 /* The engine's prefill form for blocks of 32 rows per warp (long chunks): a loop, and whether long chunks (one
  * 256-row block per SM) run in blocks of 8 warps x 32 rows (half the K/V copies per MMA, one block per SM) instead
  * of 4 warps x 32 rows (two blocks per SM). MMA_LOOP16: the loop of blocks of 16 rows per warp (short chunks,
@@ -749,11 +802,15 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
     constexpr int NTH = NW * 32, WR = 16 * WM, ROWS = NW * WR;
     constexpr int KS = D / 16, NT = D / 8, LD = D + 8, NJ = KB / 8, NK = KB / 16;
     constexpr int CPR = D / 8, RSTEP = NTH / CPR, PASSES = (KB + RSTEP - 1) / RSTEP; /* 16-byte copies of a K/V row */
-    constexpr bool QSH = WM > 1, LEAN = LOOP != LOOP_OLD;
-    extern __shared__ __align__(16) uint16_t skv[]; /* [2 buffers][K, V][KB][LD], then (QSH) Q [ROWS][LD]: rows
+    constexpr bool QSH = WM > 1, LEAN = LOOP != LOOP_OLD, PIPE = LOOP == LOOP_PIPE;
+    constexpr int NBUF = PIPE ? 4 : 2; /* K/V buffers */
+    static_assert(!PIPE || (WM == 2 && NW == 8), "LOOP_PIPE: 8 warps of 32 rows");
+    extern __shared__ __align__(16) uint16_t skv[]; /* [NBUF buffers][K, V][KB][LD], then (QSH) Q [ROWS][LD], then
+                                                      (PIPE) the buffers' FULL and EMPTY barriers: rows
                                                       padded 16 bytes, so the 8 row addresses of an ldmatrix hit 32
                                                       distinct banks */
-    uint16_t *Qs = skv + 4 * KB * LD;
+    uint16_t *Qs = skv + 2 * NBUF * KB * LD;
+    uint64_t *full = reinterpret_cast<uint64_t *>(Qs + ROWS * LD), *empty = full + NBUF; /* PIPE */
     const int G = H / Hkv, rows = T * G, g = (int)(blockIdx.x % Hkv);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, qr = lane >> 2, qc = lane & 3;
     const int64_t kvs = (int64_t)Hkv * D;
@@ -830,11 +887,28 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
         load(kb0, nb, buf);
     };
     SubCur cur = {0, P}; /* LEAN: the sub-block computed next */
+    if constexpr (PIPE) {
+        if (threadIdx.x == 0)
+            for (int b = 0; b < NBUF; b++) {
+                mbar_init(full + b, NTH);
+                mbar_init(empty + b, NTH);
+            }
+        __syncthreads(); /* the barriers initialized before any thread arrives on one */
+    }
     if (first <= last) {
         if constexpr (LEAN) {
             const int s0 = first % nsub;
             cur = {(int64_t)(tile_lo + first / nsub) * P + (int64_t)s0 * KB, P - s0 * KB};
             load(cur.kb0, cur.nb(), 0);
+            if constexpr (PIPE) {
+                cp_mbar_arrive(full);
+                if (first + 1 <= last) {
+                    SubCur nx = cur;
+                    nx.next(P);
+                    load(nx.kb0, nx.nb(), 1);
+                    cp_mbar_arrive(full + 1);
+                }
+            }
         } else {
             load_idx(first, 0);
         }
@@ -887,14 +961,41 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
             }
         }
     const bool no_rescale = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE);
+    /* PIPE: ENGK_MMA_STAGGER holds warps 4-7 at named barrier 1 until warps 0-3 finished their first softmax */
+    if constexpr (PIPE) {
+        __syncthreads(); /* Q in shared memory for every warp (the loop has no block-wide barrier) */
+        if ((flags & ENGK_MMA_STAGGER) && first <= last && warp >= NW / 2)
+            named_sync(1, NTH);
+    }
 
     for (int idx = first; idx <= last; idx++) {
-        const int buf = (idx - first) & 1;
-        cp_wait<0>();
-        __syncthreads(); /* sub-block idx (and Q) landed for every thread; every warp is done with buffer buf ^ 1 */
+        const int buf = PIPE ? (idx - first) % NBUF : (idx - first) & 1;
+        if constexpr (PIPE) {
+            /* copy sub-block idx + 2 into the buffer of idx - 2 once every thread is done with idx - 2 (so warps
+             * may run up to a sub-block apart without waiting), arrive on its FULL when this thread's copies land;
+             * then wait for every thread's copies of idx */
+            const int u2 = idx + 2 - first, b2 = u2 % NBUF;
+            if (idx + 2 <= last) {
+                if (u2 >= NBUF)
+                    mbar_wait(empty + b2, (unsigned)(u2 / NBUF - 1) & 1u);
+                SubCur nx = cur; /* cur: sub-block idx */
+                nx.next(P);
+                nx.next(P);
+                load(nx.kb0, nx.nb(), b2);
+                cp_mbar_arrive(full + b2);
+            }
+            mbar_wait(full + buf, (unsigned)((idx - first) / NBUF) & 1u);
+        } else {
+            cp_wait<0>();
+            __syncthreads(); /* sub-block idx (and Q) landed for every thread; every warp is done with buffer buf ^ 1 */
+        }
         int64_t kb0;
         int nb;
-        if constexpr (LEAN) {
+        if constexpr (PIPE) {
+            kb0 = cur.kb0;
+            nb = cur.nb();
+            cur.next(P);
+        } else if constexpr (LEAN) {
             if (idx < last) {
                 SubCur nx = cur;
                 nx.next(P);
@@ -908,8 +1009,14 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                 load_idx(idx + 1, buf ^ 1);
             sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
         }
-        if (!wlive || kb0 > whi || kb0 + nb - 1 < wlo)
+        if (!wlive || kb0 > whi || kb0 + nb - 1 < wlo) {
+            if constexpr (PIPE) {
+                if ((flags & ENGK_MMA_STAGGER) && idx == first && warp < NW / 2)
+                    named_arrive(1, NTH);
+                mbar_arrive(empty + buf);
+            }
             continue;
+        }
         const uint16_t *Ks = skv + buf * 2 * KB * LD, *Vs = Ks + KB * LD;
         float s[WM][NJ][4];
         auto qk = [&](int m0, int m1) { /* S = Q K^T of m16 tiles m0 .. m1 - 1, over D in order */
@@ -1032,7 +1139,11 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                     o[mt][nt][3] = o[mt][nt][3] * corr[1];
                 }
         }
+        if (PIPE && (flags & ENGK_MMA_STAGGER) && idx == first && warp < NW / 2)
+            named_arrive(1, NTH); /* warps 4-7 may start */
         pv(0, WM);
+        if constexpr (PIPE)
+            mbar_arrive(empty + (idx - first) % NBUF); /* recomputed: buf need not live across the sub-block */
     }
 #pragma unroll
     for (int mt = 0; mt < WM; mt++)
@@ -1069,9 +1180,11 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
 #endif
 }
 
-template <int D, int NW, int WM> constexpr size_t mma_smem()
+template <int D, int NW, int WM, int LOOP = LOOP_LEAN> constexpr size_t mma_smem()
 {
-    return (size_t)(4 * KB + (WM > 1 ? NW * 16 * WM : 0)) * (D + 8) * sizeof(uint16_t);
+    constexpr int NBUF = LOOP == LOOP_PIPE ? 4 : 2;
+    return (size_t)(2 * NBUF * KB + (WM > 1 ? NW * 16 * WM : 0)) * (D + 8) * sizeof(uint16_t) +
+           (LOOP == LOOP_PIPE ? 2 * NBUF * sizeof(uint64_t) : 0);
 }
 
 size_t mma_smem_of(int D) /* the 64-row blocks of 16 rows per warp, which launch_mma may always pick */
@@ -1092,7 +1205,7 @@ cudaError_t launch_form(const float *q, float *ctx, float *st_m, float *st_l, fl
                         int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
 {
     static int attr_done = 0; /* the opt-in shared memory, once per instance */
-    const size_t smem = mma_smem<D, NW, WM>();
+    const size_t smem = mma_smem<D, NW, WM, LOOP>();
     if (!attr_done) {
         cudaError_t err = cudaFuncSetAttribute(k_attn_mma<D, NW, WM, LOOP>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -1123,6 +1236,10 @@ cudaError_t launch_rows(const float *q, float *ctx, float *st_m, float *st_l, fl
                      : flags & ENGK_MMA_LEAN ? LOOP_LEAN
                      : WM > 1                ? MMA_FORM_LOOP
                                              : MMA_LOOP16;
+    if constexpr (WM == 2 && NW == 2 * MMA_WARPS) /* ENGK_MMA_PIPE: 8 warps of 32 rows (launch_mma routes it here) */
+        if (flags & ENGK_MMA_PIPE)
+            return launch_form<D, NW, WM, LOOP_PIPE>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo,
+                                                     tile_hi, P, T, pos0, H, Hkv, scale, window, flags, s);
     if (loop == LOOP_OLD)
         return launch_form<D, NW, WM, LOOP_OLD>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi,
                                                 P, T, pos0, H, Hkv, scale, window, flags, s);
@@ -1156,8 +1273,10 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
     const int64_t blocks256 = (rowsG + 4 * MMA_ROWS - 1) / (4 * MMA_ROWS) * Hkv;
     const bool w32 = D <= 128 && mma_smem<D, MMA_WARPS, 2>() <= (size_t)optin &&
                      !(flags & (ENGK_MMA_ROWS64 | ENGK_MMA_ROWS128));
+    if ((flags & ENGK_MMA_PIPE) && !(w32 && mma_smem<D, 2 * MMA_WARPS, 2, LOOP_PIPE>() <= (size_t)optin))
+        flags &= ~(ENGK_MMA_PIPE | ENGK_MMA_STAGGER); /* D = 256, or no room for three buffers: the engine's form */
     if (w32 && mma_smem<D, 2 * MMA_WARPS, 2>() <= (size_t)optin && !(flags & ENGK_MMA_WARP32) &&
-        ((flags & ENGK_MMA_WARP32X8) || (MMA_FORM_8WARPS && blocks256 >= (int64_t)sms)))
+        ((flags & (ENGK_MMA_WARP32X8 | ENGK_MMA_PIPE)) || (MMA_FORM_8WARPS && blocks256 >= (int64_t)sms)))
         return launch_rows<D, D <= 128 ? 2 * MMA_WARPS : MMA_WARPS, D <= 128 ? 2 : 1>(
             q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale, window,
             flags, s);

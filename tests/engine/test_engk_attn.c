@@ -651,6 +651,8 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_WARP32 | ENGK_MMA_OLD, " (32 rows per warp, previous loop)"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, " (32 rows per warp, 8 warps)"},
         {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, " (16 rows per warp, lean loop)"},
+        {ENGK_MMA_PIPE, " (8 warps, pipelined loop)"},
+        {ENGK_MMA_PIPE | ENGK_MMA_STAGGER, " (8 warps, pipelined loop, staggered halves)"},
     };
     const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
     const int tlo = (int)(lo0 / P), thi = (int)(last / P) + 1;
@@ -699,6 +701,8 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_WARP32 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 128 rows, lean loop = one chunk"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_OLD, "  32 rows per warp, blocks of 256 rows, previous loop = one chunk"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 256 rows, lean loop = one chunk"},
+        {ENGK_MMA_PIPE, "  32 rows per warp, blocks of 256 rows, pipelined loop = one chunk"},
+        {ENGK_MMA_PIPE | ENGK_MMA_STAGGER, "  32 rows per warp, blocks of 256 rows, pipelined, staggered = one chunk"},
     };
     for (size_t b = 0; mma && b < sizeof blk / sizeof blk[0]; b++) {
         pcase cb = *c;
@@ -957,6 +961,8 @@ static void bench(void)
         {"MMA 32 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_WARP32 | ENGK_MMA_OLD},
         {"MMA 32 rows/warp, 128-row blocks, lean loop      ", ENGK_MMA_WARP32 | ENGK_MMA_LEAN},
         {"MMA 32 rows/warp, 256-row blocks, lean loop      ", ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN},
+        {"MMA 32 rows/warp, 256-row blocks, pipelined loop ", ENGK_MMA_PIPE},
+        {"MMA 256-row blocks, pipelined, staggered halves  ", ENGK_MMA_PIPE | ENGK_MMA_STAGGER},
         {"MMA 16 rows/warp,  64-row blocks, previous loop  ", ENGK_MMA_ROWS64 | ENGK_MMA_OLD},
         {"MMA 16 rows/warp,  64-row blocks, lean loop      ", ENGK_MMA_ROWS64 | ENGK_MMA_LEAN},
         {"MMA 16 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_ROWS128 | ENGK_MMA_OLD},
