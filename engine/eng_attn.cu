@@ -1274,7 +1274,7 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
     const bool w32 = D <= 128 && mma_smem<D, MMA_WARPS, 2>() <= (size_t)optin &&
                      !(flags & (ENGK_MMA_ROWS64 | ENGK_MMA_ROWS128));
     if ((flags & ENGK_MMA_PIPE) && !(w32 && mma_smem<D, 2 * MMA_WARPS, 2, LOOP_PIPE>() <= (size_t)optin))
-        flags &= ~(ENGK_MMA_PIPE | ENGK_MMA_STAGGER); /* D = 256, or no room for three buffers: the engine's form */
+        flags &= ~(ENGK_MMA_PIPE | ENGK_MMA_STAGGER); /* D = 256, or no room for four buffers: the engine's form */
     if (w32 && mma_smem<D, 2 * MMA_WARPS, 2>() <= (size_t)optin && !(flags & ENGK_MMA_WARP32) &&
         ((flags & (ENGK_MMA_WARP32X8 | ENGK_MMA_PIPE)) || (MMA_FORM_8WARPS && blocks256 >= (int64_t)sms)))
         return launch_rows<D, D <= 128 ? 2 * MMA_WARPS : MMA_WARPS, D <= 128 ? 2 : 1>(
