@@ -678,14 +678,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned parity)
 #endif
     while (!done);
 }
-__device__ __forceinline__ void named_sync(int id, int n)
-{
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id, int n)
-{
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
 #endif
 
 /* Keys of tile k: sub-blocks of KB starting at k*P + s*KB, the last one shorter when KB does not divide P. */
@@ -760,23 +752,27 @@ enum { LOOP_OLD = 0, LOOP_LEAN = 1, LOOP_PIPE = 2 };
  * sub-block u a thread copies its share of sub-block u + 2 into the buffer of u - 2 (after that buffer's EMPTY),
  * waits for FULL of u, runs S, mask, softmax and P V, and arrives on EMPTY of u. So warps may drift up to a
  * sub-block apart without waiting, and warps in different phases (S and P V on the tensor cores, the softmax on the
- * other pipes) can overlap. ENGK_MMA_STAGGER: warps 4-7 start their first sub-block once
- * warps 0-3 finished its softmax (a phase offset between the halves). The same per-row order: the same bits. */
+ * other pipes) can overlap. The same per-row order: the same bits. The engine's 8-warp form since session 11
+ * (MMA_FORM_PIPE8): on the H200, causal H = 32/8, D = 128, one chunk, TFLOP/s LEAN8 -> PIPE: T = 2048 203.9 ->
+ * 211.1, T = 8192 284.3 -> 315.0, T = 32768 316.4 -> 357.1 (one --bench run). Holding warps 4-7 half a step behind
+ * warps 0-3 at the start (a named barrier) measured slower at every T (205.7, 309.5, 350.2) and was removed. */
 /* The engine's prefill form for blocks of 32 rows per warp (long chunks): a loop, and whether long chunks (one
  * 256-row block per SM) run in blocks of 8 warps x 32 rows (half the K/V copies per MMA, one block per SM) instead
  * of 4 warps x 32 rows (two blocks per SM). MMA_LOOP16: the loop of blocks of 16 rows per warp (short chunks,
  * D = 256), where LEAN spills more than OLD at the 168 / 255 register caps. Flip after measuring
  * (tests/engine/test_engk_attn --bench prints each form); every form gives the same bits. Measured on the H200
  * (llama3-8b heads, causal, one chunk; TFLOP/s old / lean / 256-row lean): T = 2048 199.1 / 200.8 / 205.9, T = 8192
- * 281.7 / 280.7 / 283.7, T = 32768 313.3 / 309.2 / 313.5: LEAN8. */
+ * 281.7 / 280.7 / 283.7, T = 32768 313.3 / 309.2 / 313.5: LEAN8; then PIPE8 (LOOP_PIPE above, where its shared
+ * memory fits; LEAN8 where it does not). */
 enum {
     MMA_FORM_OLD = 0,
     MMA_FORM_LEAN = 1,
     MMA_FORM_LEAN8 = 4,
+    MMA_FORM_PIPE8 = 5,
 };
-constexpr int MMA_FORM = MMA_FORM_LEAN8, MMA_LOOP16 = LOOP_OLD;
+constexpr int MMA_FORM = MMA_FORM_PIPE8, MMA_LOOP16 = LOOP_OLD;
 constexpr int MMA_FORM_LOOP = MMA_FORM == MMA_FORM_OLD ? LOOP_OLD : LOOP_LEAN;
-constexpr bool MMA_FORM_8WARPS = MMA_FORM >= MMA_FORM_LEAN8;
+constexpr bool MMA_FORM_8WARPS = MMA_FORM >= MMA_FORM_LEAN8, MMA_FORM_PIPE = MMA_FORM == MMA_FORM_PIPE8;
 
 /* Block (kv head g) of NW warps of 16 WM packed rows r = t * G + h (the G heads of one position share the K/V
  * rows), the last rows of the chunk (the most keys) first, the KV heads of a row range next to each other in the
@@ -961,12 +957,8 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
             }
         }
     const bool no_rescale = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE);
-    /* PIPE: ENGK_MMA_STAGGER holds warps 4-7 at named barrier 1 until warps 0-3 finished their first softmax */
-    if constexpr (PIPE) {
+    if constexpr (PIPE)
         __syncthreads(); /* Q in shared memory for every warp (the loop has no block-wide barrier) */
-        if ((flags & ENGK_MMA_STAGGER) && first <= last && warp >= NW / 2)
-            named_sync(1, NTH);
-    }
 
     for (int idx = first; idx <= last; idx++) {
         const int buf = PIPE ? (idx - first) % NBUF : (idx - first) & 1;
@@ -1010,11 +1002,8 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
             sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
         }
         if (!wlive || kb0 > whi || kb0 + nb - 1 < wlo) {
-            if constexpr (PIPE) {
-                if ((flags & ENGK_MMA_STAGGER) && idx == first && warp < NW / 2)
-                    named_arrive(1, NTH);
+            if constexpr (PIPE)
                 mbar_arrive(empty + buf);
-            }
             continue;
         }
         const uint16_t *Ks = skv + buf * 2 * KB * LD, *Vs = Ks + KB * LD;
@@ -1139,8 +1128,6 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                     o[mt][nt][3] = o[mt][nt][3] * corr[1];
                 }
         }
-        if (PIPE && (flags & ENGK_MMA_STAGGER) && idx == first && warp < NW / 2)
-            named_arrive(1, NTH); /* warps 4-7 may start */
         pv(0, WM);
         if constexpr (PIPE)
             mbar_arrive(empty + (idx - first) % NBUF); /* recomputed: buf need not live across the sub-block */
@@ -1273,13 +1260,17 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
     const int64_t blocks256 = (rowsG + 4 * MMA_ROWS - 1) / (4 * MMA_ROWS) * Hkv;
     const bool w32 = D <= 128 && mma_smem<D, MMA_WARPS, 2>() <= (size_t)optin &&
                      !(flags & (ENGK_MMA_ROWS64 | ENGK_MMA_ROWS128));
-    if ((flags & ENGK_MMA_PIPE) && !(w32 && mma_smem<D, 2 * MMA_WARPS, 2, LOOP_PIPE>() <= (size_t)optin))
-        flags &= ~(ENGK_MMA_PIPE | ENGK_MMA_STAGGER); /* D = 256, or no room for four buffers: the engine's form */
+    const bool pipe = w32 && mma_smem<D, 2 * MMA_WARPS, 2, LOOP_PIPE>() <= (size_t)optin;
+    if (!pipe)
+        flags &= ~ENGK_MMA_PIPE; /* D = 256, or no room for four buffers: LEAN8 where it fits */
     if (w32 && mma_smem<D, 2 * MMA_WARPS, 2>() <= (size_t)optin && !(flags & ENGK_MMA_WARP32) &&
-        ((flags & (ENGK_MMA_WARP32X8 | ENGK_MMA_PIPE)) || (MMA_FORM_8WARPS && blocks256 >= (int64_t)sms)))
+        ((flags & (ENGK_MMA_WARP32X8 | ENGK_MMA_PIPE)) || (MMA_FORM_8WARPS && blocks256 >= (int64_t)sms))) {
+        if (MMA_FORM_PIPE && pipe && !(flags & (ENGK_MMA_OLD | ENGK_MMA_LEAN)))
+            flags |= ENGK_MMA_PIPE; /* the engine's 8-warp loop */
         return launch_rows<D, D <= 128 ? 2 * MMA_WARPS : MMA_WARPS, D <= 128 ? 2 : 1>(
             q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale, window,
             flags, s);
+    }
     if (w32 && ((flags & (ENGK_MMA_WARP32 | ENGK_MMA_WARP32X8)) || blocks128 >= 2 * (int64_t)sms))
         return launch_rows<D, MMA_WARPS, D <= 128 ? 2 : 1>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo,
                                                            tile_hi, P, T, pos0, H, Hkv, scale, window, flags, s);

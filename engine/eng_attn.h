@@ -24,10 +24,10 @@ enum { ENGK_INIT = 1, ENGK_FINAL = 2, ENGK_CUDA_CORES = 4 };
  * (tests, bench). */
 enum { ENGK_MMA_ROWS64 = 8, ENGK_MMA_ROWS128 = 16, ENGK_MMA_WARP32 = 32, ENGK_MMA_WARP32X8 = 64, ENGK_MMA_OLD = 128,
        ENGK_MMA_LEAN = 512 };
-/* ENGK_MMA_PIPE: the 8-warp blocks of 32 rows per warp with the pipelined sub-block loop (three K/V buffers behind
- * shared-memory barriers, no block-wide barrier a sub-block; D <= 128, else ignored); ENGK_MMA_STAGGER with it:
- * warps 4-7 start a half step behind warps 0-3. The same bits (tests, bench). */
-enum { ENGK_MMA_PIPE = 65536, ENGK_MMA_STAGGER = 131072 };
+/* ENGK_MMA_PIPE: the 8-warp blocks of 32 rows per warp with the pipelined sub-block loop (four K/V buffers behind
+ * shared-memory barriers, no block-wide barrier a sub-block; D <= 128, else ignored), the engine's form for long
+ * chunks; forced here even where the engine would take smaller blocks. The same bits (tests, bench). */
+enum { ENGK_MMA_PIPE = 65536 };
 
 /* ---- decode: one row at the position held in the device scalar *pos_dev (graph-capturable) ---- */
 

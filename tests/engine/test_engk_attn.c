@@ -7,7 +7,7 @@
  * partial kernel: engk_attn_decode_fused) bit for bit against partials + merge. --bench: decode attention µs and KV
  * GB/s of both against a measured read ceiling (llama3-8b heads, 16 tokens .. 32k), the fused form next to them,
  * prefill TFLOP/s at T = 2048, 8192, 32768 (each block shape and sub-block loop of the tensor-core kernel, one chunk
- * and chunked). */
+ * and chunked). --sanitize: the long-chunk prefill forms once each, small enough for compute-sanitizer. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -652,7 +652,6 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, " (32 rows per warp, 8 warps)"},
         {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, " (16 rows per warp, lean loop)"},
         {ENGK_MMA_PIPE, " (8 warps, pipelined loop)"},
-        {ENGK_MMA_PIPE | ENGK_MMA_STAGGER, " (8 warps, pipelined loop, staggered halves)"},
     };
     const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
     const int tlo = (int)(lo0 / P), thi = (int)(last / P) + 1;
@@ -702,7 +701,6 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_WARP32X8 | ENGK_MMA_OLD, "  32 rows per warp, blocks of 256 rows, previous loop = one chunk"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 256 rows, lean loop = one chunk"},
         {ENGK_MMA_PIPE, "  32 rows per warp, blocks of 256 rows, pipelined loop = one chunk"},
-        {ENGK_MMA_PIPE | ENGK_MMA_STAGGER, "  32 rows per warp, blocks of 256 rows, pipelined, staggered = one chunk"},
     };
     for (size_t b = 0; mma && b < sizeof blk / sizeof blk[0]; b++) {
         pcase cb = *c;
@@ -766,6 +764,61 @@ static void test_prefill(void **state)
         fails += check_prefill(&c);
     }
     assert_int_equal(fails, 0);
+}
+
+/* ---- --sanitize: the 256-row tensor-core prefill blocks, one launch a form, for compute-sanitizer ----
+ * The engine picks these forms only for long chunks (hundreds of rows of llama3-8b heads), which the goldens the
+ * engine's sanitizer runs use never reach (scripts/gpu-engine.sh). So: two llama3-8b-shaped cases (GQA 4, D = 128,
+ * causal from 0 and sliding deep in the cache), each through LEAN8 (block-wide barriers) and the pipelined loop
+ * (shared-memory barriers, no block-wide barrier a sub-block), once each, checked against the double reference
+ * and bit for bit against each other. Returns the number of failures. */
+static int64_t sanitize_prefill(void)
+{
+    static const pcase cs[] = {{0, 0, 4, 128, 300, 64, 0, 0}, {0, 0, 4, 128, 301, 64, 100, 77}};
+    static const struct { int flag; const char *what; } forms[] = {
+        {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, "256-row blocks, lean loop"},
+        {ENGK_MMA_PIPE, "256-row blocks, pipelined loop"},
+    };
+    int64_t fails = 0;
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        const pcase *c = &cs[i];
+        if (!engk_attn_prefill_mma(c->D, 0)) {
+            printf("sanitize: no tensor-core prefill on this device\n");
+            return 0;
+        }
+        const int Hkv = 2, H = c->G * Hkv, D = c->D, T = c->T, P = c->P;
+        const int64_t n = (int64_t)T * H * D, last = c->pos0 + T - 1;
+        const float scale = (float)(1.0 / sqrt((double)D));
+        kvset s;
+        kv_make(&s, (int)last + 1 + P, (int)last + 1, Hkv, D, 0);
+        float *q = rand_q(n);
+        for (int64_t j = 0; j < n; j++)
+            q[j] = bf16_round(q[j]);
+        double *want = ref_attn(q, &s, T, c->pos0, H, scale, c->window);
+        float *dq = dmalloc(n * 4), *dctx = dmalloc(n * 4), *first = NULL;
+        upload(dq, q, n * 4);
+        for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+            pcase cf = *c;
+            cf.flags |= forms[f].flag;
+            ekc_poison(dctx, n * 4, 1);
+            run_rows(&cf, &s, dq, dctx, 0, T, scale);
+            float *got = download(dctx, n);
+            char what[160];
+            snprintf(what, sizeof what, "sanitize: prefill T=%d pos0=%lld window=%d, %s", T, (long long)c->pos0,
+                     c->window, forms[f].what);
+            fails += mismatches(what, got, want, n, 3.9e-3 + 1e-5, 0.0);
+            if (first) {
+                fails += ekc_bits(what, got, first, n);
+                free(got);
+            } else
+                first = got;
+        }
+        free(first); free(q); free(want);
+        CU(cudaFree(dq)); CU(cudaFree(dctx));
+        kv_free(&s);
+    }
+    printf("sanitize: %lld failure(s)\n", (long long)fails);
+    return fails;
 }
 
 /* ---- --bench ---- */
@@ -962,7 +1015,6 @@ static void bench(void)
         {"MMA 32 rows/warp, 128-row blocks, lean loop      ", ENGK_MMA_WARP32 | ENGK_MMA_LEAN},
         {"MMA 32 rows/warp, 256-row blocks, lean loop      ", ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN},
         {"MMA 32 rows/warp, 256-row blocks, pipelined loop ", ENGK_MMA_PIPE},
-        {"MMA 256-row blocks, pipelined, staggered halves  ", ENGK_MMA_PIPE | ENGK_MMA_STAGGER},
         {"MMA 16 rows/warp,  64-row blocks, previous loop  ", ENGK_MMA_ROWS64 | ENGK_MMA_OLD},
         {"MMA 16 rows/warp,  64-row blocks, lean loop      ", ENGK_MMA_ROWS64 | ENGK_MMA_LEAN},
         {"MMA 16 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_ROWS128 | ENGK_MMA_OLD},
@@ -1032,6 +1084,8 @@ int main(int argc, char **argv)
         bench();
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "--sanitize") == 0)
+        return sanitize_prefill() ? 1 : 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checker_fails),
         cmocka_unit_test(test_decode),
