@@ -83,6 +83,8 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
     for tool in memcheck racecheck synccheck; do
         if [ ! -x "$T" ]; then
             row "sanitizer attn prefill $tool" INFO "$T not built (-Dtests=disabled): skipped"
+        elif "$T" --sanitize >/dev/null 2>&1; [ $? = 77 ]; then
+            row "sanitizer attn prefill $tool" INFO "no tensor-core prefill on this GPU: skipped"
         elif compute-sanitizer --tool "$tool" --error-exitcode 3 "$T" --sanitize >"$OUT/san.txt" 2>&1; then
             row "sanitizer attn prefill $tool" PASS "$(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san.txt")"
         else

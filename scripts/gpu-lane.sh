@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU lane, step 2 (ON the GPU machine, from the repo root): unpack .debs into a private prefix, build with CUDA,
-# run every meson suite (gpu included) and compute-sanitizer over the cuda stage; logs + summary.json to $OUT.
+# run every meson suite (gpu included) and compute-sanitizer over the cuda stage and the engine's long-chunk prefill
+# attention (test_engk_attn --sanitize); logs + summary.json to $OUT.
 #   bash scripts/gpu-lane-fetch.sh            # here, once: fills .debs/ (gitignored; carry it to the GPU machine)
 #   OUT=/tmp/out bash scripts/gpu-lane.sh     # there
 # Knobs: GPU_ARCH (90), RC_PREFIX (/tmp/rcprefix), RC_BUILD (build-gpu), RC_MESON_OPTS (extra meson options),
@@ -125,6 +126,17 @@ for tool in $SANITIZERS; do
     STEP_LOG=$SANLOG step "sanitizer.$tool" "$SAN" --tool "$tool" "${extra[@]}" --error-exitcode 86 \
         "$BUILD/harness/harness" compare --stage cuda --golden "$GOLDEN"
 done
+# the engine's long-chunk prefill attention forms (256-row blocks; the pipelined one syncs by mbarriers), which no
+# golden run picks: test_engk_attn --sanitize launches each once on llama3-8b-shaped heads (exit 77: no tensor cores)
+ATTN=$BUILD/tests/engine/test_engk_attn
+"$ATTN" --sanitize > /dev/null 2>&1
+if [ $? = 77 ]; then
+    say "sanitizer.attn_*: skipped (test_engk_attn --sanitize: no tensor-core prefill on this GPU)"
+else
+    for tool in $SANITIZERS; do
+        STEP_LOG=$SANLOG step "sanitizer.attn_$tool" "$SAN" --tool "$tool" --error-exitcode 86 "$ATTN" --sanitize
+    done
+fi
 
 if [ "${RC_ENGINE_EXTRA:-0}" = 1 ]; then  # engine sanitizer runs and the llama3-8b bench
     RC_SKIP_TESTS=1 STEP_LOG=$OUT/engine.log step engine-extra bash scripts/gpu-engine.sh "$BUILD"
