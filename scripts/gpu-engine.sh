@@ -80,11 +80,15 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
     # the long-chunk prefill attention forms (256-row blocks; the pipelined one syncs by mbarriers), which runs of
     # the small goldens never pick: test_engk_attn --sanitize launches each once on llama3-8b-shaped heads
     T=$B/tests/engine/test_engk_attn
+    skip=""
+    if [ ! -x "$T" ]; then
+        skip="$T not built (-Dtests=disabled): skipped"
+    elif "$T" --sanitize >/dev/null 2>&1; [ $? = 77 ]; then
+        skip="no tensor-core prefill on this GPU: skipped"
+    fi
     for tool in memcheck racecheck synccheck; do
-        if [ ! -x "$T" ]; then
-            row "sanitizer attn prefill $tool" INFO "$T not built (-Dtests=disabled): skipped"
-        elif "$T" --sanitize >/dev/null 2>&1; [ $? = 77 ]; then
-            row "sanitizer attn prefill $tool" INFO "no tensor-core prefill on this GPU: skipped"
+        if [ -n "$skip" ]; then
+            row "sanitizer attn prefill $tool" INFO "$skip"
         elif compute-sanitizer --tool "$tool" --error-exitcode 3 "$T" --sanitize >"$OUT/san.txt" 2>&1; then
             row "sanitizer attn prefill $tool" PASS "$(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san.txt")"
         else
