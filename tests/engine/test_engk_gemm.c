@@ -1,8 +1,10 @@
 /* GPU suites 'gpu' + 'engine': the prefill GEMM (engine/eng_gemm) — batch invariance (the same rows bit for bit
  * whatever the chunk size), values against a host double reference on bf16-rounded inputs, the epilogue's exact
  * order, the bf16-input entry (bit-equal to the fp32 one), the bf16 rounding kernel, refusals; with --bench,
- * TFLOP/s on the llama3-8b prefill shapes next to cuBLASLt's unpinned heuristic. Exit 77 without a GPU or on
- * sm < 80 (the engine keeps k_matmul there). */
+ * TFLOP/s on the llama3-8b prefill shapes next to cuBLASLt's unpinned heuristic; with --sweep, every candidate the
+ * heuristic offers at 2048 and 8192 rows under the engine's pin rules, timed at 1, 2048 and 8192 rows on random
+ * data, with its output bits against the first candidate's (engine/README.md, "Prefill GEMM"). Exit 77 without a
+ * GPU or on sm < 80 (the engine keeps k_matmul there). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -718,6 +720,140 @@ static int bench(void)
     return 0;
 }
 
+/* ---- --sweep: every heuristic answer (asked at 2048 and at 8192 rows) that passes the engine's pin rules,
+ * timed at 2048 and 8192 rows on random bf16 data: which candidate the pinning rule should prefer ---- */
+static void fill_rand_bf16(void *d, int64_t n)
+{
+    const int64_t chunk = (int64_t)1 << 24;
+    for (int64_t o = 0; o < n; o += chunk) {
+        const int64_t m = n - o < chunk ? n - o : chunk;
+        uint16_t *h = rand_bf16(m);
+        BCU(cudaMemcpy((uint16_t *)d + o, h, (size_t)m * 2, cudaMemcpyHostToDevice));
+        free(h);
+    }
+}
+
+static int sweep_pin_ok(cublasLtMatmulAlgo_t *algo)
+{
+    const int32_t splitk = 1;
+    const uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE;
+    return cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk) ==
+               CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatmulAlgoConfigSetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof red) ==
+               CUBLAS_STATUS_SUCCESS;
+}
+
+static double sweep_time(lt_case *c, int M, int N, int K)
+{
+    LT(cublasLtMatrixLayoutInit(&c->b, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K));
+    LT(cublasLtMatrixLayoutInit(&c->d, CUDA_R_32F, (uint64_t)N, (uint64_t)M, N));
+    cublasLtMatmulHeuristicResult_t r;
+    memset(&r, 0, sizeof r);
+    if (cublasLtMatmulAlgoCheck(c->lt, &c->desc, &c->a, &c->b, &c->d, &c->d, &c->algo, &r) != CUBLAS_STATUS_SUCCESS ||
+        r.workspaceSize > c->ws_bytes)
+        return -1.0;
+    return time_ms(lt_run, c);
+}
+
+static int sweep(void)
+{
+    static const struct { const char *name; int N, K; } sh[] = {
+        {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate|up", 28672, 4096}, {"down", 4096, 14336}};
+    const int MB = 8192;
+    if (rng_setup(SEED))
+        return 1;
+    cublasLtHandle_t lt;
+    LT(cublasLtCreate(&lt));
+    const size_t ws_bytes = (size_t)32 << 20;
+    void *ws, *xb, *W, *y;
+    BCU(cudaMalloc(&ws, ws_bytes));
+    BCU(cudaMalloc(&xb, (size_t)MB * 14336 * 2));
+    BCU(cudaMalloc(&W, (size_t)28672 * 4096 * 2));
+    BCU(cudaMalloc(&y, (size_t)MB * 28672 * 4));
+    fill_rand_bf16(xb, (int64_t)MB * 14336);
+    fill_rand_bf16(W, (int64_t)28672 * 4096);
+    printf("sweep prefill GEMM candidates (bf16 x bf16 -> fp32, split-K 1, no reduction), random bf16 data\n");
+    for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
+        const int N = sh[s].N, K = sh[s].K;
+        cublasLtMatmulAlgo_t seen[64];
+        int nseen = 0;
+        float *ref = NULL;
+        static const int ask[] = {2048, 8192};
+        for (int a = 0; a < 2; a++) {
+            lt_case c;
+            memset(&c, 0, sizeof c);
+            c.lt = lt; c.A = W; c.B = xb; c.D = y; c.ws = ws; c.ws_bytes = ws_bytes;
+            const int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+            LT(cublasLtMatmulDescInit(&c.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+            LT(cublasLtMatmulDescSetAttribute(&c.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+            LT(cublasLtMatmulDescSetAttribute(&c.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+            LT(cublasLtMatrixLayoutInit(&c.a, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K));
+            LT(cublasLtMatrixLayoutInit(&c.b, CUDA_R_16BF, (uint64_t)K, (uint64_t)ask[a], K));
+            LT(cublasLtMatrixLayoutInit(&c.d, CUDA_R_32F, (uint64_t)N, (uint64_t)ask[a], N));
+            cublasLtMatmulPreferenceOpaque_t pref;
+            const uint64_t wsb = ws_bytes;
+            LT(cublasLtMatmulPreferenceInit(&pref));
+            LT(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+            cublasLtMatmulHeuristicResult_t res[16];
+            int got = 0;
+            memset(res, 0, sizeof res);
+            LT(cublasLtMatmulAlgoGetHeuristic(lt, &c.desc, &c.a, &c.b, &c.d, &c.d, &pref, 16, res, &got));
+            for (int i = 0; i < got; i++) {
+                if (res[i].state != CUBLAS_STATUS_SUCCESS)
+                    continue;
+                c.algo = res[i].algo;
+                if (!sweep_pin_ok(&c.algo))
+                    continue;
+                int dup = 0;
+                for (int j = 0; j < nseen && !dup; j++)
+                    dup = memcmp(&seen[j], &c.algo, sizeof c.algo) == 0;
+                if (dup || nseen == 64)
+                    continue;
+                seen[nseen++] = c.algo;
+                const double t8 = sweep_time(&c, 8192, N, K), t2 = sweep_time(&c, 2048, N, K);
+                /* the bits of this candidate's 2048-row output against the first candidate's */
+                long long diff = -1;
+                if (t2 > 0) {
+                    float *h = xmalloc((size_t)2048 * N * sizeof *h);
+                    BCU(cudaMemcpy(h, y, (size_t)2048 * N * sizeof *h, cudaMemcpyDeviceToHost));
+                    if (!ref) {
+                        ref = h;
+                        diff = 0;
+                    } else {
+                        diff = 0;
+                        for (size_t e = 0; e < (size_t)2048 * N; e++)
+                            diff += memcmp(&h[e], &ref[e], sizeof h[e]) != 0;
+                        free(h);
+                    }
+                }
+                const double t1 = sweep_time(&c, 1, N, K);
+                int32_t id = -1;
+                uint32_t tile = 0, stages = 0, swz = 0;
+                uint16_t cluster = 0;
+                size_t wr;
+                cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &wr);
+                cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &wr);
+                cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages,
+                                                     &wr);
+                cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof swz,
+                                                     &wr);
+                cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                                     sizeof cluster, &wr);
+                printf("%-8s asked@%-5d #%-2d algo %3d tile %3u stages %3u swz %u cluster %3u ws %8zu | M=2048 %7.3f ms "
+                       "%6.1f TF | M=8192 %7.3f ms %6.1f TF | M=1 %s | bits vs first: %lld differ\n",
+                       sh[s].name, ask[a], i, (int)id, tile, stages, swz, (unsigned)cluster, res[i].workspaceSize, t2,
+                       t2 > 0 ? 2.0 * 2048 * N * K / t2 / 1e9 : 0.0, t8, t8 > 0 ? 2.0 * 8192 * N * K / t8 / 1e9 : 0.0,
+                       t1 > 0 ? "ok" : "refused", diff);
+                fflush(stdout);
+            }
+        }
+        free(ref);
+    }
+    BCU(cudaFree(ws)); BCU(cudaFree(xb)); BCU(cudaFree(W)); BCU(cudaFree(y));
+    cublasLtDestroy(lt);
+    return 0;
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -734,6 +870,8 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "--bench") == 0)
         return bench();
+    if (argc > 1 && strcmp(argv[1], "--sweep") == 0)
+        return sweep();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checker_fails), cmocka_unit_test(test_to_bf16),  cmocka_unit_test(test_values),
         cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_out16), cmocka_unit_test(test_refusals),
