@@ -124,13 +124,7 @@ for mangled, name in zip(names, dem):
     if not pattern.search(name):
         continue
     shown += 1
-    ops = {}
-    for l in funcs[mangled]:
-        m = re.search(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]+)", l)
-        if m:
-            ops[m.group(1)] = ops.get(m.group(1), 0) + 1
-    top = sorted(ops.items(), key=lambda kv: -kv[1])
-    print("%s\n  %d instructions: %s" % (name, len(funcs[mangled]), ", ".join("%s %d" % kv for kv in top)))
+    print("%s\n  %d instructions: %s" % (name, len(funcs[mangled]), histogram(funcs[mangled])))
     if loops:
         addr = [int(re.search(r"/\*([0-9a-f]+)\*/", l).group(1), 16) for l in funcs[mangled]]
         for i, l in enumerate(funcs[mangled]):
