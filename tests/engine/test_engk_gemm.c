@@ -568,9 +568,10 @@ typedef struct lt_case {
     size_t ws_bytes;
 } lt_case;
 
-/* cuBLASLt's first heuristic answer for D[n, m] = A^T B, A/B bf16 (B [k, m]), D of type dt, 32 MiB workspace. */
-static void lt_setup(lt_case *c, cublasLtHandle_t lt, int m, int n, int k, cudaDataType_t dt, void *A, void *B, void *D,
-                     void *ws, size_t ws_bytes)
+/* c set up for D[n, m] = A^T B, A/B bf16 (B [k, m]), D of type dt, with ws_bytes of workspace; up to cap of
+ * cuBLASLt's heuristic answers into res; returns how many. */
+static int lt_ask(lt_case *c, cublasLtHandle_t lt, int m, int n, int k, cudaDataType_t dt, void *A, void *B, void *D,
+                  void *ws, size_t ws_bytes, cublasLtMatmulHeuristicResult_t *res, int cap)
 {
     memset(c, 0, sizeof *c);
     c->lt = lt;
@@ -586,10 +587,18 @@ static void lt_setup(lt_case *c, cublasLtHandle_t lt, int m, int n, int k, cudaD
     const uint64_t wsb = ws_bytes;
     LT(cublasLtMatmulPreferenceInit(&pref));
     LT(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
-    cublasLtMatmulHeuristicResult_t r;
     int got = 0;
-    LT(cublasLtMatmulAlgoGetHeuristic(lt, &c->desc, &c->a, &c->b, &c->d, &c->d, &pref, 1, &r, &got));
-    if (got < 1) {
+    memset(res, 0, (size_t)cap * sizeof *res);
+    LT(cublasLtMatmulAlgoGetHeuristic(lt, &c->desc, &c->a, &c->b, &c->d, &c->d, &pref, cap, res, &got));
+    return got;
+}
+
+/* cuBLASLt's first heuristic answer for D[n, m] = A^T B, A/B bf16 (B [k, m]), D of type dt, 32 MiB workspace. */
+static void lt_setup(lt_case *c, cublasLtHandle_t lt, int m, int n, int k, cudaDataType_t dt, void *A, void *B, void *D,
+                     void *ws, size_t ws_bytes)
+{
+    cublasLtMatmulHeuristicResult_t r;
+    if (lt_ask(c, lt, m, n, k, dt, A, B, D, ws, ws_bytes, &r, 1) < 1) {
         fprintf(stderr, "cuBLASLt has no algorithm for %dx%dx%d\n", m, n, k);
         exit(1);
     }
@@ -781,23 +790,8 @@ static int sweep(void)
         static const int ask[] = {2048, 8192};
         for (int a = 0; a < 2; a++) {
             lt_case c;
-            memset(&c, 0, sizeof c);
-            c.lt = lt; c.A = W; c.B = xb; c.D = y; c.ws = ws; c.ws_bytes = ws_bytes;
-            const int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-            LT(cublasLtMatmulDescInit(&c.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-            LT(cublasLtMatmulDescSetAttribute(&c.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-            LT(cublasLtMatmulDescSetAttribute(&c.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-            LT(cublasLtMatrixLayoutInit(&c.a, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K));
-            LT(cublasLtMatrixLayoutInit(&c.b, CUDA_R_16BF, (uint64_t)K, (uint64_t)ask[a], K));
-            LT(cublasLtMatrixLayoutInit(&c.d, CUDA_R_32F, (uint64_t)N, (uint64_t)ask[a], N));
-            cublasLtMatmulPreferenceOpaque_t pref;
-            const uint64_t wsb = ws_bytes;
-            LT(cublasLtMatmulPreferenceInit(&pref));
-            LT(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
             cublasLtMatmulHeuristicResult_t res[16];
-            int got = 0;
-            memset(res, 0, sizeof res);
-            LT(cublasLtMatmulAlgoGetHeuristic(lt, &c.desc, &c.a, &c.b, &c.d, &c.d, &pref, 16, res, &got));
+            const int got = lt_ask(&c, lt, ask[a], N, K, CUDA_R_32F, W, xb, y, ws, ws_bytes, res, 16);
             for (int i = 0; i < got; i++) {
                 if (res[i].state != CUBLAS_STATUS_SUCCESS)
                     continue;
