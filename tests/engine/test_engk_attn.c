@@ -7,7 +7,8 @@
  * partial kernel: engk_attn_decode_fused) bit for bit against partials + merge. --bench: decode attention µs and KV
  * GB/s of both against a measured read ceiling (llama3-8b heads, 16 tokens .. 32k), the fused form next to them,
  * prefill TFLOP/s at T = 2048, 8192, 32768 (each block shape and sub-block loop of the tensor-core kernel, one chunk
- * and chunked). */
+ * and chunked). On sm_90a builds on a CC 9.0 device the wgmma prefill (ENGK_MMA_WGMMA) too: against the reference,
+ * and its own forms bit for bit against its one launch (elsewhere a note that it was skipped). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -611,6 +612,153 @@ static int64_t check_prefill_bf16(const pcase *c, const kvset *s, const float *d
     return fails;
 }
 
+/* Offload: tile k from its own NaN-padded buffer, the state through memory; chunking: row 0 alone, then chunks of
+ * 3, 5 or 7 (each sees only the cache up to its own last row): each bit for bit against ref, the case's one-launch
+ * ctx with the same flags (c->flags). */
+static int64_t check_forms(const pcase *c, const kvset *s, const float *dq, const float *ref, float *dctx2,
+                           float *dctx3, float *dm, float *dl, float *dacc, float scale, const char *how)
+{
+    const int Hkv = s->Hkv, H = c->G * Hkv, D = c->D, T = c->T, P = c->P;
+    const int64_t n = (int64_t)T * H * D, last = c->pos0 + T - 1;
+    const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
+    const int tlo = (int)(lo0 / P), thi = (int)(last / P) + 1;
+    char what[160];
+    int64_t fails = 0;
+    ekc_poison(dctx2, n * 4, 1);
+    ekc_poison(dm, (int64_t)T * H * 4, 1);
+    ekc_poison(dl, (int64_t)T * H * 4, 1);
+    ekc_poison(dacc, n * 4, 1);
+    for (int k = tlo; k < thi; k++) {
+        const int64_t p0 = (int64_t)k * P, np = last + 1 - p0 < P ? last + 1 - p0 : P;
+        void *tk = tile_buffer(s, s->dk, p0, np, P), *tv = tile_buffer(s, s->dv, p0, np, P);
+        const int fl = c->flags | (k == tlo ? ENGK_INIT : 0) | (k == thi - 1 ? ENGK_FINAL : 0);
+        CU(engk_attn_prefill(dq, dctx2, dm, dl, dacc, tk, tv, c->f32, p0, last, k, k + 1, P, T, c->pos0, H, Hkv, D,
+                             scale, c->window, fl, 0));
+        CU(cudaDeviceSynchronize());
+        CU(cudaFree(tk));
+        CU(cudaFree(tv));
+    }
+    float *got2 = download(dctx2, n);
+    snprintf(what, sizeof what, "  per-tile launches, state in memory%s = one launch", how);
+    fails += ekc_bits(what, got2, ref, n);
+    free(got2);
+    for (int ch = 3; ch <= 7; ch += 2) {
+        ekc_poison(dctx3, n * 4, 1);
+        run_rows(c, s, dq, dctx3, 0, 1, scale);
+        for (int r = 1; r < T; r += ch)
+            run_rows(c, s, dq, dctx3, r, T - r < ch ? T - r : ch, scale);
+        float *got3 = download(dctx3, n);
+        snprintf(what, sizeof what, "  chunks 1 + %d + %d ...%s = one chunk", ch, ch, how);
+        fails += ekc_bits(what, got3, ref, n);
+        free(got3);
+    }
+    return fails;
+}
+
+/* Where the wgmma output leaves its bound, in the coordinates of its layouts: the first elements as (token, head,
+ * dim), their packed row R = t G + h % G, its warpgroup row R % 64 (core-matrix row group (R % 64) / 8) and dim
+ * group d / 8; then the failures counted per dim group (the V descriptor's N direction, SBO) and per row group (the
+ * Q descriptor's M direction, SBO). All groups failing points at S (Q or K descriptors) or the fragment layouts; a
+ * pattern over dim groups at V's. */
+static void wgmma_locate(const float *got, const double *want, int64_t n, int H, int G, int D, double atol)
+{
+    int64_t by_d[16] = {0}, by_r[8] = {0}, shown = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isfinite(got[i]) && fabs((double)got[i] - want[i]) <= atol)
+            continue;
+        const int64_t t = i / ((int64_t)H * D);
+        const int h = (int)(i / D % H), d = (int)(i % D);
+        const int64_t R = t * G + h % G;
+        if (shown++ < 3)
+            printf("    wgmma: token %lld head %d dim %d (kv head %d, packed row %lld, warpgroup row %lld, row group "
+                   "%lld, dim group %d): got %.9g want %.9g\n", (long long)t, h, d, h / G, (long long)R,
+                   (long long)(R % 64), (long long)(R % 64 / 8), d / 8, got[i], want[i]);
+        by_d[d / 8 % 16]++;
+        by_r[R % 64 / 8]++;
+    }
+    printf("    wgmma failures per dim group d/8:");
+    for (int k = 0; k < 16 && k < D / 8; k++)
+        printf(" %lld", (long long)by_d[k]);
+    printf("\n    wgmma failures per row group (R %% 64)/8:");
+    for (int k = 0; k < 8; k++)
+        printf(" %lld", (long long)by_r[k]);
+    printf("\n");
+}
+
+/* The wgmma prefill (ENGK_MMA_WGMMA) where engk_attn_prefill_wgmma holds: its one launch against the reference want
+ * (q rounded to bf16) within the tensor-core bound, failures located (wgmma_locate); then, bit for bit against that
+ * one launch, 64-row blocks (one warpgroup), per-tile launches, chunkings and the bf16 ctx (check_prefill_bf16).
+ * Elsewhere it must be refused (cudaErrorInvalidValue): a note, not a failure. dctx is overwritten. */
+static int64_t check_prefill_wgmma(const pcase *c, const kvset *s, const float *dq, const double *want, float *dctx,
+                                   float *dctx2, float *dctx3, float *dm, float *dl, float *dacc, float scale)
+{
+    const int Hkv = s->Hkv, H = c->G * Hkv, D = c->D, T = c->T;
+    const int64_t n = (int64_t)T * H * D, last = c->pos0 + T - 1;
+    pcase cw = *c;
+    cw.flags |= ENGK_MMA_WGMMA;
+    if (!engk_attn_prefill_wgmma(D, c->f32)) {
+        static int noted[2];
+        const int dev_ok = engk_attn_prefill_wgmma(128, 0);
+        if (!noted[dev_ok]++)
+            printf("  wgmma prefill skipped: %s\n", dev_ok ? "its head dim is 128 only" :
+                   "not built for sm_90a (engine/meson.build) or not a compute capability 9.0 device");
+        const cudaError_t err = engk_attn_prefill(dq, dctx, NULL, NULL, NULL, s->dk, s->dv, c->f32, 0, last, 0,
+                                                  (int)(last / c->P) + 1, c->P, T, c->pos0, H, Hkv, D, scale,
+                                                  c->window, cw.flags | ENGK_INIT | ENGK_FINAL, 0);
+        if (err != cudaErrorInvalidValue) {
+            printf("  wgmma prefill D=%d: not refused (%s)\n", D, cudaGetErrorName(err));
+            return 1;
+        }
+        return 0;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "prefill wgmma G=%d D=%d T=%d P=%d pos0=%lld window=%d", c->G, D, T, c->P,
+             (long long)c->pos0, c->window);
+    ekc_poison(dctx, n * 4, 1);
+    run_rows(&cw, s, dq, dctx, 0, T, scale);
+    const cudaError_t done = cudaDeviceSynchronize(); /* a fault in the kernel: name the case before exiting */
+    if (done != cudaSuccess) {
+        printf("  %s: the kernel failed: %s (%s)\n", what, cudaGetErrorName(done), cudaGetErrorString(done));
+        exit(1);
+    }
+    float *got = download(dctx, n);
+    const double atol = 3.9e-3 + 1e-5; /* check_prefill's tensor-core bound */
+    int64_t fails = mismatches(what, got, want, n, atol, 0.0);
+    if (fails) {
+        wgmma_locate(got, want, n, H, c->G, D, atol);
+        /* which descriptor convention, if any, is the device's: the same launch with the offsets exchanged */
+        static const struct { int flag; const char *what; } alt[] = {
+            {ENGK_WGMMA_SWAP_QK, "Q and K descriptors' LBO and SBO exchanged"},
+            {ENGK_WGMMA_SWAP_V, "V descriptor's LBO and SBO exchanged"},
+            {ENGK_WGMMA_SWAP_QK | ENGK_WGMMA_SWAP_V, "both exchanged"},
+        };
+        for (size_t a = 0; a < sizeof alt / sizeof alt[0]; a++) {
+            pcase ca = cw;
+            ca.flags |= alt[a].flag;
+            ekc_poison(dctx3, n * 4, 1);
+            run_rows(&ca, s, dq, dctx3, 0, T, scale);
+            float *gota = download(dctx3, n);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n; i++)
+                bad += !isfinite(gota[i]) || fabs((double)gota[i] - want[i]) > atol;
+            printf("    wgmma diagnostic, %s: %lld of %lld out of bounds%s\n", alt[a].what, (long long)bad,
+                   (long long)n, bad ? "" : " (THIS convention matches the device: fix k_attn_wg's descriptors)");
+            free(gota);
+        }
+    }
+    fails += check_forms(&cw, s, dq, got, dctx2, dctx3, dm, dl, dacc, scale, " (wgmma)");
+    pcase c64 = cw;
+    c64.flags |= ENGK_MMA_ROWS64;
+    ekc_poison(dctx3, n * 4, 1);
+    run_rows(&c64, s, dq, dctx3, 0, T, scale);
+    float *got4 = download(dctx3, n);
+    fails += ekc_bits("  wgmma, 1 warpgroup (64-row blocks) = 2 warpgroups (128-row blocks)", got4, got, n);
+    free(got4);
+    fails += check_prefill_bf16(&cw, s, dq, dctx, dm, dl, dacc, scale);
+    free(got);
+    return fails;
+}
+
 static int64_t check_prefill(const pcase *c)
 {
     const int Hkv = 2, H = c->G * Hkv, D = c->D, T = c->T, P = c->P;
@@ -642,9 +790,8 @@ static int64_t check_prefill(const pcase *c)
     /* bounds: fp32 arithmetic ~1e-6; the MMA path also rounds each probability to bf16 for P V (relative 2^-9 per
      * weight, the normalizer l sums them unrounded): |ctx error| <= 2^-9 * max|v| (+ slack) <= 3.9e-3 */
     int64_t fails = mismatches(what, got, want, n, mma ? 3.9e-3 + 1e-5 : 2e-5, mma ? 0.0 : 1e-5);
-    /* offload: tile k from its own NaN-padded buffer, the state through memory; chunking: row 0 alone, then
-     * chunks of 3, 5 or 7 (each sees only the cache up to its own last row). With the kernel chosen by chunk
-     * length and (tensor cores, D <= 128) with 32 rows per warp forced in each sub-block loop and block shape. */
+    /* with the kernel chosen by chunk length and (tensor cores, D <= 128) with 32 rows per warp forced in each
+     * sub-block loop and block shape */
     static const struct { int flag; const char *how; } fv[] = {
         {0, ""},
         {ENGK_MMA_WARP32, " (32 rows per warp)"},
@@ -652,40 +799,10 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, " (32 rows per warp, 8 warps)"},
         {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, " (16 rows per warp, lean loop)"},
     };
-    const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
-    const int tlo = (int)(lo0 / P), thi = (int)(last / P) + 1;
     for (size_t v = 0; v < (mma && D <= 128 ? sizeof fv / sizeof fv[0] : 1); v++) {
         pcase cv = *c;
         cv.flags |= fv[v].flag;
-        const char *how = fv[v].how;
-        ekc_poison(dctx2, n * 4, 1);
-        ekc_poison(dm, (int64_t)T * H * 4, 1);
-        ekc_poison(dl, (int64_t)T * H * 4, 1);
-        ekc_poison(dacc, n * 4, 1);
-        for (int k = tlo; k < thi; k++) {
-            const int64_t p0 = (int64_t)k * P, np = last + 1 - p0 < P ? last + 1 - p0 : P;
-            void *tk = tile_buffer(&s, s.dk, p0, np, P), *tv = tile_buffer(&s, s.dv, p0, np, P);
-            const int fl = cv.flags | (k == tlo ? ENGK_INIT : 0) | (k == thi - 1 ? ENGK_FINAL : 0);
-            CU(engk_attn_prefill(dq, dctx2, dm, dl, dacc, tk, tv, c->f32, p0, last, k, k + 1, P, T, c->pos0, H, Hkv,
-                                 D, scale, c->window, fl, 0));
-            CU(cudaDeviceSynchronize());
-            CU(cudaFree(tk));
-            CU(cudaFree(tv));
-        }
-        float *got2 = download(dctx2, n);
-        snprintf(what, sizeof what, "  per-tile launches, state in memory%s = one launch", how);
-        fails += ekc_bits(what, got2, got, n);
-        free(got2);
-        for (int ch = 3; ch <= 7; ch += 2) {
-            ekc_poison(dctx3, n * 4, 1);
-            run_rows(&cv, &s, dq, dctx3, 0, 1, scale);
-            for (int r = 1; r < T; r += ch)
-                run_rows(&cv, &s, dq, dctx3, r, T - r < ch ? T - r : ch, scale);
-            float *got3 = download(dctx3, n);
-            snprintf(what, sizeof what, "  chunks 1 + %d + %d ...%s = one chunk", ch, ch, how);
-            fails += ekc_bits(what, got3, got, n);
-            free(got3);
-        }
+        fails += check_forms(&cv, &s, dq, got, dctx2, dctx3, dm, dl, dacc, scale, fv[v].how);
     }
     /* other rows share each row's block and warp: 16 rows per warp in blocks of 64 and 128 rows, 32 rows per warp
      * in blocks of 128 and 256 (D = 256 runs 16 per warp in blocks of 64 whatever the flag), each in every sub-block
@@ -711,6 +828,8 @@ static int64_t check_prefill(const pcase *c)
     }
     if (mma)
         fails += check_prefill_bf16(c, &s, dq, dctx, dm, dl, dacc, scale);
+    if (mma) /* last: overwrites dctx */
+        fails += check_prefill_wgmma(c, &s, dq, want, dctx, dctx2, dctx3, dm, dl, dacc, scale);
     free(q); free(qr); free(want); free(got);
     CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dctx3));
     CU(cudaFree(dm)); CU(cudaFree(dl)); CU(cudaFree(dacc));
@@ -947,7 +1066,8 @@ static void bench(void)
     CU(cudaFree(dcnt));
     /* prefill of T = 2048, 8192 and 32768 rows from position 0, causal, P = 64: one chunk (engine bench), and
      * chunks of 256 (T = 2048, the engine's default) or 2048; tensor cores in each block shape and sub-block loop
-     * (same bits: engine/eng_attn.cu MMA_FORM / MMA_LOOP16 pick the engine's), the engine's choice ("auto"). Seeded
+     * (same bits: engine/eng_attn.cu MMA_FORM / MMA_LOOP16 pick the engine's), the engine's choice ("auto"), and the
+     * wgmma variant (ENGK_MMA_WGMMA, sm_90a: its own bits, checked by test_prefill; the engine does not use it). Seeded
      * random q, K and V, so the running max moves as in real attention. Flops counted causal: per head and row at
      * position p, 2 D (p + 1) for Q K^T and as many for P V, so 4 D H T (T + 1) / 2 in all (masked halves of
      * diagonal blocks not counted). */
@@ -961,6 +1081,8 @@ static void bench(void)
         {"MMA 16 rows/warp,  64-row blocks, lean loop      ", ENGK_MMA_ROWS64 | ENGK_MMA_LEAN},
         {"MMA 16 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_ROWS128 | ENGK_MMA_OLD},
         {"MMA auto                                         ", 0},
+        {"wgmma 2 warpgroups, 128-row blocks (not engine's)", ENGK_MMA_WGMMA},
+        {"wgmma 1 warpgroup,   64-row blocks (not engine's)", ENGK_MMA_WGMMA | ENGK_MMA_ROWS64},
         {"CUDA cores                                       ", ENGK_CUDA_CORES},
     };
     float *hq = rand_q((int64_t)maxT * H * D);
@@ -988,6 +1110,10 @@ static void bench(void)
                 continue;
             if (!(pv[i].flags & ENGK_CUDA_CORES) && !engk_attn_prefill_mma(D, 0)) {
                 printf("bench prefill attention %s: no tensor-core path on this device\n", how);
+                continue;
+            }
+            if ((pv[i].flags & ENGK_MMA_WGMMA) && !engk_attn_prefill_wgmma(D, 0)) {
+                printf("bench prefill attention %s: no wgmma path (an sm_90a build on a CC 9.0 device)\n", how);
                 continue;
             }
             const int r_n = pv[i].flags & ENGK_CUDA_CORES ? 1 : 5;
