@@ -101,20 +101,11 @@ typedef struct kvset {
 
 static size_t elt(int f32) { return f32 ? 4 : 2; }
 
-static void kv_make(kvset *s, int S, int valid, int Hkv, int D, int f32)
+/* s's device copy: positions [0, valid) in storage type, the others NaN. */
+static void kv_upload(kvset *s, int valid)
 {
-    s->S = S, s->Hkv = Hkv, s->D = D, s->f32 = f32, s->row = (int64_t)Hkv * D;
-    const int64_t n = (int64_t)S * s->row;
-    s->k = hmalloc(n, sizeof(float));
-    s->v = hmalloc(n, sizeof(float));
-    for (int64_t i = 0; i < n; i++) {
-        s->k[i] = urand(-1, 1);
-        s->v[i] = urand(-1, 1);
-        if (!f32) {
-            s->k[i] = bf16_round(s->k[i]);
-            s->v[i] = bf16_round(s->v[i]);
-        }
-    }
+    const int f32 = s->f32;
+    const int64_t n = (int64_t)s->S * s->row;
     s->dk = dmalloc(n * (int64_t)elt(f32));
     s->dv = dmalloc(n * (int64_t)elt(f32));
     ekc_poison(s->dk, n * (int64_t)elt(f32), 1);
@@ -135,12 +126,46 @@ static void kv_make(kvset *s, int S, int valid, int Hkv, int D, int f32)
     }
 }
 
+static void kv_make(kvset *s, int S, int valid, int Hkv, int D, int f32)
+{
+    s->S = S, s->Hkv = Hkv, s->D = D, s->f32 = f32, s->row = (int64_t)Hkv * D;
+    const int64_t n = (int64_t)S * s->row;
+    s->k = hmalloc(n, sizeof(float));
+    s->v = hmalloc(n, sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        s->k[i] = urand(-1, 1);
+        s->v[i] = urand(-1, 1);
+        if (!f32) {
+            s->k[i] = bf16_round(s->k[i]);
+            s->v[i] = bf16_round(s->v[i]);
+        }
+    }
+    kv_upload(s, valid);
+}
+
+
 static void kv_free(kvset *s)
 {
     free(s->k);
     free(s->v);
     CU(cudaFree(s->dk));
     CU(cudaFree(s->dv));
+}
+
+/* s with every position's K row (same_k) or V row (same_v) replaced by position 0's, positions [0, valid) on the
+ * device: the wgmma checker's probes (a constant V row makes ctx = V row 0 whatever the weights; a constant K row
+ * makes the weights uniform). */
+static void kv_clone(kvset *d, const kvset *s, int same_k, int same_v, int valid)
+{
+    *d = *s;
+    const int64_t n = (int64_t)s->S * s->row;
+    d->k = hmalloc(n, sizeof(float));
+    d->v = hmalloc(n, sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        d->k[i] = s->k[same_k ? i % s->row : i];
+        d->v[i] = s->v[same_v ? i % s->row : i];
+    }
+    kv_upload(d, valid);
 }
 
 /* Positions [p0, p0 + np) of s into a tile buffer of P positions whose other rows are NaN. */
@@ -686,11 +711,13 @@ static void wgmma_locate(const float *got, const double *want, int64_t n, int H,
 }
 
 /* The wgmma prefill (ENGK_MMA_WGMMA) where engk_attn_prefill_wgmma holds: its one launch against the reference want
- * (q rounded to bf16) within the tensor-core bound, failures located (wgmma_locate); then, bit for bit against that
+ * (of qr: q rounded to bf16) within the tensor-core bound, failures located (wgmma_locate, descriptor conventions
+ * exchanged, probes with constant V or K rows); then, bit for bit against that
  * one launch, 64-row blocks (one warpgroup), per-tile launches, chunkings and the bf16 ctx (check_prefill_bf16).
  * Elsewhere it must be refused (cudaErrorInvalidValue): a note, not a failure. dctx is overwritten. */
-static int64_t check_prefill_wgmma(const pcase *c, const kvset *s, const float *dq, const double *want, float *dctx,
-                                   float *dctx2, float *dctx3, float *dm, float *dl, float *dacc, float scale)
+static int64_t check_prefill_wgmma(const pcase *c, const kvset *s, const float *dq, const float *qr, const double *want,
+                                   float *dctx, float *dctx2, float *dctx3, float *dm, float *dl, float *dacc,
+                                   float scale)
 {
     const int Hkv = s->Hkv, H = c->G * Hkv, D = c->D, T = c->T;
     const int64_t n = (int64_t)T * H * D, last = c->pos0 + T - 1;
@@ -744,6 +771,25 @@ static int64_t check_prefill_wgmma(const pcase *c, const kvset *s, const float *
             printf("    wgmma diagnostic, %s: %lld of %lld out of bounds%s\n", alt[a].what, (long long)bad,
                    (long long)n, bad ? "" : " (THIS convention matches the device: fix k_attn_wg's descriptors)");
             free(gota);
+        }
+        /* which product: V rows all equal (ctx = that row whatever P: fails -> V's layout along the dims or O's
+         * fragment), K rows all equal (uniform weights: fails with the former passing -> P V along the keys: P's
+         * register fragment or V's layout along the keys; passes with random K failing -> S: Q or K) */
+        for (int probe = 0; probe < 2; probe++) {
+            kvset s2;
+            kv_clone(&s2, s, probe == 1, probe == 0, (int)last + 1);
+            double *want2 = ref_attn(qr, &s2, T, c->pos0, H, scale, c->window);
+            ekc_poison(dctx3, n * 4, 1);
+            run_rows(&cw, &s2, dq, dctx3, 0, T, scale);
+            float *got2 = download(dctx3, n);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n; i++)
+                bad += !isfinite(got2[i]) || fabs((double)got2[i] - want2[i]) > atol;
+            printf("    wgmma probe, every %s row equal: %lld of %lld out of bounds\n", probe ? "K" : "V",
+                   (long long)bad, (long long)n);
+            free(got2);
+            free(want2);
+            kv_free(&s2);
         }
     }
     fails += check_forms(&cw, s, dq, got, dctx2, dctx3, dm, dl, dacc, scale, " (wgmma)");
@@ -829,7 +875,7 @@ static int64_t check_prefill(const pcase *c)
     if (mma)
         fails += check_prefill_bf16(c, &s, dq, dctx, dm, dl, dacc, scale);
     if (mma) /* last: overwrites dctx */
-        fails += check_prefill_wgmma(c, &s, dq, want, dctx, dctx2, dctx3, dm, dl, dacc, scale);
+        fails += check_prefill_wgmma(c, &s, dq, qr, want, dctx, dctx2, dctx3, dm, dl, dacc, scale);
     free(q); free(qr); free(want); free(got);
     CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dctx3));
     CU(cudaFree(dm)); CU(cudaFree(dl)); CU(cudaFree(dacc));
