@@ -8,7 +8,8 @@
  * GB/s of both against a measured read ceiling (llama3-8b heads, 16 tokens .. 32k), the fused form next to them,
  * prefill TFLOP/s at T = 2048, 8192, 32768 (each block shape and sub-block loop of the tensor-core kernel, one chunk
  * and chunked). On sm_90a builds on a CC 9.0 device the wgmma prefill (ENGK_MMA_WGMMA) too: against the reference,
- * and its own forms bit for bit against its one launch (elsewhere a note that it was skipped). */
+ * and its own forms bit for bit against its one launch (elsewhere a note that it was skipped); --wgmma: the prefill
+ * cases with only those checks (and the engine's one launch). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +30,8 @@
 #include "gpu_skip.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull; /* xorshift64, seeded: the same inputs every run */
+/* --wgmma: test_prefill's cases (the same inputs) with only the engine's one launch and the wgmma checks */
+static int wgmma_only;
 
 /* ---- helpers: a failed CUDA call fails the test with the call, file:line and CUDA's message ---- */
 #define CU(call)                                                                                                   \
@@ -845,7 +848,7 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, " (32 rows per warp, 8 warps)"},
         {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, " (16 rows per warp, lean loop)"},
     };
-    for (size_t v = 0; v < (mma && D <= 128 ? sizeof fv / sizeof fv[0] : 1); v++) {
+    for (size_t v = 0; !wgmma_only && v < (mma && D <= 128 ? sizeof fv / sizeof fv[0] : 1); v++) {
         pcase cv = *c;
         cv.flags |= fv[v].flag;
         fails += check_forms(&cv, &s, dq, got, dctx2, dctx3, dm, dl, dacc, scale, fv[v].how);
@@ -863,7 +866,7 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_WARP32X8 | ENGK_MMA_OLD, "  32 rows per warp, blocks of 256 rows, previous loop = one chunk"},
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 256 rows, lean loop = one chunk"},
     };
-    for (size_t b = 0; mma && b < sizeof blk / sizeof blk[0]; b++) {
+    for (size_t b = 0; mma && !wgmma_only && b < sizeof blk / sizeof blk[0]; b++) {
         pcase cb = *c;
         cb.flags |= blk[b].flag;
         ekc_poison(dctx3, n * 4, 1);
@@ -872,7 +875,7 @@ static int64_t check_prefill(const pcase *c)
         fails += ekc_bits(blk[b].what, got4, got, n);
         free(got4);
     }
-    if (mma)
+    if (mma && !wgmma_only)
         fails += check_prefill_bf16(c, &s, dq, dctx, dm, dl, dacc, scale);
     if (mma) /* last: overwrites dctx */
         fails += check_prefill_wgmma(c, &s, dq, qr, want, dctx, dctx2, dctx3, dm, dl, dacc, scale);
@@ -1197,6 +1200,11 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
         bench();
         return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--wgmma") == 0) { /* the wgmma variant's checks alone (quicker) */
+        wgmma_only = 1;
+        const struct CMUnitTest wg[] = {cmocka_unit_test(test_prefill)};
+        return cmocka_run_group_tests_name("engine.kernels.attn.wgmma", wg, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checker_fails),
