@@ -798,11 +798,10 @@ __device__ __forceinline__ void prow_mask(float (&s)[NJ][4], const int (&R)[2], 
  * == m (or nrs) ? 1 : 2^((m - m_new) c), p = 2^(fmaf(S, c, -m_new c)) rounded to bf16 pairs in pb (P V's A
  * fragments), l = fmaf(l, corr, sum p) with the sum in a fixed per-quad order; then acc *= corr (skipped when every
  * corr of the warp is 1: acc * 1 = acc). */
-template <int NJ, int NT>
-__device__ __forceinline__ void prow_softmax(float (&s)[NJ][4], unsigned (&pb)[NJ][2], float (&o)[NT][4],
-                                             float (&m)[2], float (&l)[2], float scale_log2, int nrs)
+template <int NJ, bool INPLACE = false> /* INPLACE: p stays in fp32 in s (pb untouched), packed later */
+__device__ __forceinline__ void prow_softmax_p(float (&s)[NJ][4], unsigned (&pb)[NJ][2], float (&corr)[2],
+                                               float (&m)[2], float (&l)[2], float scale_log2, int nrs)
 {
-    float corr[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         float mx = m[i];
@@ -820,14 +819,22 @@ __device__ __forceinline__ void prow_softmax(float (&s)[NJ][4], unsigned (&pb)[N
             const float p1 = ex2(fmaf(s[j][2 * i + 1], scale_log2, -ms));
             sum += p0;
             sum += p1;
-            pb[j][i] = cvt_bf16x2(p0, p1);
+            if (INPLACE) {
+                s[j][2 * i] = p0;
+                s[j][2 * i + 1] = p1;
+            } else
+                pb[j][i] = cvt_bf16x2(p0, p1);
         }
         sum += __shfl_xor_sync(FULL, sum, 1);
         sum += __shfl_xor_sync(FULL, sum, 2);
         l[i] = fmaf(l[i], corr[i], sum);
         m[i] = mx;
     }
-    if (!__all_sync(FULL, corr[0] == 1.0f && corr[1] == 1.0f)) /* acc * 1 = acc: skipping changes no bit */
+}
+/* acc *= corr (skipped when every corr of the warp is 1: acc * 1 = acc, no bit changes) */
+template <int NT> __device__ __forceinline__ void prow_rescale(float (&o)[NT][4], const float (&corr)[2])
+{
+    if (!__all_sync(FULL, corr[0] == 1.0f && corr[1] == 1.0f))
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
             o[nt][0] = o[nt][0] * corr[0];
@@ -835,6 +842,14 @@ __device__ __forceinline__ void prow_softmax(float (&s)[NJ][4], unsigned (&pb)[N
             o[nt][2] = o[nt][2] * corr[1];
             o[nt][3] = o[nt][3] * corr[1];
         }
+}
+template <int NJ, int NT>
+__device__ __forceinline__ void prow_softmax(float (&s)[NJ][4], unsigned (&pb)[NJ][2], float (&o)[NT][4],
+                                             float (&m)[2], float (&l)[2], float scale_log2, int nrs)
+{
+    float corr[2];
+    prow_softmax_p(s, pb, corr, m, l, scale_log2, nrs);
+    prow_rescale(o, corr);
 }
 
 /* Row i's end (its q / ctx row ro): with ENGK_FINAL ctx = acc / l (bf16 with CTX_BF16), else the state. */
@@ -1420,6 +1435,24 @@ __device__ __forceinline__ void wg_qk(float (&s)[8][4], uint64_t da, uint64_t db
                    "+f"(s[7][2]), "+f"(s[7][3])
                  : "l"(da), "l"(db), "r"(1));
 }
+/* S[64 x 64] (+)= A B^T of one k16 step with A (64 rows x 16 dims) in registers (per warp the m16n8k16 A fragment)
+ * and B (64 keys x 16) K-major in shared memory; SD = 0: S = A B^T (the accumulator only written). */
+template <int SD> __device__ __forceinline__ void wg_qk_rs(float (&s)[8][4], const unsigned (&a)[4], uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]), "+f"(s[1][0]), "+f"(s[1][1]),
+                   "+f"(s[1][2]), "+f"(s[1][3]), "+f"(s[2][0]), "+f"(s[2][1]), "+f"(s[2][2]), "+f"(s[2][3]),
+                   "+f"(s[3][0]), "+f"(s[3][1]), "+f"(s[3][2]), "+f"(s[3][3]), "+f"(s[4][0]), "+f"(s[4][1]),
+                   "+f"(s[4][2]), "+f"(s[4][3]), "+f"(s[5][0]), "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]),
+                   "+f"(s[6][0]), "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]), "+f"(s[7][0]), "+f"(s[7][1]),
+                   "+f"(s[7][2]), "+f"(s[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(SD));
+}
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 /* O[64 x 128] += A B of one k16 step: A (64 rows x 16 keys) in registers, B (16 keys x 128 dims) N-major in shared
  * memory (imm-trans-b = 1). */
 __device__ __forceinline__ void wg_pv(float (&o)[16][4], const unsigned (&a)[4], uint64_t db)
@@ -1442,7 +1475,7 @@ __device__ __forceinline__ void wg_pv(float (&o)[16][4], const unsigned (&a)[4],
                    "+f"(o[12][0]), "+f"(o[12][1]), "+f"(o[12][2]), "+f"(o[12][3]), "+f"(o[13][0]), "+f"(o[13][1]),
                    "+f"(o[13][2]), "+f"(o[13][3]), "+f"(o[14][0]), "+f"(o[14][1]), "+f"(o[14][2]), "+f"(o[14][3]),
                    "+f"(o[15][0]), "+f"(o[15][1]), "+f"(o[15][2]), "+f"(o[15][3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
 }
 #endif
 
@@ -1621,9 +1654,9 @@ cudaError_t launch_wg(const float *q, float *ctx, float *st_m, float *st_l, floa
  * run ahead. A warpgroup that sees none of a sub-block's keys still waits on its FULL before arriving on its EMPTY
  * (else it could complete a later phase of that barrier while the other warpgroup still reads the stage). */
 constexpr int WGS_NS = 4;
-constexpr size_t wgs_smem() /* [WGS_NS][K, V][WG_TILE], then Q [2][64 x WG_D], then FULL[WGS_NS], EMPTY[WGS_NS] */
+constexpr size_t wgs_smem() /* [WGS_NS][K, V][WG_TILE], then FULL[WGS_NS], EMPTY[WGS_NS] */
 {
-    return (size_t)(WGS_NS * 2 * WG_TILE + 2 * 64 * WG_D) * sizeof(uint16_t) + 2 * WGS_NS * sizeof(uint64_t);
+    return (size_t)(WGS_NS * 2 * WG_TILE) * sizeof(uint16_t) + 2 * WGS_NS * sizeof(uint64_t);
 }
 
 __global__ void __launch_bounds__(384, 1)
@@ -1636,8 +1669,7 @@ __global__ void __launch_bounds__(384, 1)
     constexpr int PASSES = KB * (D / 8) / 128; /* 16-byte copies of a K (and a V) sub-block per copier thread */
     static_assert(KB == 64 && PASSES * 128 == KB * (D / 8), "wgmma tiles: 64-key sub-blocks");
     extern __shared__ __align__(128) uint16_t swg[];
-    uint16_t *Qs = swg + WGS_NS * 2 * WG_TILE;
-    uint64_t *full = reinterpret_cast<uint64_t *>(Qs + 2 * 64 * D), *empty = full + WGS_NS;
+    uint64_t *full = reinterpret_cast<uint64_t *>(swg + WGS_NS * 2 * WG_TILE), *empty = full + WGS_NS;
     const int G = H / Hkv, rows = T * G, g = (int)(blockIdx.x % Hkv);
     const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31;
     const int rb = (int)(gridDim.x / Hkv - 1 - blockIdx.x / Hkv) * ROWS;
@@ -1656,6 +1688,7 @@ __global__ void __launch_bounds__(384, 1)
     __syncthreads(); /* the barriers' init, before any thread uses them (the last block-wide barrier) */
 
     if (wg == 0) { /* the copier */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         const int lr8 = threadIdx.x & 7, lc = (threadIdx.x >> 3) & 15;
         const int64_t kvs = (int64_t)Hkv * D;
         const uint16_t *Kg = Kc + (int64_t)g * D + lc * 8, *Vg = Vc + (int64_t)g * D + lc * 8;
@@ -1699,32 +1732,35 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     /* the two row warpgroups: warp cw (0 .. 7) holds rows rb + 16 cw .. + 15 as k_attn_wg's warp cw does */
-    const int cwg = wg - 1, cw = (threadIdx.x >> 5) - 4, qr = lane >> 2, qc = lane & 3, ct = threadIdx.x & 127;
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int cwg = wg - 1, cw = (threadIdx.x >> 5) - 4, qr = lane >> 2, qc = lane & 3;
     auto row_of = [&](int i) { return rb + cw * 16 + qr + 8 * i; };
     auto row_index = [&](int R) { return prow_index(R, rows, G, H, g); };
     const int gr0 = rb + cwg * 64, gr1 = gr0 + 63 < rlast ? gr0 + 63 : rlast;
-    const bool glive = gr0 <= rlast;
     const int64_t glo = window_lo(pos0 + gr0 / G, window), ghi = pos0 + gr1 / G;
-    const int wr0 = rb + cw * 16, wr1 = wr0 + 15 < rlast ? wr0 + 15 : rlast;
-    const bool wfull = wr0 + 15 <= rlast;
-    const int64_t alo = window_lo(pos0 + wr1 / G, window), ahi = pos0 + wr0 / G;
+    /* the sub-blocks this warpgroup computes: those with a key in [glo, ghi] (a contiguous run of the walk) */
+    const int64_t klo = glo > blo ? glo : blo, khi = ghi < bhi ? ghi : bhi;
+    const bool glive = gr0 <= rlast && klo <= khi;
+    const int gfirst = glive ? sub_of(klo, tile_lo, nsub, P) : last + 1, glast = glive ? sub_of(khi, tile_lo, nsub, P) : last;
 
-    /* this warpgroup's Q rows rounded to bf16 into its core matrices: 8 dims of a row per copy */
-    uint16_t *Qw = Qs + cwg * 64 * D;
-    for (int i = ct; i < 64 * 16; i += 128) {
-        const int r = (i >> 7) * 8 + (i & 7), c = (i >> 3) & 15, R = gr0 + r;
-        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
-        if (R < rows) {
-            const float4 *src = reinterpret_cast<const float4 *>(q + row_index(R) * D + c * 8);
-            a = src[0];
-            b = src[1];
-        }
-        *reinterpret_cast<uint4 *>(Qw + wg_off(r, c * 8, 64)) =
-            make_uint4(pack2(bf16_rne(a.x), bf16_rne(a.y)), pack2(bf16_rne(a.z), bf16_rne(a.w)),
-                       pack2(bf16_rne(b.x), bf16_rne(b.y)), pack2(bf16_rne(b.z), bf16_rne(b.w)));
+    /* Q rounded to bf16 as the A fragments of the 8 k-steps over D (rows past the chunk: zeros) */
+    unsigned qf[KS][4];
+    {
+        const int R0 = row_of(0), R1 = row_of(1);
+        const float *q0 = q + row_index(R0) * D + 2 * qc, *q1 = q + row_index(R1) * D + 2 * qc;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float2 v0 = make_float2(0.0f, 0.0f), v1 = v0;
+                if (R0 < rows)
+                    v0 = *reinterpret_cast<const float2 *>(q0 + 16 * ks + 8 * h);
+                if (R1 < rows)
+                    v1 = *reinterpret_cast<const float2 *>(q1 + 16 * ks + 8 * h);
+                qf[ks][2 * h] = pack2(bf16_rne(v0.x), bf16_rne(v0.y));
+                qf[ks][2 * h + 1] = pack2(bf16_rne(v1.x), bf16_rne(v1.y));
+            }
     }
-    fence_async_smem();
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cwg) : "memory"); /* the warpgroup's Q, for its wgmma */
     float o[NT][4], m[2], l[2]; /* m in raw score units (st_m too) */
     {
         const bool ld[2] = {!(flags & ENGK_INIT) && row_of(0) < rows, !(flags & ENGK_INIT) && row_of(1) < rows};
@@ -1733,50 +1769,102 @@ __global__ void __launch_bounds__(384, 1)
     }
     const bool no_rescale = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE);
     const unsigned sbase = (unsigned)__cvta_generic_to_shared(swg);
-    const unsigned qaddr = sbase + (unsigned)((WGS_NS * 2 * WG_TILE + cwg * 64 * D) * sizeof(uint16_t));
     const unsigned qk_lbo = 1024u, qk_sbo = 128u, v_lbo = 128u, v_sbo = 1024u; /* k_attn_wg's derivation */
-
-    for (int idx = first; idx <= last; idx++) {
-        const int u = idx - first, b = u % WGS_NS;
-        mbar_wait(full + b, (unsigned)(u / WGS_NS) & 1u);
+    auto release = [&](int idx) { /* this warp is done with sub-block idx's stage */
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(empty + (idx - first) % WGS_NS);
+    };
+    auto acquire = [&](int idx) { mbar_wait(full + (idx - first) % WGS_NS, (unsigned)((idx - first) / WGS_NS) & 1u); };
+    /* S of sub-block idx (the first k-step only writes the accumulator: no zeroing between the wgmma) */
+    float s[NJ][4];
+    auto issue_s = [&](int idx) {
+        const unsigned kaddr = sbase + (unsigned)((idx - first) % WGS_NS * 2 * WG_TILE * sizeof(uint16_t));
+        wg_fence();
+        wg_qk_rs<0>(s, qf[0], wg_desc(kaddr, qk_lbo, qk_sbo));
+#pragma unroll
+        for (int ks = 1; ks < KS; ks++)
+            wg_qk_rs<1>(s, qf[ks], wg_desc(kaddr + ks * 2048u, qk_lbo, qk_sbo));
+        wg_commit();
+    };
+    /* masked (a no-op where every row sees every key: no branch while P V runs) and through the softmax: p in s,
+     * corr (m, l updated) */
+    auto softmax = [&](int idx, float (&corr)[2]) {
+        wg_hold(s);
         int64_t kb0;
         int nb;
         sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
-        if (glive && kb0 <= ghi && kb0 + nb - 1 >= glo) { /* warpgroup-uniform: wgmma needs all 4 warps */
-            const unsigned kaddr = sbase + (unsigned)(b * 2 * WG_TILE * sizeof(uint16_t));
-            const unsigned vaddr = kaddr + (unsigned)(WG_TILE * sizeof(uint16_t));
-            float s[NJ][4];
+        const int R[2] = {row_of(0), row_of(1)};
+        prow_mask(s, R, rows, G, kb0 - pos0, nb, window, qc);
+        int nrs = no_rescale; /* opaque per sub-block, so ptxas does not unswitch the softmax on it */
+        asm volatile("" : "+r"(nrs));
+        unsigned unused[NJ][2];
+        prow_softmax_p<NJ, true>(s, unused, corr, m, l, scale_log2, nrs);
+    };
+    unsigned pb[NJ][2];
+    auto pack = [&]() { /* p to bf16 pairs, P V's A fragments (the same rounding k_attn_wg applies) */
 #pragma unroll
-            for (int j = 0; j < NJ; j++)
-                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-            wg_fence();
+        for (int j = 0; j < NJ; j++) {
+            pb[j][0] = cvt_bf16x2(s[j][0], s[j][1]);
+            pb[j][1] = cvt_bf16x2(s[j][2], s[j][3]);
+        }
+    };
+    auto rescale = [&](const float (&corr)[2]) { /* unconditional: acc * 1 = acc */
 #pragma unroll
-            for (int ks = 0; ks < KS; ks++)
-                wg_qk(s, wg_desc(qaddr + ks * 2048u, qk_lbo, qk_sbo), wg_desc(kaddr + ks * 2048u, qk_lbo, qk_sbo));
-            wg_commit();
-            wg_wait0();
-            wg_hold(s);
-            if (!(wfull && nb == KB && kb0 >= alo && kb0 + KB - 1 <= ahi)) { /* diagonal, window edge, short */
-                const int R[2] = {row_of(0), row_of(1)};
-                prow_mask(s, R, rows, G, kb0 - pos0, nb, window, qc);
-            }
-            int nrs = no_rescale; /* opaque per sub-block, so ptxas does not unswitch the softmax on it */
-            asm volatile("" : "+r"(nrs));
-            unsigned pb[NJ][2];
-            prow_softmax(s, pb, o, m, l, scale_log2, nrs);
-            wg_fence(); /* o and pb were written by this thread: ordered before the wgmma that reads them */
+        for (int nt = 0; nt < NT; nt++) {
+            o[nt][0] = o[nt][0] * corr[0];
+            o[nt][1] = o[nt][1] * corr[0];
+            o[nt][2] = o[nt][2] * corr[1];
+            o[nt][3] = o[nt][3] * corr[1];
+        }
+    };
+    auto issue_pv = [&](int idx) {
+        const unsigned vaddr = sbase + (unsigned)(((idx - first) % WGS_NS * 2 + 1) * WG_TILE * sizeof(uint16_t));
+        wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < NK; kk++) {
-                const unsigned a[4] = {pb[2 * kk][0], pb[2 * kk][1], pb[2 * kk + 1][0], pb[2 * kk + 1][1]};
-                wg_pv(o, a, wg_desc(vaddr + kk * 256u, v_lbo, v_sbo));
-            }
-            wg_commit();
+        for (int kk = 0; kk < NK; kk++) {
+            const unsigned a[4] = {pb[2 * kk][0], pb[2 * kk][1], pb[2 * kk + 1][0], pb[2 * kk + 1][1]};
+            wg_pv(o, a, wg_desc(vaddr + kk * 256u, v_lbo, v_sbo));
+        }
+        wg_commit();
+    };
+
+    int idx = first;
+    for (; idx < gfirst && idx <= last; idx++) { /* keys none of this warpgroup's rows sees */
+        acquire(idx);
+        release(idx);
+    }
+    if (gfirst <= glast) {
+        /* S(t + 1) and P(t) V(t) in flight together; the softmax of t + 1 runs while P(t) V(t) does, and acc is
+         * rescaled by corr(t + 1) once P(t) V(t) landed: acc's order is k_attn_wg's (rescale, then add P V) */
+        float corr[2];
+        acquire(gfirst);
+        issue_s(gfirst);
+        wg_wait0();
+        softmax(gfirst, corr);
+        rescale(corr);
+        pack();
+        for (idx = gfirst + 1; idx <= glast; idx++) {
+            acquire(idx);
+            issue_s(idx);
+            issue_pv(idx - 1);
+            wg_wait1(); /* S(idx) landed; P V of idx - 1 may still run */
+            softmax(idx, corr);
             wg_wait0();
             wg_hold(o);
+            release(idx - 1);
+            rescale(corr);
+            pack();
         }
-        __syncwarp();
-        if (lane == 0)
-            mbar_arrive(empty + b);
+        issue_pv(glast);
+        wg_wait0();
+        wg_hold(o);
+        release(glast);
+        idx = glast + 1;
+    }
+    for (; idx <= last; idx++) {
+        acquire(idx);
+        release(idx);
     }
 #pragma unroll
     for (int i = 0; i < 2; i++) {
