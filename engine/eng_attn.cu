@@ -1398,6 +1398,24 @@ __device__ __forceinline__ int wg_off(int r, int d, int R)
 {
     return ((d >> 3) * (R >> 3) + (r >> 3)) * 64 + (r & 7) * 8 + (d & 7);
 }
+/* Packed rows r0 .. r0 + n - 1 (n a multiple of 64) of q rounded to bf16 into 64-row core-matrix operands at Qs
+ * (8 dims of a row per copy, threads tid of nth; rows past the chunk: zeros). */
+__device__ __forceinline__ void wg_store_q(uint16_t *Qs, const float *q, int r0, int n, int tid, int nth, int rows,
+                                           int G, int H, int g)
+{
+    for (int i = tid; i < n * 16; i += nth) {
+        const int r = (i >> 7) * 8 + (i & 7), c = (i >> 3) & 15, R = r0 + r;
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
+        if (R < rows) {
+            const float4 *src = reinterpret_cast<const float4 *>(q + prow_index(R, rows, G, H, g) * WG_D + c * 8);
+            a = src[0];
+            b = src[1];
+        }
+        *reinterpret_cast<uint4 *>(Qs + (r >> 6) * 64 * WG_D + wg_off(r & 63, c * 8, 64)) =
+            make_uint4(pack2(bf16_rne(a.x), bf16_rne(a.y)), pack2(bf16_rne(a.z), bf16_rne(a.w)),
+                       pack2(bf16_rne(b.x), bf16_rne(b.y)), pack2(bf16_rne(b.z), bf16_rne(b.w)));
+    }
+}
 /* A shared-memory matrix descriptor: start address, leading and stride byte offsets, no swizzle. */
 __device__ __forceinline__ uint64_t wg_desc(unsigned addr, unsigned lbo, unsigned sbo)
 {
@@ -1420,7 +1438,7 @@ template <int N> __device__ __forceinline__ void wg_hold(float (&x)[N][4])
             asm volatile("" : "+f"(x[i][e])::"memory");
 }
 /* S[64 x 64] (+)= A B^T of one k16 step: A (64 rows x 16) and B (64 keys x 16), both K-major in shared memory. */
-__device__ __forceinline__ void wg_qk(float (&s)[8][4], uint64_t da, uint64_t db)
+template <int SD = 1> __device__ __forceinline__ void wg_qk(float (&s)[8][4], uint64_t da, uint64_t db)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
@@ -1433,7 +1451,7 @@ __device__ __forceinline__ void wg_qk(float (&s)[8][4], uint64_t da, uint64_t db
                    "+f"(s[4][2]), "+f"(s[4][3]), "+f"(s[5][0]), "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]),
                    "+f"(s[6][0]), "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]), "+f"(s[7][0]), "+f"(s[7][1]),
                    "+f"(s[7][2]), "+f"(s[7][3])
-                 : "l"(da), "l"(db), "r"(1));
+                 : "l"(da), "l"(db), "n"(SD));
 }
 /* S[64 x 64] (+)= A B^T of one k16 step with A (64 rows x 16 dims) in registers (per warp the m16n8k16 A fragment)
  * and B (64 keys x 16) K-major in shared memory; SD = 0: S = A B^T (the accumulator only written). */
@@ -1537,19 +1555,8 @@ __global__ void __launch_bounds__(NWG * 128, 2) /* two blocks per SM: the shared
     if (first <= last)
         load(first, 0);
 
-    /* Q rounded to bf16 into the warpgroups' core matrices: 8 dims of a row per copy */
-    for (int i = threadIdx.x; i < ROWS * 16; i += NTH) {
-        const int r = (i >> 7) * 8 + (i & 7), c = (i >> 3) & 15, R = rb + r;
-        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
-        if (R < rows) {
-            const float4 *src = reinterpret_cast<const float4 *>(q + row_index(R) * D + c * 8);
-            a = src[0];
-            b = src[1];
-        }
-        *reinterpret_cast<uint4 *>(Qs + (r >> 6) * 64 * D + wg_off(r & 63, c * 8, 64)) =
-            make_uint4(pack2(bf16_rne(a.x), bf16_rne(a.y)), pack2(bf16_rne(a.z), bf16_rne(a.w)),
-                       pack2(bf16_rne(b.x), bf16_rne(b.y)), pack2(bf16_rne(b.z), bf16_rne(b.w)));
-    }
+    /* Q rounded to bf16 into the warpgroups' core matrices */
+    wg_store_q(Qs, q, rb, ROWS, threadIdx.x, NTH, rows, G, H, g);
     float o[NT][4], m[2], l[2]; /* m in raw score units (st_m too) */
     {
         const bool ld[2] = {!(flags & ENGK_INIT) && row_of(0) < rows, !(flags & ENGK_INIT) && row_of(1) < rows};
@@ -1654,22 +1661,31 @@ cudaError_t launch_wg(const float *q, float *ctx, float *st_m, float *st_l, floa
  * run ahead. A warpgroup that sees none of a sub-block's keys still waits on its FULL before arriving on its EMPTY
  * (else it could complete a later phase of that barrier while the other warpgroup still reads the stage). */
 constexpr int WGS_NS = 4;
-constexpr size_t wgs_smem() /* [WGS_NS][K, V][WG_TILE], then FULL[WGS_NS], EMPTY[WGS_NS] */
+/* Variants (the same bits; test_engk_attn --bench times each): WGS_QREG Q as register A fragments (wgmma RS for S),
+ * else Q in shared memory (SS); WGS_OVERLAP S(t + 1) issued with P(t) V(t) and the softmax of t + 1 between them (no
+ * branch in that stretch: the mask runs on every sub-block, the rescale is unconditional), else S, softmax, P V one
+ * after the other. Either takes setmaxnreg (copier 40 registers, row warpgroups 232). */
+enum { WGS_QREG = 1, WGS_OVERLAP = 2 };
+template <int VAR> constexpr size_t wgs_smem() /* [WGS_NS][K, V][WG_TILE], (not QREG) Q [2][64 x WG_D], barriers */
 {
-    return (size_t)(WGS_NS * 2 * WG_TILE) * sizeof(uint16_t) + 2 * WGS_NS * sizeof(uint64_t);
+    return (size_t)(WGS_NS * 2 * WG_TILE + ((VAR & WGS_QREG) ? 0 : 2 * 64 * WG_D)) * sizeof(uint16_t) +
+           2 * WGS_NS * sizeof(uint64_t);
 }
 
+template <int VAR>
 __global__ void __launch_bounds__(384, 1)
     k_attn_wgs(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *Kc,
                const uint16_t *Vc, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
                int64_t pos0, int H, int Hkv, float scale_log2, int window, int flags)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr bool QREG = VAR & WGS_QREG, OVERLAP = VAR & WGS_OVERLAP;
     constexpr int D = WG_D, ROWS = 128, NJ = KB / 8, NT = D / 8, KS = D / 16, NK = KB / 16;
     constexpr int PASSES = KB * (D / 8) / 128; /* 16-byte copies of a K (and a V) sub-block per copier thread */
     static_assert(KB == 64 && PASSES * 128 == KB * (D / 8), "wgmma tiles: 64-key sub-blocks");
     extern __shared__ __align__(128) uint16_t swg[];
-    uint64_t *full = reinterpret_cast<uint64_t *>(swg + WGS_NS * 2 * WG_TILE), *empty = full + WGS_NS;
+    uint16_t *Qs = swg + WGS_NS * 2 * WG_TILE; /* not QREG */
+    uint64_t *full = reinterpret_cast<uint64_t *>(Qs + (QREG ? 0 : 2 * 64 * D)), *empty = full + WGS_NS;
     const int G = H / Hkv, rows = T * G, g = (int)(blockIdx.x % Hkv);
     const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31;
     const int rb = (int)(gridDim.x / Hkv - 1 - blockIdx.x / Hkv) * ROWS;
@@ -1688,7 +1704,8 @@ __global__ void __launch_bounds__(384, 1)
     __syncthreads(); /* the barriers' init, before any thread uses them (the last block-wide barrier) */
 
     if (wg == 0) { /* the copier */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if constexpr (QREG || OVERLAP)
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         const int lr8 = threadIdx.x & 7, lc = (threadIdx.x >> 3) & 15;
         const int64_t kvs = (int64_t)Hkv * D;
         const uint16_t *Kg = Kc + (int64_t)g * D + lc * 8, *Vg = Vc + (int64_t)g * D + lc * 8;
@@ -1732,20 +1749,25 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     /* the two row warpgroups: warp cw (0 .. 7) holds rows rb + 16 cw .. + 15 as k_attn_wg's warp cw does */
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    if constexpr (QREG || OVERLAP)
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     const int cwg = wg - 1, cw = (threadIdx.x >> 5) - 4, qr = lane >> 2, qc = lane & 3;
     auto row_of = [&](int i) { return rb + cw * 16 + qr + 8 * i; };
     auto row_index = [&](int R) { return prow_index(R, rows, G, H, g); };
     const int gr0 = rb + cwg * 64, gr1 = gr0 + 63 < rlast ? gr0 + 63 : rlast;
     const int64_t glo = window_lo(pos0 + gr0 / G, window), ghi = pos0 + gr1 / G;
+    const int wr0 = rb + cw * 16, wr1 = wr0 + 15 < rlast ? wr0 + 15 : rlast;
+    const bool wfull = wr0 + 15 <= rlast;
+    const int64_t alo = window_lo(pos0 + wr1 / G, window), ahi = pos0 + wr0 / G;
     /* the sub-blocks this warpgroup computes: those with a key in [glo, ghi] (a contiguous run of the walk) */
     const int64_t klo = glo > blo ? glo : blo, khi = ghi < bhi ? ghi : bhi;
     const bool glive = gr0 <= rlast && klo <= khi;
     const int gfirst = glive ? sub_of(klo, tile_lo, nsub, P) : last + 1, glast = glive ? sub_of(khi, tile_lo, nsub, P) : last;
 
-    /* Q rounded to bf16 as the A fragments of the 8 k-steps over D (rows past the chunk: zeros) */
-    unsigned qf[KS][4];
-    {
+    /* Q rounded to bf16: as the A fragments of the 8 k-steps over D (QREG), or into the warpgroup's core matrices
+     * (rows past the chunk: zeros) */
+    unsigned qf[QREG ? KS : 1][4];
+    if constexpr (QREG) {
         const int R0 = row_of(0), R1 = row_of(1);
         const float *q0 = q + row_index(R0) * D + 2 * qc, *q1 = q + row_index(R1) * D + 2 * qc;
 #pragma unroll
@@ -1760,6 +1782,10 @@ __global__ void __launch_bounds__(384, 1)
                 qf[ks][2 * h] = pack2(bf16_rne(v0.x), bf16_rne(v0.y));
                 qf[ks][2 * h + 1] = pack2(bf16_rne(v1.x), bf16_rne(v1.y));
             }
+    } else {
+        wg_store_q(Qs + cwg * 64 * D, q, gr0, 64, threadIdx.x & 127, 128, rows, G, H, g);
+        fence_async_smem();
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cwg) : "memory"); /* the warpgroup's Q, for its wgmma */
     }
     float o[NT][4], m[2], l[2]; /* m in raw score units (st_m too) */
     {
@@ -1769,6 +1795,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     const bool no_rescale = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE);
     const unsigned sbase = (unsigned)__cvta_generic_to_shared(swg);
+    const unsigned qaddr = sbase + (unsigned)((WGS_NS * 2 * WG_TILE + cwg * 64 * D) * sizeof(uint16_t)); /* !QREG */
     const unsigned qk_lbo = 1024u, qk_sbo = 128u, v_lbo = 128u, v_sbo = 1024u; /* k_attn_wg's derivation */
     auto release = [&](int idx) { /* this warp is done with sub-block idx's stage */
         __syncwarp();
@@ -1781,21 +1808,30 @@ __global__ void __launch_bounds__(384, 1)
     auto issue_s = [&](int idx) {
         const unsigned kaddr = sbase + (unsigned)((idx - first) % WGS_NS * 2 * WG_TILE * sizeof(uint16_t));
         wg_fence();
-        wg_qk_rs<0>(s, qf[0], wg_desc(kaddr, qk_lbo, qk_sbo));
+        if constexpr (QREG) {
+            wg_qk_rs<0>(s, qf[0], wg_desc(kaddr, qk_lbo, qk_sbo));
 #pragma unroll
-        for (int ks = 1; ks < KS; ks++)
-            wg_qk_rs<1>(s, qf[ks], wg_desc(kaddr + ks * 2048u, qk_lbo, qk_sbo));
+            for (int ks = 1; ks < KS; ks++)
+                wg_qk_rs<1>(s, qf[ks], wg_desc(kaddr + ks * 2048u, qk_lbo, qk_sbo));
+        } else {
+            wg_qk<0>(s, wg_desc(qaddr, qk_lbo, qk_sbo), wg_desc(kaddr, qk_lbo, qk_sbo));
+#pragma unroll
+            for (int ks = 1; ks < KS; ks++)
+                wg_qk<1>(s, wg_desc(qaddr + ks * 2048u, qk_lbo, qk_sbo), wg_desc(kaddr + ks * 2048u, qk_lbo, qk_sbo));
+        }
         wg_commit();
     };
-    /* masked (a no-op where every row sees every key: no branch while P V runs) and through the softmax: p in s,
-     * corr (m, l updated) */
+    /* masked (OVERLAP: on every sub-block, a no-op where every row sees every key, so no branch while P V runs)
+     * and through the softmax: p in s, corr (m, l updated) */
     auto softmax = [&](int idx, float (&corr)[2]) {
         wg_hold(s);
         int64_t kb0;
         int nb;
         sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
-        const int R[2] = {row_of(0), row_of(1)};
-        prow_mask(s, R, rows, G, kb0 - pos0, nb, window, qc);
+        if (OVERLAP || !(wfull && nb == KB && kb0 >= alo && kb0 + KB - 1 <= ahi)) {
+            const int R[2] = {row_of(0), row_of(1)};
+            prow_mask(s, R, rows, G, kb0 - pos0, nb, window, qc);
+        }
         int nrs = no_rescale; /* opaque per sub-block, so ptxas does not unswitch the softmax on it */
         asm volatile("" : "+r"(nrs));
         unsigned unused[NJ][2];
@@ -1809,14 +1845,17 @@ __global__ void __launch_bounds__(384, 1)
             pb[j][1] = cvt_bf16x2(s[j][2], s[j][3]);
         }
     };
-    auto rescale = [&](const float (&corr)[2]) { /* unconditional: acc * 1 = acc */
+    auto rescale = [&](const float (&corr)[2]) { /* OVERLAP: unconditional (acc * 1 = acc) */
+        if constexpr (OVERLAP) {
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            o[nt][0] = o[nt][0] * corr[0];
-            o[nt][1] = o[nt][1] * corr[0];
-            o[nt][2] = o[nt][2] * corr[1];
-            o[nt][3] = o[nt][3] * corr[1];
-        }
+            for (int nt = 0; nt < NT; nt++) {
+                o[nt][0] = o[nt][0] * corr[0];
+                o[nt][1] = o[nt][1] * corr[0];
+                o[nt][2] = o[nt][2] * corr[1];
+                o[nt][3] = o[nt][3] * corr[1];
+            }
+        } else
+            prow_rescale(o, corr);
     };
     auto issue_pv = [&](int idx) {
         const unsigned vaddr = sbase + (unsigned)(((idx - first) % WGS_NS * 2 + 1) * WG_TILE * sizeof(uint16_t));
@@ -1835,31 +1874,46 @@ __global__ void __launch_bounds__(384, 1)
         release(idx);
     }
     if (gfirst <= glast) {
-        /* S(t + 1) and P(t) V(t) in flight together; the softmax of t + 1 runs while P(t) V(t) does, and acc is
-         * rescaled by corr(t + 1) once P(t) V(t) landed: acc's order is k_attn_wg's (rescale, then add P V) */
         float corr[2];
-        acquire(gfirst);
-        issue_s(gfirst);
-        wg_wait0();
-        softmax(gfirst, corr);
-        rescale(corr);
-        pack();
-        for (idx = gfirst + 1; idx <= glast; idx++) {
-            acquire(idx);
-            issue_s(idx);
-            issue_pv(idx - 1);
-            wg_wait1(); /* S(idx) landed; P V of idx - 1 may still run */
-            softmax(idx, corr);
+        if constexpr (OVERLAP) {
+            /* S(t + 1) and P(t) V(t) in flight together; the softmax of t + 1 runs while P(t) V(t) does, and acc
+             * is rescaled by corr(t + 1) once P(t) V(t) landed: acc's order is k_attn_wg's (rescale, add P V) */
+            acquire(gfirst);
+            issue_s(gfirst);
             wg_wait0();
-            wg_hold(o);
-            release(idx - 1);
+            softmax(gfirst, corr);
             rescale(corr);
             pack();
+            for (idx = gfirst + 1; idx <= glast; idx++) {
+                acquire(idx);
+                issue_s(idx);
+                issue_pv(idx - 1);
+                wg_wait1(); /* S(idx) landed; P V of idx - 1 may still run */
+                softmax(idx, corr);
+                wg_wait0();
+                wg_hold(o);
+                release(idx - 1);
+                rescale(corr);
+                pack();
+            }
+            issue_pv(glast);
+            wg_wait0();
+            wg_hold(o);
+            release(glast);
+        } else {
+            for (idx = gfirst; idx <= glast; idx++) {
+                acquire(idx);
+                issue_s(idx);
+                wg_wait0();
+                softmax(idx, corr);
+                rescale(corr);
+                pack();
+                issue_pv(idx);
+                wg_wait0();
+                wg_hold(o);
+                release(idx);
+            }
         }
-        issue_pv(glast);
-        wg_wait0();
-        wg_hold(o);
-        release(glast);
         idx = glast + 1;
     }
     for (; idx <= last; idx++) {
@@ -1877,14 +1931,15 @@ __global__ void __launch_bounds__(384, 1)
 #endif
 }
 
+template <int VAR>
 cudaError_t launch_wgs(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
                        const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
                        int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
 {
-    static int attr_done = 0; /* the opt-in shared memory, once */
-    const size_t smem = wgs_smem();
+    static int attr_done = 0; /* the opt-in shared memory, once per instance */
+    const size_t smem = wgs_smem<VAR>();
     if (!attr_done) {
-        cudaError_t err = cudaFuncSetAttribute(k_attn_wgs, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t err = cudaFuncSetAttribute(k_attn_wgs<VAR>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess)
             return err;
         attr_done = 1;
@@ -1892,8 +1947,8 @@ cudaError_t launch_wgs(const float *q, float *ctx, float *st_m, float *st_l, flo
     const int G = H / Hkv, rows = 128;
     const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
-    k_attn_wgs<<<grid, 384, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P, T,
-                                       pos0, H, Hkv, scale_log2, window, flags);
+    k_attn_wgs<VAR><<<grid, 384, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P,
+                                            T, pos0, H, Hkv, scale_log2, window, flags);
     return cudaGetLastError();
 }
 
@@ -2426,7 +2481,7 @@ int engk_attn_prefill_wgmma(int D, int f32)
         (void)cudaGetLastError();
         return 0;
     }
-    return major == 9 && minor == 0 && wg_smem<2>() <= (size_t)optin && wgs_smem() <= (size_t)optin;
+    return major == 9 && minor == 0 && wg_smem<2>() <= (size_t)optin && wgs_smem<0>() <= (size_t)optin;
 #else
     (void)D;
     (void)f32;
@@ -2457,9 +2512,12 @@ cudaError_t engk_attn_prefill(const float *q, float *ctx, float *st_m, float *st
         if ((flags & ENGK_CUDA_CORES) || !engk_attn_prefill_wgmma(D, f32))
             return cudaErrorInvalidValue;
         const uint16_t *k = (const uint16_t *)K, *v = (const uint16_t *)V;
-        if (flags & ENGK_WGMMA_WS)
-            return launch_wgs(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv,
-                              scale, window, flags, s);
+        if (flags & ENGK_WGMMA_WS) {
+            const int var = (flags & ENGK_WGS_QREG ? WGS_QREG : 0) | (flags & ENGK_WGS_OVERLAP ? WGS_OVERLAP : 0);
+            auto *fn = var == 0 ? launch_wgs<0> : var == 1 ? launch_wgs<1> : var == 2 ? launch_wgs<2> : launch_wgs<3>;
+            return fn(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale,
+                      window, flags, s);
+        }
         if (flags & ENGK_MMA_ROWS64)
             return launch_wg<1>(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv,
                                 scale, window, flags, s);

@@ -40,6 +40,9 @@ enum { ENGK_WGMMA_SWAP_QK = 4096, ENGK_WGMMA_SWAP_V = 8192 };
 /* With ENGK_MMA_WGMMA: the warp-specialized block (k_attn_wgs: one copier warpgroup, two of 64 rows, K/V stages behind
  * shared-memory barriers, no block-wide barrier a sub-block): k_attn_wg's bits. */
 enum { ENGK_WGMMA_WS = 131072 };
+/* Variants of it (the same bits; tests, bench): Q as register fragments with setmaxnreg; S of the next sub-block and
+ * P V of this one in flight together, the softmax between. */
+enum { ENGK_WGS_QREG = 262144, ENGK_WGS_OVERLAP = 524288 };
 
 /* ---- decode: one row at the position held in the device scalar *pos_dev (graph-capturable) ---- */
 

@@ -804,21 +804,33 @@ static int64_t check_prefill_wgmma(const pcase *c, const kvset *s, const float *
         printf("  wgmma vs the engine's tensor-core kernel: %lld of %lld elements differ in their bits\n",
                (long long)diff, (long long)n);
     }
-    /* the warp-specialized block: k_attn_wg's bits, in every launch form */
+    /* the warp-specialized block in each variant: k_attn_wg's bits, in every launch form */
+    static const struct { int flag; const char *what; } wv[] = {
+        {0, "Q in shared memory"},
+        {ENGK_WGS_QREG, "Q in registers"},
+        {ENGK_WGS_OVERLAP, "Q in shared memory, S(t+1) with P(t)V(t)"},
+        {ENGK_WGS_QREG | ENGK_WGS_OVERLAP, "Q in registers, S(t+1) with P(t)V(t)"},
+    };
     pcase cs = cw;
-    cs.flags |= ENGK_WGMMA_WS;
-    ekc_poison(dctx3, n * 4, 1);
-    run_rows(&cs, s, dq, dctx3, 0, T, scale);
-    const cudaError_t wsd = cudaDeviceSynchronize();
-    if (wsd != cudaSuccess) {
-        printf("  %s, warp-specialized: the kernel failed: %s (%s)\n", what, cudaGetErrorName(wsd),
-               cudaGetErrorString(wsd));
-        exit(1);
+    for (size_t v = 0; v < sizeof wv / sizeof wv[0]; v++) {
+        cs = cw;
+        cs.flags |= ENGK_WGMMA_WS | wv[v].flag;
+        ekc_poison(dctx3, n * 4, 1);
+        run_rows(&cs, s, dq, dctx3, 0, T, scale);
+        const cudaError_t wsd = cudaDeviceSynchronize();
+        if (wsd != cudaSuccess) {
+            printf("  %s, warp-specialized, %s: the kernel failed: %s (%s)\n", what, wv[v].what, cudaGetErrorName(wsd),
+                   cudaGetErrorString(wsd));
+            exit(1);
+        }
+        float *got5 = download(dctx3, n);
+        char how[128];
+        snprintf(how, sizeof how, "  wgmma warp-specialized, %s = k_attn_wg", wv[v].what);
+        fails += ekc_bits(how, got5, got, n);
+        free(got5);
+        snprintf(how, sizeof how, " (wgmma warp-specialized, %s)", wv[v].what);
+        fails += check_forms(&cs, s, dq, got, dctx2, dctx3, dm, dl, dacc, scale, how);
     }
-    float *got5 = download(dctx3, n);
-    fails += ekc_bits("  wgmma warp-specialized (3 warpgroups) = k_attn_wg", got5, got, n);
-    free(got5);
-    fails += check_forms(&cs, s, dq, got, dctx2, dctx3, dm, dl, dacc, scale, " (wgmma warp-specialized)");
     pcase c64 = cw;
     c64.flags |= ENGK_MMA_ROWS64;
     ekc_poison(dctx3, n * 4, 1);
@@ -972,6 +984,8 @@ static int64_t sanitize_prefill(void)
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, "256-row blocks, lean loop"},
         {ENGK_MMA_PIPE, "256-row blocks, pipelined loop"},
         {ENGK_MMA_WGMMA | ENGK_WGMMA_WS, "wgmma, warp-specialized (its own bits: bound only)"},
+        {ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_QREG | ENGK_WGS_OVERLAP,
+         "wgmma, warp-specialized, Q in registers, overlapped (bound only)"},
     };
     int64_t fails = 0;
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
@@ -1221,7 +1235,11 @@ static void bench(void)
         {"MMA auto                                         ", 0},
         {"wgmma 2 warpgroups, 128-row blocks (not engine's)", ENGK_MMA_WGMMA},
         {"wgmma 1 warpgroup,   64-row blocks (not engine's)", ENGK_MMA_WGMMA | ENGK_MMA_ROWS64},
-        {"wgmma warp-specialized, 3 warpgroups (not engine's)", ENGK_MMA_WGMMA | ENGK_WGMMA_WS},
+        {"wgmma warp-specialized, Q smem (not engine's)    ", ENGK_MMA_WGMMA | ENGK_WGMMA_WS},
+        {"wgmma warp-specialized, Q regs (not engine's)    ", ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_QREG},
+        {"wgmma warp-spec., Q smem, overlap (not engine's) ", ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_OVERLAP},
+        {"wgmma warp-spec., Q regs, overlap (not engine's) ",
+         ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_QREG | ENGK_WGS_OVERLAP},
         {"CUDA cores                                       ", ENGK_CUDA_CORES},
     };
     float *hq = rand_q((int64_t)maxT * H * D);
