@@ -3,6 +3,10 @@
 #include "eng_attn.h"
 
 #include <math.h>
+#include <string.h>
+
+#include <cuda.h>         /* CUtensorMap (the TMA variant of k_attn_wgs); no driver library is linked */
+#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled, fetched through the runtime */
 
 #include "eng_kdev.cuh"
 #include "fault.h"
@@ -1471,6 +1475,26 @@ template <int SD> __device__ __forceinline__ void wg_qk_rs(float (&s)[8][4], con
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(SD));
 }
 __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+/* A 128-byte-swizzled descriptor (layout type 1): K-major (LBO unused, 1; SBO the 8-row group stride) or MN-major
+ * (LBO the stride between 64-element atoms along M/N, SBO the 8-row group stride along K). Atoms 1024-byte aligned. */
+__device__ __forceinline__ uint64_t wg_desc_sw(unsigned addr, unsigned lbo, unsigned sbo)
+{
+    return wg_desc(addr, lbo, sbo) | (uint64_t)1 << 62;
+}
+/* The TMA copier's FULL arrival: this thread's arrive, expecting tx bytes of bulk copies on the barrier. */
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, unsigned tx)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)), "r"(tx) : "memory");
+}
+/* One TMA box (64 dims x 1 head x 64 positions, 128-byte swizzle) of map at (d0, head, row) into dst, completing
+ * on bar. */
+__device__ __forceinline__ void tma_load3(unsigned dst, const CUtensorMap *map, int d0, int head, int row, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+                 "[%5];\n" ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(d0), "r"(head), "r"(row),
+                 "r"(smem_u32(bar))
+                 : "memory");
+}
 /* O[64 x 128] += A B of one k16 step: A (64 rows x 16 keys) in registers, B (16 keys x 128 dims) N-major in shared
  * memory (imm-trans-b = 1). */
 __device__ __forceinline__ void wg_pv(float (&o)[16][4], const unsigned (&a)[4], uint64_t db)
@@ -1665,25 +1689,32 @@ constexpr int WGS_NS = 4;
  * else Q in shared memory (SS); WGS_OVERLAP S(t + 1) issued with P(t) V(t) and the softmax of t + 1 between them (no
  * branch in that stretch: the mask runs on every sub-block, the rescale is unconditional), else S, softmax, P V one
  * after the other. Either takes setmaxnreg (copier 40 registers, row warpgroups 232). */
-enum { WGS_QREG = 1, WGS_OVERLAP = 2 };
+/* WGS_TMA (with WGS_QREG): one copier thread loads K and V by TMA (four 64-dim x 64-key boxes a sub-block) into
+ * 128-byte-swizzled stages (1024-byte aligned), the wgmma descriptors swizzled to match; rows past kv_last come in as
+ * zeros (out of the tensor map's bounds), rows of the next tile as they are (masked, p = 0). */
+enum { WGS_QREG = 1, WGS_OVERLAP = 2, WGS_TMA = 4 };
 template <int VAR> constexpr size_t wgs_smem() /* [WGS_NS][K, V][WG_TILE], (not QREG) Q [2][64 x WG_D], barriers */
 {
     return (size_t)(WGS_NS * 2 * WG_TILE + ((VAR & WGS_QREG) ? 0 : 2 * 64 * WG_D)) * sizeof(uint16_t) +
-           2 * WGS_NS * sizeof(uint64_t);
+           2 * WGS_NS * sizeof(uint64_t) + ((VAR & WGS_TMA) ? 1024 : 0);
 }
 
 template <int VAR>
 __global__ void __launch_bounds__(384, 1)
     k_attn_wgs(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *Kc,
                const uint16_t *Vc, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
-               int64_t pos0, int H, int Hkv, float scale_log2, int window, int flags)
+               int64_t pos0, int H, int Hkv, float scale_log2, int window, int flags,
+               const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool QREG = VAR & WGS_QREG, OVERLAP = VAR & WGS_OVERLAP;
+    constexpr bool QREG = VAR & WGS_QREG, OVERLAP = VAR & WGS_OVERLAP, TMA = VAR & WGS_TMA;
+    static_assert(!TMA || QREG, "the TMA variant keeps Q in registers");
     constexpr int D = WG_D, ROWS = 128, NJ = KB / 8, NT = D / 8, KS = D / 16, NK = KB / 16;
     constexpr int PASSES = KB * (D / 8) / 128; /* 16-byte copies of a K (and a V) sub-block per copier thread */
     static_assert(KB == 64 && PASSES * 128 == KB * (D / 8), "wgmma tiles: 64-key sub-blocks");
-    extern __shared__ __align__(128) uint16_t swg[];
+    extern __shared__ __align__(128) uint16_t swg_raw[];
+    /* TMA: the stages on a 1024-byte boundary (the swizzle pattern's period) */
+    uint16_t *swg = swg_raw + (TMA ? ((1024u - (smem_u32(swg_raw) & 1023u)) & 1023u) / 2 : 0);
     uint16_t *Qs = swg + WGS_NS * 2 * WG_TILE; /* not QREG */
     uint64_t *full = reinterpret_cast<uint64_t *>(Qs + (QREG ? 0 : 2 * 64 * D)), *empty = full + WGS_NS;
     const int G = H / Hkv, rows = T * G, g = (int)(blockIdx.x % Hkv);
@@ -1697,7 +1728,7 @@ __global__ void __launch_bounds__(384, 1)
     const int last = blo <= bhi ? sub_of(bhi, tile_lo, nsub, P) : -1;
     if (threadIdx.x == 0) {
         for (int b = 0; b < WGS_NS; b++) {
-            mbar_init(full + b, 128);
+            mbar_init(full + b, TMA ? 1 : 128);
             mbar_init(empty + b, 8);
         }
     }
@@ -1706,17 +1737,40 @@ __global__ void __launch_bounds__(384, 1)
     if (wg == 0) { /* the copier */
         if constexpr (QREG || OVERLAP)
             asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        /* stage u % WGS_NS, once its previous use is released; the keys of sub-block first + u */
+        auto claim = [&](int u, int64_t *kb0, int *nb) {
+            const int b = u % WGS_NS;
+            if (u >= WGS_NS)
+                mbar_wait(empty + b, (unsigned)(u / WGS_NS - 1) & 1u);
+            sub_block(first + u, tile_lo, nsub, P, kb0, nb);
+            return b;
+        };
+        if constexpr (TMA) {
+            if (threadIdx.x == 0) {
+                const unsigned sb = smem_u32(swg), tile_bytes = WG_TILE * sizeof(uint16_t);
+                for (int u = 0; u < last - first + 1; u++) {
+                    int64_t kb0;
+                    int nb;
+                    const int b = claim(u, &kb0, &nb);
+                    const int row = (int)(kb0 - kv_pos0);
+                    const unsigned ks = sb + (unsigned)b * 2u * tile_bytes, vs = ks + tile_bytes;
+                    mbar_expect_tx(full + b, 2u * tile_bytes);
+                    tma_load3(ks, &tk, 0, g, row, full + b);
+                    tma_load3(ks + tile_bytes / 2, &tk, 64, g, row, full + b);
+                    tma_load3(vs, &tv, 0, g, row, full + b);
+                    tma_load3(vs + tile_bytes / 2, &tv, 64, g, row, full + b);
+                }
+            }
+            return;
+        }
         const int lr8 = threadIdx.x & 7, lc = (threadIdx.x >> 3) & 15;
         const int64_t kvs = (int64_t)Hkv * D;
         const uint16_t *Kg = Kc + (int64_t)g * D + lc * 8, *Vg = Vc + (int64_t)g * D + lc * 8;
         const int cnt = last - first + 1;
         for (int u = 0; u < cnt; u++) {
-            const int b = u % WGS_NS;
-            if (u >= WGS_NS)
-                mbar_wait(empty + b, (unsigned)(u / WGS_NS - 1) & 1u);
             int64_t kb0;
             int nb;
-            sub_block(first + u, tile_lo, nsub, P, &kb0, &nb);
+            const int b = claim(u, &kb0, &nb);
             const int64_t room = kv_last - kb0 + 1;
             const int n = room < nb ? (int)room : nb;
             uint16_t *Ks = swg + b * 2 * WG_TILE, *Vs = Ks + WG_TILE;
@@ -1808,7 +1862,12 @@ __global__ void __launch_bounds__(384, 1)
     auto issue_s = [&](int idx) {
         const unsigned kaddr = sbase + (unsigned)((idx - first) % WGS_NS * 2 * WG_TILE * sizeof(uint16_t));
         wg_fence();
-        if constexpr (QREG) {
+        if constexpr (TMA) { /* K-major, swizzled: dims 0-63 then 64-127 (8 KB apart), 32 bytes a k-step */
+            wg_qk_rs<0>(s, qf[0], wg_desc_sw(kaddr, 16u, 1024u));
+#pragma unroll
+            for (int ks = 1; ks < KS; ks++)
+                wg_qk_rs<1>(s, qf[ks], wg_desc_sw(kaddr + (ks >> 2) * 8192u + (ks & 3) * 32u, 16u, 1024u));
+        } else if constexpr (QREG) {
             wg_qk_rs<0>(s, qf[0], wg_desc(kaddr, qk_lbo, qk_sbo));
 #pragma unroll
             for (int ks = 1; ks < KS; ks++)
@@ -1863,7 +1922,9 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int kk = 0; kk < NK; kk++) {
             const unsigned a[4] = {pb[2 * kk][0], pb[2 * kk][1], pb[2 * kk + 1][0], pb[2 * kk + 1][1]};
-            wg_pv(o, a, wg_desc(vaddr + kk * 256u, v_lbo, v_sbo));
+            /* TMA: MN-major, swizzled: 64-dim atoms 8 KB apart (LBO), 8-key groups 1 KB apart (SBO), 16 keys a
+             * k-step */
+            wg_pv(o, a, TMA ? wg_desc_sw(vaddr + kk * 2048u, 8192u, 1024u) : wg_desc(vaddr + kk * 256u, v_lbo, v_sbo));
         }
         wg_commit();
     };
@@ -1931,6 +1992,36 @@ __global__ void __launch_bounds__(384, 1)
 #endif
 }
 
+/* The TMA variant's tensor maps over the K and V caches from position kv_pos0 (row 0) to kv_last: bf16 [rows][Hkv][128],
+ * boxes of 64 dims x 1 head x 64 rows, 128-byte swizzle, rows out of bounds read as zeros. cuTensorMapEncodeTiled is
+ * fetched once through the runtime (no link to the driver library). */
+static cudaError_t wgs_maps(CUtensorMap *tk, CUtensorMap *tv, const uint16_t *K, const uint16_t *V, int64_t rows,
+                            int Hkv)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+    if (!encode) {
+        cudaDriverEntryPointQueryResult q;
+        void *fn = nullptr;
+        const cudaError_t err =
+            cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+        if (err != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
+            return err != cudaSuccess ? err : cudaErrorNotSupported;
+        encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }
+    const cuuint64_t dims[3] = {(cuuint64_t)WG_D, (cuuint64_t)Hkv, (cuuint64_t)rows};
+    const cuuint64_t strides[2] = {(cuuint64_t)WG_D * 2, (cuuint64_t)Hkv * WG_D * 2};
+    const cuuint32_t box[3] = {64, 1, KB}, estr[3] = {1, 1, 1};
+    for (int i = 0; i < 2; i++) {
+        const CUresult r = encode(i ? tv : tk, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+                                  const_cast<uint16_t *>(i ? V : K), dims, strides, box, estr,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS)
+            return cudaErrorInvalidValue;
+    }
+    return cudaSuccess;
+}
+
 template <int VAR>
 cudaError_t launch_wgs(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
                        const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
@@ -1947,8 +2038,16 @@ cudaError_t launch_wgs(const float *q, float *ctx, float *st_m, float *st_l, flo
     const int G = H / Hkv, rows = 128;
     const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
+    CUtensorMap tk, tv;
+    memset(&tk, 0, sizeof tk);
+    memset(&tv, 0, sizeof tv);
+    if (VAR & WGS_TMA) {
+        const cudaError_t err = wgs_maps(&tk, &tv, K, V, kv_last - kv_pos0 + 1, Hkv);
+        if (err != cudaSuccess)
+            return err;
+    }
     k_attn_wgs<VAR><<<grid, 384, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P,
-                                            T, pos0, H, Hkv, scale_log2, window, flags);
+                                            T, pos0, H, Hkv, scale_log2, window, flags, tk, tv);
     return cudaGetLastError();
 }
 
@@ -2513,8 +2612,10 @@ cudaError_t engk_attn_prefill(const float *q, float *ctx, float *st_m, float *st
             return cudaErrorInvalidValue;
         const uint16_t *k = (const uint16_t *)K, *v = (const uint16_t *)V;
         if (flags & ENGK_WGMMA_WS) {
-            const int var = (flags & ENGK_WGS_QREG ? WGS_QREG : 0) | (flags & ENGK_WGS_OVERLAP ? WGS_OVERLAP : 0);
-            auto *fn = var == 0 ? launch_wgs<0> : var == 1 ? launch_wgs<1> : var == 2 ? launch_wgs<2> : launch_wgs<3>;
+            const int tma = flags & ENGK_WGS_TMA ? WGS_TMA | WGS_QREG : 0;
+            const int var = (flags & ENGK_WGS_QREG ? WGS_QREG : 0) | (flags & ENGK_WGS_OVERLAP ? WGS_OVERLAP : 0) | tma;
+            auto *fn = var == 0 ? launch_wgs<0> : var == 1 ? launch_wgs<1> : var == 2 ? launch_wgs<2> :
+                       var == 3 ? launch_wgs<3> : var == 5 ? launch_wgs<5> : launch_wgs<7>;
             return fn(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale,
                       window, flags, s);
         }

@@ -43,6 +43,8 @@ enum { ENGK_WGMMA_WS = 131072 };
 /* Variants of it (the same bits; tests, bench): Q as register fragments with setmaxnreg; S of the next sub-block and
  * P V of this one in flight together, the softmax between. */
 enum { ENGK_WGS_QREG = 262144, ENGK_WGS_OVERLAP = 524288 };
+/* ... and K/V by TMA into 128-byte-swizzled stages (implies ENGK_WGS_QREG). */
+enum { ENGK_WGS_TMA = 1048576 };
 
 /* ---- decode: one row at the position held in the device scalar *pos_dev (graph-capturable) ---- */
 

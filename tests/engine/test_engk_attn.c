@@ -810,6 +810,8 @@ static int64_t check_prefill_wgmma(const pcase *c, const kvset *s, const float *
         {ENGK_WGS_QREG, "Q in registers"},
         {ENGK_WGS_OVERLAP, "Q in shared memory, S(t+1) with P(t)V(t)"},
         {ENGK_WGS_QREG | ENGK_WGS_OVERLAP, "Q in registers, S(t+1) with P(t)V(t)"},
+        {ENGK_WGS_TMA, "Q in registers, K/V by TMA, swizzled"},
+        {ENGK_WGS_TMA | ENGK_WGS_OVERLAP, "Q in registers, K/V by TMA, swizzled, S(t+1) with P(t)V(t)"},
     };
     pcase cs = cw;
     for (size_t v = 0; v < sizeof wv / sizeof wv[0]; v++) {
@@ -986,6 +988,8 @@ static int64_t sanitize_prefill(void)
         {ENGK_MMA_WGMMA | ENGK_WGMMA_WS, "wgmma, warp-specialized (its own bits: bound only)"},
         {ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_QREG | ENGK_WGS_OVERLAP,
          "wgmma, warp-specialized, Q in registers, overlapped (bound only)"},
+        {ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA | ENGK_WGS_OVERLAP,
+         "wgmma, warp-specialized, TMA, overlapped (bound only)"},
     };
     int64_t fails = 0;
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
@@ -1240,6 +1244,9 @@ static void bench(void)
         {"wgmma warp-spec., Q smem, overlap (not engine's) ", ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_OVERLAP},
         {"wgmma warp-spec., Q regs, overlap (not engine's) ",
          ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_QREG | ENGK_WGS_OVERLAP},
+        {"wgmma warp-spec., TMA (not engine's)             ", ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA},
+        {"wgmma warp-spec., TMA, overlap (not engine's)    ",
+         ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA | ENGK_WGS_OVERLAP},
         {"CUDA cores                                       ", ENGK_CUDA_CORES},
     };
     float *hq = rand_q((int64_t)maxT * H * D);
