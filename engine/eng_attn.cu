@@ -1851,6 +1851,10 @@ __global__ void __launch_bounds__(384, 1)
     const unsigned sbase = (unsigned)__cvta_generic_to_shared(swg);
     const unsigned qaddr = sbase + (unsigned)((WGS_NS * 2 * WG_TILE + cwg * 64 * D) * sizeof(uint16_t)); /* !QREG */
     const unsigned qk_lbo = 1024u, qk_sbo = 128u, v_lbo = 128u, v_sbo = 1024u; /* k_attn_wg's derivation */
+    /* TMA: the swizzled descriptors' offsets (above); the checker's diagnostics exchange them (ENGK_WGMMA_SWAP_*) */
+    const bool xk = flags & ENGK_WGMMA_SWAP_QK, xv = flags & ENGK_WGMMA_SWAP_V;
+    const unsigned k_lbo = xk ? 1024u : 16u, k_sbo = xk ? 16u : 1024u, vs_lbo = xv ? 1024u : 8192u,
+                   vs_sbo = xv ? 8192u : 1024u;
     auto release = [&](int idx) { /* this warp is done with sub-block idx's stage */
         __syncwarp();
         if (lane == 0)
@@ -1863,10 +1867,10 @@ __global__ void __launch_bounds__(384, 1)
         const unsigned kaddr = sbase + (unsigned)((idx - first) % WGS_NS * 2 * WG_TILE * sizeof(uint16_t));
         wg_fence();
         if constexpr (TMA) { /* K-major, swizzled: dims 0-63 then 64-127 (8 KB apart), 32 bytes a k-step */
-            wg_qk_rs<0>(s, qf[0], wg_desc_sw(kaddr, 16u, 1024u));
+            wg_qk_rs<0>(s, qf[0], wg_desc_sw(kaddr, k_lbo, k_sbo));
 #pragma unroll
             for (int ks = 1; ks < KS; ks++)
-                wg_qk_rs<1>(s, qf[ks], wg_desc_sw(kaddr + (ks >> 2) * 8192u + (ks & 3) * 32u, 16u, 1024u));
+                wg_qk_rs<1>(s, qf[ks], wg_desc_sw(kaddr + (ks >> 2) * 8192u + (ks & 3) * 32u, k_lbo, k_sbo));
         } else if constexpr (QREG) {
             wg_qk_rs<0>(s, qf[0], wg_desc(kaddr, qk_lbo, qk_sbo));
 #pragma unroll
@@ -1924,7 +1928,7 @@ __global__ void __launch_bounds__(384, 1)
             const unsigned a[4] = {pb[2 * kk][0], pb[2 * kk][1], pb[2 * kk + 1][0], pb[2 * kk + 1][1]};
             /* TMA: MN-major, swizzled: 64-dim atoms 8 KB apart (LBO), 8-key groups 1 KB apart (SBO), 16 keys a
              * k-step */
-            wg_pv(o, a, TMA ? wg_desc_sw(vaddr + kk * 2048u, 8192u, 1024u) : wg_desc(vaddr + kk * 256u, v_lbo, v_sbo));
+            wg_pv(o, a, TMA ? wg_desc_sw(vaddr + kk * 2048u, vs_lbo, vs_sbo) : wg_desc(vaddr + kk * 256u, v_lbo, v_sbo));
         }
         wg_commit();
     };

@@ -35,7 +35,8 @@ enum { ENGK_MMA_PIPE = 65536 };
  * attention on wgmma"). */
 enum { ENGK_MMA_WGMMA = 2048 };
 /* Diagnostics of the wgmma variant (tests, when its output leaves the bound): its Q and K descriptors, or its V
- * descriptor, with their leading and stride byte offsets exchanged (eng_attn.cu, k_attn_wg). */
+ * descriptor, with their leading and stride byte offsets exchanged (eng_attn.cu, k_attn_wg; and the swizzled K and V
+ * descriptors of k_attn_wgs with ENGK_WGS_TMA). */
 enum { ENGK_WGMMA_SWAP_QK = 4096, ENGK_WGMMA_SWAP_V = 8192 };
 /* With ENGK_MMA_WGMMA: the warp-specialized block (k_attn_wgs: one copier warpgroup, two of 64 rows, K/V stages behind
  * shared-memory barriers, no block-wide barrier a sub-block): k_attn_wg's bits. */

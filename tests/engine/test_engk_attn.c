@@ -828,8 +828,23 @@ static int64_t check_prefill_wgmma(const pcase *c, const kvset *s, const float *
         float *got5 = download(dctx3, n);
         char how[128];
         snprintf(how, sizeof how, "  wgmma warp-specialized, %s = k_attn_wg", wv[v].what);
-        fails += ekc_bits(how, got5, got, n);
+        const int64_t bad = ekc_bits(how, got5, got, n);
+        fails += bad;
         free(got5);
+        for (int a = 0; bad && (wv[v].flag & ENGK_WGS_TMA) && a < 3; a++) { /* which swizzled descriptor is off */
+            static const int sw[] = {ENGK_WGMMA_SWAP_QK, ENGK_WGMMA_SWAP_V, ENGK_WGMMA_SWAP_QK | ENGK_WGMMA_SWAP_V};
+            pcase cx = cs;
+            cx.flags |= sw[a];
+            ekc_poison(dctx3, n * 4, 1);
+            run_rows(&cx, s, dq, dctx3, 0, T, scale);
+            float *gx = download(dctx3, n);
+            int64_t same = 0;
+            for (int64_t i = 0; i < n; i++)
+                same += memcmp(&gx[i], &got[i], sizeof gx[i]) == 0;
+            printf("    TMA diagnostic, %s exchanged: %lld of %lld elements give k_attn_wg's bits\n",
+                   a == 0 ? "K's LBO and SBO" : a == 1 ? "V's LBO and SBO" : "both", (long long)same, (long long)n);
+            free(gx);
+        }
         snprintf(how, sizeof how, " (wgmma warp-specialized, %s)", wv[v].what);
         fails += check_forms(&cs, s, dq, got, dctx2, dctx3, dm, dl, dacc, scale, how);
     }
