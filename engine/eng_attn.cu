@@ -3,6 +3,10 @@
 #include "eng_attn.h"
 
 #include <math.h>
+#include <string.h>
+
+#include <cuda.h>         /* CUtensorMap (the TMA variant of k_attn_wgs); no driver library is linked */
+#include <cudaTypedefs.h> /* PFN_cuTensorMapEncodeTiled, fetched through the runtime */
 
 #include "eng_kdev.cuh"
 #include "fault.h"
@@ -729,6 +733,154 @@ __device__ __forceinline__ float ex2(float x)
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
     return r;
 }
+
+/* The prefill kernels' per-row steps on one m16 tile's fragments (k_attn_mma's and k_attn_wg's: the same arithmetic
+ * in the same order). This thread holds rows qr and qr + 8 (i = 0, 1), columns 8 j + 2 qc + e of S (j < NJ) and of
+ * acc (dims, j < NT). */
+
+/* Packed row R of kv head g (position R / G, query head g G + R % G) -> its row of q / ctx (rows >= rows: row 0's). */
+__device__ __forceinline__ int64_t prow_index(int R, int rows, int G, int H, int g)
+{
+    const int t = R < rows ? R / G : 0, h = R < rows ? R % G : 0;
+    return (int64_t)t * H + (int64_t)g * G + h;
+}
+
+/* The keys of tiles [tile_lo, tile_hi) up to kv_last that packed rows r0 .. r1 see: [*lo, *hi] (empty: lo > hi). */
+__device__ __forceinline__ void prow_keys(int r0, int r1, int G, int64_t pos0, int window, int tile_lo, int tile_hi,
+                                          int P, int64_t kv_last, int64_t *lo, int64_t *hi)
+{
+    const int64_t cut_lo = (int64_t)tile_lo * P, cut_hi = (int64_t)tile_hi * P - 1 < kv_last ? (int64_t)tile_hi * P - 1 : kv_last;
+    const int64_t blo = window_lo(pos0 + r0 / G, window), bhi = pos0 + r1 / G;
+    *lo = blo > cut_lo ? blo : cut_lo;
+    *hi = bhi < cut_hi ? bhi : cut_hi;
+}
+
+/* (m, l, acc) of rows R[0], R[1]: loaded from the state (ld[i]) or -inf, 0, 0 (k_attn_wg; k_attn_mma keeps its own
+ * loop, the same steps: through this helper ptxas spilled its 256-row lean form, the engine's, 0 -> 112 bytes). */
+template <int D>
+__device__ __forceinline__ void prow_state_load(float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const bool (&ld)[2],
+                                                const int64_t (&ri)[2], const float *st_m, const float *st_l,
+                                                const float *st_acc, int qc)
+{
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        m[i] = ld[i] ? st_m[ri[i]] : -INFINITY;
+        l[i] = ld[i] ? st_l[ri[i]] : 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < D / 8; nt++) {
+            float2 v = make_float2(0.0f, 0.0f);
+            if (ld[i])
+                v = *reinterpret_cast<const float2 *>(st_acc + ri[i] * D + nt * 8 + 2 * qc);
+            o[nt][2 * i] = v.x;
+            o[nt][2 * i + 1] = v.y;
+        }
+    }
+}
+
+/* Keys outside row R[i]'s [lo(p), p] to -inf: the sub-block of nb keys at kb0 = pos0 + kd. */
+template <int NJ>
+__device__ __forceinline__ void prow_mask(float (&s)[NJ][4], const int (&R)[2], int rows, int G, int64_t kd, int nb,
+                                          int window, int qc)
+{
+#pragma unroll
+    for (int i = 0; i < 2; i++) { /* keys [lo, hi] of the sub-block: dh = p - kb0, dl = lo(p) - kb0 */
+        const int64_t dh = (R[i] < rows ? R[i] / G : 0) - kd, dl = dh - window + 1;
+        const int hi = R[i] >= rows || dh < 0 ? -1 : dh < nb - 1 ? (int)dh : nb - 1;
+        const int lo = window <= 0 || dl < 0 ? 0 : dl < KB ? (int)dl : KB;
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int jj = j * 8 + 2 * qc + e;
+                if (jj < lo || jj > hi)
+                    s[j][2 * i + e] = -INFINITY;
+            }
+    }
+}
+
+/* The online-softmax step over a sub-block's S (raw score units): m_new = max(m, max S) over the quad, corr = m_new
+ * == m (or nrs) ? 1 : 2^((m - m_new) c), p = 2^(fmaf(S, c, -m_new c)) rounded to bf16 pairs in pb (P V's A
+ * fragments), l = fmaf(l, corr, sum p) with the sum in a fixed per-quad order; then acc *= corr (skipped when every
+ * corr of the warp is 1: acc * 1 = acc). */
+template <int NJ, bool INPLACE = false> /* INPLACE: p stays in fp32 in s (pb untouched), packed later */
+__device__ __forceinline__ void prow_softmax_p(float (&s)[NJ][4], unsigned (&pb)[NJ][2], float (&corr)[2],
+                                               float (&m)[2], float (&l)[2], float scale_log2, int nrs)
+{
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        float mx = m[i];
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+            mx = fmaxf(mx, fmaxf(s[j][2 * i], s[j][2 * i + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
+        corr[i] = mx == m[i] || nrs ? 1.0f : ex2((m[i] - mx) * scale_log2);
+        const float ms = mx == -INFINITY ? 0.0f : mx * scale_log2;
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NJ; j++) {
+            const float p0 = ex2(fmaf(s[j][2 * i], scale_log2, -ms));
+            const float p1 = ex2(fmaf(s[j][2 * i + 1], scale_log2, -ms));
+            sum += p0;
+            sum += p1;
+            if (INPLACE) {
+                s[j][2 * i] = p0;
+                s[j][2 * i + 1] = p1;
+            } else
+                pb[j][i] = cvt_bf16x2(p0, p1);
+        }
+        sum += __shfl_xor_sync(FULL, sum, 1);
+        sum += __shfl_xor_sync(FULL, sum, 2);
+        l[i] = fmaf(l[i], corr[i], sum);
+        m[i] = mx;
+    }
+}
+/* acc *= corr (skipped when every corr of the warp is 1: acc * 1 = acc, no bit changes) */
+template <int NT> __device__ __forceinline__ void prow_rescale(float (&o)[NT][4], const float (&corr)[2])
+{
+    if (!__all_sync(FULL, corr[0] == 1.0f && corr[1] == 1.0f))
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            o[nt][0] = o[nt][0] * corr[0];
+            o[nt][1] = o[nt][1] * corr[0];
+            o[nt][2] = o[nt][2] * corr[1];
+            o[nt][3] = o[nt][3] * corr[1];
+        }
+}
+template <int NJ, int NT>
+__device__ __forceinline__ void prow_softmax(float (&s)[NJ][4], unsigned (&pb)[NJ][2], float (&o)[NT][4],
+                                             float (&m)[2], float (&l)[2], float scale_log2, int nrs)
+{
+    float corr[2];
+    prow_softmax_p(s, pb, corr, m, l, scale_log2, nrs);
+    prow_rescale(o, corr);
+}
+
+/* Row i's end (its q / ctx row ro): with ENGK_FINAL ctx = acc / l (bf16 with CTX_BF16), else the state. */
+template <int D>
+__device__ __forceinline__ void prow_store(const float (&o)[D / 8][4], int i, float m, float l, int64_t ro, float *ctx,
+                                           float *st_m, float *st_l, float *st_acc, int flags, int qc)
+{
+    constexpr int NT = D / 8;
+    if ((flags & (ENGK_FINAL | CTX_BF16)) == (ENGK_FINAL | CTX_BF16)) {
+        uint16_t *cb = reinterpret_cast<uint16_t *>(ctx) + ro * D + 2 * qc;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            *reinterpret_cast<unsigned *>(cb + nt * 8) = pack2(bf16_rne(o[nt][2 * i] / l), bf16_rne(o[nt][2 * i + 1] / l));
+    } else if (flags & ENGK_FINAL) {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            *reinterpret_cast<float2 *>(ctx + ro * D + nt * 8 + 2 * qc) = make_float2(o[nt][2 * i] / l, o[nt][2 * i + 1] / l);
+    } else {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            *reinterpret_cast<float2 *>(st_acc + ro * D + nt * 8 + 2 * qc) = make_float2(o[nt][2 * i], o[nt][2 * i + 1]);
+        if (qc == 0) {
+            st_m[ro] = m;
+            st_l[ro] = l;
+        }
+    }
+}
 #endif
 
 /* Blocks per SM the register budget is cut for. 16 rows per warp (WM = 1): three 64-row blocks (12 warps) at
@@ -815,16 +967,11 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
 
     /* this thread's rows: qr and qr + 8 of each of the warp's m16 tiles (recomputed where needed: registers) */
     auto row_of = [&](int mt, int i) { return rb + warp * WR + mt * 16 + qr + 8 * i; };
-    auto row_index = [&](int R) {
-        const int t = R < rows ? R / G : 0, h = R < rows ? R % G : 0;
-        return (int64_t)t * H + (int64_t)g * G + h;
-    };
+    auto row_index = [&](int R) { return prow_index(R, rows, G, H, g); };
     /* key ranges (rows are sorted by position): the block's, the keys some row of the warp sees [wlo, whi], and
      * the keys every row of the warp sees [alo, ahi] */
-    const int64_t cut_lo = (int64_t)tile_lo * P, cut_hi = (int64_t)tile_hi * P - 1 < kv_last ? (int64_t)tile_hi * P - 1 : kv_last;
-    int64_t blo = window_lo(pos0 + rb / G, window), bhi = pos0 + rlast / G;
-    blo = blo > cut_lo ? blo : cut_lo;
-    bhi = bhi < cut_hi ? bhi : cut_hi;
+    int64_t blo, bhi;
+    prow_keys(rb, rlast, G, pos0, window, tile_lo, tile_hi, P, kv_last, &blo, &bhi);
     const int wr0 = rb + warp * WR, wr1 = wr0 + WR - 1 < rlast ? wr0 + WR - 1 : rlast;
     const bool wlive = wr0 <= rlast, wfull = wr0 + WR - 1 <= rlast;
     const int64_t wlo = window_lo(pos0 + wr0 / G, window), whi = pos0 + wr1 / G;
@@ -1043,24 +1190,11 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
         auto mask = [&](int m0, int m1) { /* keys outside a row's [lo(p), p] of m16 tiles m0 .. m1 - 1 to -inf */
             if (!edge)
                 return;
-            const int64_t kd = kb0 - pos0;
 #pragma unroll
-            for (int mt = m0; mt < m1; mt++)
-#pragma unroll
-                for (int i = 0; i < 2; i++) { /* keys [lo, hi] of the sub-block: dh = p - kb0, dl = lo(p) - kb0 */
-                    const int R = row_of(mt, i);
-                    const int64_t dh = (R < rows ? R / G : 0) - kd, dl = dh - window + 1;
-                    const int hi = R >= rows || dh < 0 ? -1 : dh < nb - 1 ? (int)dh : nb - 1;
-                    const int lo = window <= 0 || dl < 0 ? 0 : dl < KB ? (int)dl : KB;
-#pragma unroll
-                    for (int j = 0; j < NJ; j++)
-#pragma unroll
-                        for (int e = 0; e < 2; e++) {
-                            const int jj = j * 8 + 2 * qc + e;
-                            if (jj < lo || jj > hi)
-                                s[mt][j][2 * i + e] = -INFINITY;
-                        }
-                }
+            for (int mt = m0; mt < m1; mt++) {
+                const int R[2] = {row_of(mt, 0), row_of(mt, 1)};
+                prow_mask(s[mt], R, rows, G, kb0 - pos0, nb, window, qc);
+            }
         };
         qk(0, WM);
         mask(0, WM);
@@ -1093,41 +1227,8 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
             }
         };
 #pragma unroll
-        for (int mt = 0; mt < WM; mt++) {
-            float corr[2];
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                float mx = m[mt][i];
-#pragma unroll
-                for (int j = 0; j < NJ; j++)
-                    mx = fmaxf(mx, fmaxf(s[mt][j][2 * i], s[mt][j][2 * i + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
-                corr[i] = mx == m[mt][i] || nrs ? 1.0f : ex2((m[mt][i] - mx) * scale_log2);
-                const float ms = mx == -INFINITY ? 0.0f : mx * scale_log2;
-                float sum = 0.0f;
-#pragma unroll
-                for (int j = 0; j < NJ; j++) {
-                    const float p0 = ex2(fmaf(s[mt][j][2 * i], scale_log2, -ms));
-                    const float p1 = ex2(fmaf(s[mt][j][2 * i + 1], scale_log2, -ms));
-                    sum += p0;
-                    sum += p1;
-                    pb[mt][j][i] = cvt_bf16x2(p0, p1);
-                }
-                sum += __shfl_xor_sync(FULL, sum, 1);
-                sum += __shfl_xor_sync(FULL, sum, 2);
-                l[mt][i] = fmaf(l[mt][i], corr[i], sum);
-                m[mt][i] = mx;
-            }
-            if (!__all_sync(FULL, corr[0] == 1.0f && corr[1] == 1.0f)) /* acc * 1 = acc: skipping changes no bit */
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    o[mt][nt][0] = o[mt][nt][0] * corr[0];
-                    o[mt][nt][1] = o[mt][nt][1] * corr[0];
-                    o[mt][nt][2] = o[mt][nt][2] * corr[1];
-                    o[mt][nt][3] = o[mt][nt][3] * corr[1];
-                }
-        }
+        for (int mt = 0; mt < WM; mt++)
+            prow_softmax(s[mt], pb[mt], o[mt], m[mt], l[mt], scale_log2, nrs);
         pv(0, WM);
         if constexpr (PIPE)
             mbar_arrive(empty + (idx - first) % NBUF); /* recomputed: buf need not live across the sub-block */
@@ -1137,30 +1238,8 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int R = row_of(mt, i);
-            if (R >= rows)
-                continue;
-            const int64_t ro = row_index(R);
-            if ((flags & (ENGK_FINAL | CTX_BF16)) == (ENGK_FINAL | CTX_BF16)) {
-                uint16_t *cb = reinterpret_cast<uint16_t *>(ctx) + ro * D + 2 * qc;
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-                    *reinterpret_cast<unsigned *>(cb + nt * 8) =
-                        pack2(bf16_rne(o[mt][nt][2 * i] / l[mt][i]), bf16_rne(o[mt][nt][2 * i + 1] / l[mt][i]));
-            } else if (flags & ENGK_FINAL) {
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-                    *reinterpret_cast<float2 *>(ctx + ro * D + nt * 8 + 2 * qc) =
-                        make_float2(o[mt][nt][2 * i] / l[mt][i], o[mt][nt][2 * i + 1] / l[mt][i]);
-            } else {
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-                    *reinterpret_cast<float2 *>(st_acc + ro * D + nt * 8 + 2 * qc) =
-                        make_float2(o[mt][nt][2 * i], o[mt][nt][2 * i + 1]);
-                if (qc == 0) {
-                    st_m[ro] = m[mt][i];
-                    st_l[ro] = l[mt][i];
-                }
-            }
+            if (R < rows)
+                prow_store<D>(o[mt], i, m[mt][i], l[mt][i], row_index(R), ctx, st_m, st_l, st_acc, flags, qc);
         }
 #else
     __trap(); /* the host launches this only on sm_80+ (engk_attn_prefill_mma) */
@@ -1280,6 +1359,700 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
                                                                        scale, window, flags, s);
     return launch_rows<D, MMA_WARPS, 1>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P, T,
                                         pos0, H, Hkv, scale, window, flags, s);
+}
+
+/* ---------------- prefill on wgmma (bf16 KV, D = 128, sm_90a) ---------------- */
+
+/* k_attn_wg: k_attn_mma's walk, masks and online softmax, with the two products on Hopper's warpgroup MMA
+ * (wgmma.mma_async m64nNk16, fp32 accumulation). Blocks of NWG warpgroups (128 threads each) x 64 packed rows; warp w
+ * of the block holds rows rb + 16 w .. + 15 as k_attn_mma's WM = 1 warps do, in the same register fragment (the
+ * wgmma accumulator of m64nN is, per warp of the warpgroup, the m16n8 C fragment repeated over N / 8 column groups,
+ * and its register A fragment of m64k16 is per warp the m16n8k16 A fragment: P goes from S's accumulator to A by a
+ * conversion to bf16 alone). Shared memory holds every operand as 8 x 8 core matrices of bf16 (8 rows of 16 bytes,
+ * 128 contiguous bytes), no swizzle:
+ *   element (r, d) of an R-row x 128-dim operand at ((d / 8) (R / 8) + r / 8) 64 + (r % 8) 8 + d % 8  (wg_off)
+ * so core matrices adjacent in r are 128 bytes apart and those adjacent in d are R / 8 x 128 bytes apart (1024 at
+ * R = 64). Q (block rows, rounded to bf16) is R = 64 per warpgroup; a K and a V sub-block are R = KB = 64 keys.
+ * Descriptors (PTX ISA "Matrix Descriptor Format"; canonical layouts for no swizzle, in 16-bit elements, T = 8):
+ *   S = Q K^T, m64n64k16, k-step ks over dims 16 ks .. 16 ks + 15: A = Q and B = K are K-major (the reduction dim d
+ *   contiguous in each core-matrix row): ((8, m), (T, 2)) : ((T, SBO), (1, LBO)), so SBO = the step between core
+ *   matrices along rows / keys = 128 bytes, LBO = the step between the two core matrices along d = 1024 bytes; the
+ *   start address moves 2 x 1024 bytes per k-step.
+ *   O += P V, m64n128k16, k-step kk over keys 16 kk .. 16 kk + 15: B = V with N = d and K = key is N-major (d
+ *   contiguous: the same core matrices read the other way, imm-trans-b = 1): ((T, 1, m), (8, k)) : ((1, T, SBO),
+ *   (T, LBO)), so SBO = the step along d = 1024 bytes, LBO = the step along the keys = 128 bytes; the start address
+ *   moves 2 x 128 bytes per k-step.
+ *   Start addresses 16-byte aligned, encoded (addr & 0x3ffff) >> 4, as LBO and SBO; base offset 0 and swizzle mode
+ *   0 (no swizzle: no 1024-byte pattern alignment needed).
+ * Per sub-block (the same walk as k_attn_mma: KB keys aligned to absolute positions inside the P tiles, double-
+ * buffered cp.async, a short sub-block's missing keys zero rows): S by 8 wgmma k-steps over D in order, masked
+ * where k_attn_mma masks, the same softmax arithmetic (ex2, fmaf, the per-quad sum order) and p rounded to bf16,
+ * then acc += P V by 4 wgmma k-steps over the keys in order. A warpgroup skips a sub-block none of its rows sees
+ * (the skip is an exact no-op for every row, as in k_attn_mma). Each row's bits depend on its position, the KV and
+ * P only, so one launch, per-tile launches with the state in memory, any chunking and NWG = 1 or 2 give the same
+ * bits (the checker compares them); not the bits of k_attn_mma (another MMA instruction), within its tolerance. */
+constexpr int WG_D = 128, WG_TILE = KB * WG_D; /* bf16 elements of a K or a V sub-block */
+template <int NWG> constexpr size_t wg_smem() /* [2 buffers][K, V][WG_TILE], then Q [NWG][64 x WG_D] */
+{
+    return (size_t)(4 * WG_TILE + NWG * 64 * WG_D) * sizeof(uint16_t);
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) /* wgmma: the arch-specific target sm_90a only */
+__device__ __forceinline__ int wg_off(int r, int d, int R)
+{
+    return ((d >> 3) * (R >> 3) + (r >> 3)) * 64 + (r & 7) * 8 + (d & 7);
+}
+/* Packed rows r0 .. r0 + n - 1 (n a multiple of 64) of q rounded to bf16 into 64-row core-matrix operands at Qs
+ * (8 dims of a row per copy, threads tid of nth; rows past the chunk: zeros). */
+__device__ __forceinline__ void wg_store_q(uint16_t *Qs, const float *q, int r0, int n, int tid, int nth, int rows,
+                                           int G, int H, int g)
+{
+    for (int i = tid; i < n * 16; i += nth) {
+        const int r = (i >> 7) * 8 + (i & 7), c = (i >> 3) & 15, R = r0 + r;
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
+        if (R < rows) {
+            const float4 *src = reinterpret_cast<const float4 *>(q + prow_index(R, rows, G, H, g) * WG_D + c * 8);
+            a = src[0];
+            b = src[1];
+        }
+        *reinterpret_cast<uint4 *>(Qs + (r >> 6) * 64 * WG_D + wg_off(r & 63, c * 8, 64)) =
+            make_uint4(pack2(bf16_rne(a.x), bf16_rne(a.y)), pack2(bf16_rne(a.z), bf16_rne(a.w)),
+                       pack2(bf16_rne(b.x), bf16_rne(b.y)), pack2(bf16_rne(b.z), bf16_rne(b.w)));
+    }
+}
+/* A shared-memory matrix descriptor: start address, leading and stride byte offsets, no swizzle. */
+__device__ __forceinline__ uint64_t wg_desc(unsigned addr, unsigned lbo, unsigned sbo)
+{
+    return (uint64_t)((addr & 0x3ffffu) >> 4) | (uint64_t)((lbo & 0x3ffffu) >> 4) << 16 |
+           (uint64_t)((sbo & 0x3ffffu) >> 4) << 32;
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* Generic-proxy writes of this thread to shared memory (cp.async, st.shared) made visible to the async proxy that
+ * wgmma reads through (before the barrier that publishes them). */
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+/* After wgmma.wait_group: the accumulator registers are read only after this point (no use moved above the wait). */
+template <int N> __device__ __forceinline__ void wg_hold(float (&x)[N][4])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            asm volatile("" : "+f"(x[i][e])::"memory");
+}
+/* S[64 x 64] (+)= A B^T of one k16 step: A (64 rows x 16) and B (64 keys x 16), both K-major in shared memory. */
+template <int SD = 1> __device__ __forceinline__ void wg_qk(float (&s)[8][4], uint64_t da, uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "%32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]), "+f"(s[1][0]), "+f"(s[1][1]),
+                   "+f"(s[1][2]), "+f"(s[1][3]), "+f"(s[2][0]), "+f"(s[2][1]), "+f"(s[2][2]), "+f"(s[2][3]),
+                   "+f"(s[3][0]), "+f"(s[3][1]), "+f"(s[3][2]), "+f"(s[3][3]), "+f"(s[4][0]), "+f"(s[4][1]),
+                   "+f"(s[4][2]), "+f"(s[4][3]), "+f"(s[5][0]), "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]),
+                   "+f"(s[6][0]), "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]), "+f"(s[7][0]), "+f"(s[7][1]),
+                   "+f"(s[7][2]), "+f"(s[7][3])
+                 : "l"(da), "l"(db), "n"(SD));
+}
+/* S[64 x 64] (+)= A B^T of one k16 step with A (64 rows x 16 dims) in registers (per warp the m16n8k16 A fragment)
+ * and B (64 keys x 16) K-major in shared memory; SD = 0: S = A B^T (the accumulator only written). */
+template <int SD> __device__ __forceinline__ void wg_qk_rs(float (&s)[8][4], const unsigned (&a)[4], uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]), "+f"(s[1][0]), "+f"(s[1][1]),
+                   "+f"(s[1][2]), "+f"(s[1][3]), "+f"(s[2][0]), "+f"(s[2][1]), "+f"(s[2][2]), "+f"(s[2][3]),
+                   "+f"(s[3][0]), "+f"(s[3][1]), "+f"(s[3][2]), "+f"(s[3][3]), "+f"(s[4][0]), "+f"(s[4][1]),
+                   "+f"(s[4][2]), "+f"(s[4][3]), "+f"(s[5][0]), "+f"(s[5][1]), "+f"(s[5][2]), "+f"(s[5][3]),
+                   "+f"(s[6][0]), "+f"(s[6][1]), "+f"(s[6][2]), "+f"(s[6][3]), "+f"(s[7][0]), "+f"(s[7][1]),
+                   "+f"(s[7][2]), "+f"(s[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(SD));
+}
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+/* A 128-byte-swizzled descriptor (layout type 1): K-major (LBO unused, 1; SBO the 8-row group stride) or MN-major
+ * (LBO the stride between 64-element atoms along M/N, SBO the 8-row group stride along K). Atoms 1024-byte aligned. */
+__device__ __forceinline__ uint64_t wg_desc_sw(unsigned addr, unsigned lbo, unsigned sbo)
+{
+    return wg_desc(addr, lbo, sbo) | (uint64_t)1 << 62;
+}
+/* The TMA copier's FULL arrival: this thread's arrive, expecting tx bytes of bulk copies on the barrier. */
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, unsigned tx)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)), "r"(tx) : "memory");
+}
+/* One TMA box (64 dims x 1 head x 64 positions, 128-byte swizzle) of map at (d0, head, row) into dst, completing
+ * on bar. */
+__device__ __forceinline__ void tma_load3(unsigned dst, const CUtensorMap *map, int d0, int head, int row, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+                 "[%5];\n" ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(d0), "r"(head), "r"(row),
+                 "r"(smem_u32(bar))
+                 : "memory");
+}
+/* O[64 x 128] += A B of one k16 step: A (64 rows x 16 keys) in registers, B (16 keys x 128 dims) N-major in shared
+ * memory (imm-trans-b = 1). */
+__device__ __forceinline__ void wg_pv(float (&o)[16][4], const unsigned (&a)[4], uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(o[0][0]), "+f"(o[0][1]), "+f"(o[0][2]), "+f"(o[0][3]), "+f"(o[1][0]), "+f"(o[1][1]),
+                   "+f"(o[1][2]), "+f"(o[1][3]), "+f"(o[2][0]), "+f"(o[2][1]), "+f"(o[2][2]), "+f"(o[2][3]),
+                   "+f"(o[3][0]), "+f"(o[3][1]), "+f"(o[3][2]), "+f"(o[3][3]), "+f"(o[4][0]), "+f"(o[4][1]),
+                   "+f"(o[4][2]), "+f"(o[4][3]), "+f"(o[5][0]), "+f"(o[5][1]), "+f"(o[5][2]), "+f"(o[5][3]),
+                   "+f"(o[6][0]), "+f"(o[6][1]), "+f"(o[6][2]), "+f"(o[6][3]), "+f"(o[7][0]), "+f"(o[7][1]),
+                   "+f"(o[7][2]), "+f"(o[7][3]), "+f"(o[8][0]), "+f"(o[8][1]), "+f"(o[8][2]), "+f"(o[8][3]),
+                   "+f"(o[9][0]), "+f"(o[9][1]), "+f"(o[9][2]), "+f"(o[9][3]), "+f"(o[10][0]), "+f"(o[10][1]),
+                   "+f"(o[10][2]), "+f"(o[10][3]), "+f"(o[11][0]), "+f"(o[11][1]), "+f"(o[11][2]), "+f"(o[11][3]),
+                   "+f"(o[12][0]), "+f"(o[12][1]), "+f"(o[12][2]), "+f"(o[12][3]), "+f"(o[13][0]), "+f"(o[13][1]),
+                   "+f"(o[13][2]), "+f"(o[13][3]), "+f"(o[14][0]), "+f"(o[14][1]), "+f"(o[14][2]), "+f"(o[14][3]),
+                   "+f"(o[15][0]), "+f"(o[15][1]), "+f"(o[15][2]), "+f"(o[15][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
+}
+#endif
+
+template <int NWG>
+__global__ void __launch_bounds__(NWG * 128, 2) /* two blocks per SM: the shared memory of two at NWG = 1 or 2 */
+    k_attn_wg(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *Kc,
+              const uint16_t *Vc, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
+              int64_t pos0, int H, int Hkv, float scale_log2, int window, int flags)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int D = WG_D, NTH = NWG * 128, ROWS = NWG * 64, NJ = KB / 8, NT = D / 8, KS = D / 16, NK = KB / 16;
+    constexpr int PASSES = KB * (D / 8) / NTH; /* 16-byte copies of a K (and a V) sub-block per thread */
+    static_assert(KB == 64 && PASSES * NTH == KB * (D / 8), "wgmma tiles: 64-key sub-blocks");
+    extern __shared__ __align__(128) uint16_t swg[];
+    uint16_t *Qs = swg + 4 * WG_TILE;
+    const int G = H / Hkv, rows = T * G, g = (int)(blockIdx.x % Hkv);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, qr = lane >> 2, qc = lane & 3, wg = threadIdx.x >> 7;
+    const int64_t kvs = (int64_t)Hkv * D;
+    const int rb = (int)(gridDim.x / Hkv - 1 - blockIdx.x / Hkv) * ROWS;
+    const int rlast = rb + ROWS - 1 < rows - 1 ? rb + ROWS - 1 : rows - 1;
+
+    auto row_of = [&](int i) { return rb + warp * 16 + qr + 8 * i; };
+    auto row_index = [&](int R) { return prow_index(R, rows, G, H, g); };
+    /* key ranges: the block's [blo, bhi] (the walk), the warpgroup's [glo, ghi] (its skip), the keys every row of
+     * the warp sees [alo, ahi] (its mask) */
+    int64_t blo, bhi;
+    prow_keys(rb, rlast, G, pos0, window, tile_lo, tile_hi, P, kv_last, &blo, &bhi);
+    const int gr0 = rb + wg * 64, gr1 = gr0 + 63 < rlast ? gr0 + 63 : rlast;
+    const bool glive = gr0 <= rlast;
+    const int64_t glo = window_lo(pos0 + gr0 / G, window), ghi = pos0 + gr1 / G;
+    const int wr0 = rb + warp * 16, wr1 = wr0 + 15 < rlast ? wr0 + 15 : rlast;
+    const bool wfull = wr0 + 15 <= rlast;
+    const int64_t alo = window_lo(pos0 + wr1 / G, window), ahi = pos0 + wr0 / G;
+
+    const int nsub = (P + KB - 1) / KB;
+    const int first = blo <= bhi ? sub_of(blo, tile_lo, nsub, P) : 0;
+    const int last = blo <= bhi ? sub_of(bhi, tile_lo, nsub, P) : -1;
+    /* this thread's copies: key (lg + NWG it) 8 + lr8 of the sub-block, dims 8 lc .. 8 lc + 7 (a warp writes 4
+     * whole core matrices: 8 keys x 4 dim groups) */
+    const int lr8 = threadIdx.x & 7, lc = (threadIdx.x >> 3) & 15, lg = threadIdx.x >> 7;
+    const uint16_t *Kg = Kc + (int64_t)g * D + lc * 8, *Vg = Vc + (int64_t)g * D + lc * 8;
+    auto load = [&](int idx, int buf) { /* sub-block idx into buffer buf: rows past kv_last zero, never read */
+        int64_t kb0;
+        int nb;
+        sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
+        const int64_t room = kv_last - kb0 + 1;
+        const int n = room < nb ? (int)room : nb;
+        uint16_t *Ks = swg + buf * 2 * WG_TILE, *Vs = Ks + WG_TILE;
+#pragma unroll
+        for (int it = 0; it < PASSES; it++) {
+            const int r = (lg + NWG * it) * 8 + lr8, so = wg_off(r, lc * 8, KB);
+            const bool ok = r < n;
+            const int64_t off = ok ? (kb0 + r - kv_pos0) * kvs : 0;
+            cp16(Ks + so, Kg + off, ok);
+            cp16(Vs + so, Vg + off, ok);
+        }
+        cp_commit();
+    };
+    if (first <= last)
+        load(first, 0);
+
+    /* Q rounded to bf16 into the warpgroups' core matrices */
+    wg_store_q(Qs, q, rb, ROWS, threadIdx.x, NTH, rows, G, H, g);
+    float o[NT][4], m[2], l[2]; /* m in raw score units (st_m too) */
+    {
+        const bool ld[2] = {!(flags & ENGK_INIT) && row_of(0) < rows, !(flags & ENGK_INIT) && row_of(1) < rows};
+        const int64_t ri[2] = {row_index(row_of(0)), row_index(row_of(1))};
+        prow_state_load<D>(o, m, l, ld, ri, st_m, st_l, st_acc, qc);
+    }
+    const bool no_rescale = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE);
+    const unsigned sbase = (unsigned)__cvta_generic_to_shared(swg);
+    const unsigned qaddr = sbase + (unsigned)((4 * WG_TILE + wg * 64 * D) * sizeof(uint16_t));
+    /* descriptor byte offsets (the derivation above); exchanged only by the checker's diagnostics */
+    const bool xqk = flags & ENGK_WGMMA_SWAP_QK, xv = flags & ENGK_WGMMA_SWAP_V;
+    const unsigned qk_lbo = xqk ? 128u : 1024u, qk_sbo = xqk ? 1024u : 128u;
+    const unsigned v_lbo = xv ? 1024u : 128u, v_sbo = xv ? 128u : 1024u;
+
+    for (int idx = first; idx <= last; idx++) {
+        const int buf = (idx - first) & 1;
+        cp_wait<0>();
+        fence_async_smem();
+        __syncthreads(); /* sub-block idx (and Q) landed for every thread and the async proxy; every warpgroup's
+                            wgmma on buffer buf ^ 1 completed (wait_group 0 before this barrier) */
+        if (idx < last)
+            load(idx + 1, buf ^ 1);
+        int64_t kb0;
+        int nb;
+        sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
+        if (!glive || kb0 > ghi || kb0 + nb - 1 < glo) /* warpgroup-uniform: wgmma needs all 4 warps */
+            continue;
+        const unsigned kaddr = sbase + (unsigned)(buf * 2 * WG_TILE * sizeof(uint16_t));
+        const unsigned vaddr = kaddr + (unsigned)(WG_TILE * sizeof(uint16_t));
+        float s[NJ][4];
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+            wg_qk(s, wg_desc(qaddr + ks * 2048u, qk_lbo, qk_sbo), wg_desc(kaddr + ks * 2048u, qk_lbo, qk_sbo));
+        wg_commit();
+        wg_wait0();
+        wg_hold(s);
+        if (!(wfull && nb == KB && kb0 >= alo && kb0 + KB - 1 <= ahi)) { /* diagonal, window edge, short */
+            const int R[2] = {row_of(0), row_of(1)};
+            prow_mask(s, R, rows, G, kb0 - pos0, nb, window, qc);
+        }
+        int nrs = no_rescale; /* opaque per sub-block, so ptxas does not unswitch the softmax on it */
+        asm volatile("" : "+r"(nrs));
+        unsigned pb[NJ][2];
+        prow_softmax(s, pb, o, m, l, scale_log2, nrs);
+        wg_fence(); /* o and pb were written by this thread: ordered before the wgmma that reads them */
+#pragma unroll
+        for (int kk = 0; kk < NK; kk++) {
+            const unsigned a[4] = {pb[2 * kk][0], pb[2 * kk][1], pb[2 * kk + 1][0], pb[2 * kk + 1][1]};
+            wg_pv(o, a, wg_desc(vaddr + kk * 256u, v_lbo, v_sbo));
+        }
+        wg_commit();
+        wg_wait0();
+        wg_hold(o);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int R = row_of(i);
+        if (R < rows)
+            prow_store<D>(o, i, m[i], l[i], row_index(R), ctx, st_m, st_l, st_acc, flags, qc);
+    }
+#else
+    __trap(); /* the host launches this only where engk_attn_prefill_wgmma holds (an sm_90a build on CC 9.0) */
+#endif
+}
+
+template <int NWG>
+cudaError_t launch_wg(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
+                      const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
+                      int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
+{
+    static int attr_done = 0; /* the opt-in shared memory, once per instance */
+    const size_t smem = wg_smem<NWG>();
+    if (!attr_done) {
+        cudaError_t err = cudaFuncSetAttribute(k_attn_wg<NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err == cudaSuccess)
+            err = cudaFuncSetAttribute(k_attn_wg<NWG>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       (int)cudaSharedmemCarveoutMaxShared);
+        if (err != cudaSuccess)
+            return err;
+        attr_done = 1;
+    }
+    const int G = H / Hkv, rows = NWG * 64;
+    const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
+    const float scale_log2 = scale * 1.4426950408889634f;
+    k_attn_wg<NWG><<<grid, NWG * 128, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi,
+                                                 P, T, pos0, H, Hkv, scale_log2, window, flags);
+    return cudaGetLastError();
+}
+
+/* k_attn_wgs: k_attn_wg's arithmetic (the same wgmma instructions on the same operands in the same order per row, so
+ * the same bits) in a warp-specialized block of three warpgroups. Warpgroup 0 only copies: its 128 threads bring
+ * sub-block after sub-block of K and V into WGS_NS stage buffers (cp.async, the core-matrix layout of k_attn_wg), two
+ * sub-blocks in flight; once a thread's copies of a sub-block landed (cp.async.wait_group) it fences them for the
+ * async proxy that wgmma reads through and arrives on that stage's FULL barrier (128 arrivals). Warpgroups 1 and 2
+ * each own 64 packed rows (128 a block) and run k_attn_wg's per-sub-block steps after waiting on FULL, then each of
+ * their warps arrives on the stage's EMPTY barrier (8 arrivals) that the copier waits on before refilling it. No
+ * block-wide barrier after the start: a warpgroup's softmax runs while the other one's wgmma do, and the copies
+ * run ahead. A warpgroup that sees none of a sub-block's keys still waits on its FULL before arriving on its EMPTY
+ * (else it could complete a later phase of that barrier while the other warpgroup still reads the stage). */
+constexpr int WGS_NS = 4;
+/* Variants (the same bits; test_engk_attn --bench times each): WGS_QREG Q as register A fragments (wgmma RS for S),
+ * else Q in shared memory (SS); WGS_OVERLAP S(t + 1) issued with P(t) V(t) and the softmax of t + 1 between them (no
+ * branch in that stretch: the mask runs on every sub-block, the rescale is unconditional), else S, softmax, P V one
+ * after the other. Either takes setmaxnreg (copier 40 registers, row warpgroups 232). */
+/* WGS_TMA (with WGS_QREG): one copier thread loads K and V by TMA (four 64-dim x 64-key boxes a sub-block) into
+ * 128-byte-swizzled stages (1024-byte aligned), the wgmma descriptors swizzled to match; rows past kv_last come in as
+ * zeros (out of the tensor map's bounds), rows of the next tile as they are (masked, p = 0). */
+enum { WGS_QREG = 1, WGS_OVERLAP = 2, WGS_TMA = 4 };
+template <int VAR> constexpr size_t wgs_smem() /* [WGS_NS][K, V][WG_TILE], (not QREG) Q [2][64 x WG_D], barriers */
+{
+    return (size_t)(WGS_NS * 2 * WG_TILE + ((VAR & WGS_QREG) ? 0 : 2 * 64 * WG_D)) * sizeof(uint16_t) +
+           2 * WGS_NS * sizeof(uint64_t) + ((VAR & WGS_TMA) ? 1024 : 0);
+}
+
+template <int VAR>
+__global__ void __launch_bounds__(384, 1)
+    k_attn_wgs(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *Kc,
+               const uint16_t *Vc, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
+               int64_t pos0, int H, int Hkv, float scale_log2, int window, int flags,
+               const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr bool QREG = VAR & WGS_QREG, OVERLAP = VAR & WGS_OVERLAP, TMA = VAR & WGS_TMA;
+    static_assert(!TMA || QREG, "the TMA variant keeps Q in registers");
+    constexpr int D = WG_D, ROWS = 128, NJ = KB / 8, NT = D / 8, KS = D / 16, NK = KB / 16;
+    constexpr int PASSES = KB * (D / 8) / 128; /* 16-byte copies of a K (and a V) sub-block per copier thread */
+    static_assert(KB == 64 && PASSES * 128 == KB * (D / 8), "wgmma tiles: 64-key sub-blocks");
+    extern __shared__ __align__(128) uint16_t swg_raw[];
+    /* TMA: the stages on a 1024-byte boundary (the swizzle pattern's period) */
+    uint16_t *swg = swg_raw + (TMA ? ((1024u - (smem_u32(swg_raw) & 1023u)) & 1023u) / 2 : 0);
+    uint16_t *Qs = swg + WGS_NS * 2 * WG_TILE; /* not QREG */
+    uint64_t *full = reinterpret_cast<uint64_t *>(Qs + (QREG ? 0 : 2 * 64 * D)), *empty = full + WGS_NS;
+    const int G = H / Hkv, rows = T * G, g = (int)(blockIdx.x % Hkv);
+    const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31;
+    const int rb = (int)(gridDim.x / Hkv - 1 - blockIdx.x / Hkv) * ROWS;
+    const int rlast = rb + ROWS - 1 < rows - 1 ? rb + ROWS - 1 : rows - 1;
+    int64_t blo, bhi;
+    prow_keys(rb, rlast, G, pos0, window, tile_lo, tile_hi, P, kv_last, &blo, &bhi);
+    const int nsub = (P + KB - 1) / KB;
+    const int first = blo <= bhi ? sub_of(blo, tile_lo, nsub, P) : 0;
+    const int last = blo <= bhi ? sub_of(bhi, tile_lo, nsub, P) : -1;
+    if (threadIdx.x == 0) {
+        for (int b = 0; b < WGS_NS; b++) {
+            mbar_init(full + b, TMA ? 1 : 128);
+            mbar_init(empty + b, 8);
+        }
+    }
+    __syncthreads(); /* the barriers' init, before any thread uses them (the last block-wide barrier) */
+
+    if (wg == 0) { /* the copier */
+        if constexpr (QREG || OVERLAP)
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        /* stage u % WGS_NS, once its previous use is released; the keys of sub-block first + u */
+        auto claim = [&](int u, int64_t *kb0, int *nb) {
+            const int b = u % WGS_NS;
+            if (u >= WGS_NS)
+                mbar_wait(empty + b, (unsigned)(u / WGS_NS - 1) & 1u);
+            sub_block(first + u, tile_lo, nsub, P, kb0, nb);
+            return b;
+        };
+        if constexpr (TMA) {
+            if (threadIdx.x == 0) {
+                const unsigned sb = smem_u32(swg), tile_bytes = WG_TILE * sizeof(uint16_t);
+                for (int u = 0; u < last - first + 1; u++) {
+                    int64_t kb0;
+                    int nb;
+                    const int b = claim(u, &kb0, &nb);
+                    const int row = (int)(kb0 - kv_pos0);
+                    const unsigned ks = sb + (unsigned)b * 2u * tile_bytes, vs = ks + tile_bytes;
+                    mbar_expect_tx(full + b, 2u * tile_bytes);
+                    tma_load3(ks, &tk, 0, g, row, full + b);
+                    tma_load3(ks + tile_bytes / 2, &tk, 64, g, row, full + b);
+                    tma_load3(vs, &tv, 0, g, row, full + b);
+                    tma_load3(vs + tile_bytes / 2, &tv, 64, g, row, full + b);
+                }
+            }
+            return;
+        }
+        const int lr8 = threadIdx.x & 7, lc = (threadIdx.x >> 3) & 15;
+        const int64_t kvs = (int64_t)Hkv * D;
+        const uint16_t *Kg = Kc + (int64_t)g * D + lc * 8, *Vg = Vc + (int64_t)g * D + lc * 8;
+        const int cnt = last - first + 1;
+        for (int u = 0; u < cnt; u++) {
+            int64_t kb0;
+            int nb;
+            const int b = claim(u, &kb0, &nb);
+            const int64_t room = kv_last - kb0 + 1;
+            const int n = room < nb ? (int)room : nb;
+            uint16_t *Ks = swg + b * 2 * WG_TILE, *Vs = Ks + WG_TILE;
+#pragma unroll
+            for (int it = 0; it < PASSES; it++) { /* rows past kv_last zero, never read */
+                const int r = it * 8 + lr8, so = wg_off(r, lc * 8, KB);
+                const bool ok = r < n;
+                const int64_t off = ok ? (kb0 + r - kv_pos0) * kvs : 0;
+                cp16(Ks + so, Kg + off, ok);
+                cp16(Vs + so, Vg + off, ok);
+            }
+            cp_commit();
+            if (u >= 2) { /* sub-block u - 2 landed: publish it */
+                cp_wait<2>();
+                fence_async_smem();
+                mbar_arrive(full + (u - 2) % WGS_NS);
+            }
+        }
+        if (cnt >= 2) {
+            cp_wait<1>();
+            fence_async_smem();
+            mbar_arrive(full + (cnt - 2) % WGS_NS);
+        }
+        if (cnt >= 1) {
+            cp_wait<0>();
+            fence_async_smem();
+            mbar_arrive(full + (cnt - 1) % WGS_NS);
+        }
+        return;
+    }
+
+    /* the two row warpgroups: warp cw (0 .. 7) holds rows rb + 16 cw .. + 15 as k_attn_wg's warp cw does */
+    if constexpr (QREG || OVERLAP)
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int cwg = wg - 1, cw = (threadIdx.x >> 5) - 4, qr = lane >> 2, qc = lane & 3;
+    auto row_of = [&](int i) { return rb + cw * 16 + qr + 8 * i; };
+    auto row_index = [&](int R) { return prow_index(R, rows, G, H, g); };
+    const int gr0 = rb + cwg * 64, gr1 = gr0 + 63 < rlast ? gr0 + 63 : rlast;
+    const int64_t glo = window_lo(pos0 + gr0 / G, window), ghi = pos0 + gr1 / G;
+    const int wr0 = rb + cw * 16, wr1 = wr0 + 15 < rlast ? wr0 + 15 : rlast;
+    const bool wfull = wr0 + 15 <= rlast;
+    const int64_t alo = window_lo(pos0 + wr1 / G, window), ahi = pos0 + wr0 / G;
+    /* the sub-blocks this warpgroup computes: those with a key in [glo, ghi] (a contiguous run of the walk) */
+    const int64_t klo = glo > blo ? glo : blo, khi = ghi < bhi ? ghi : bhi;
+    const bool glive = gr0 <= rlast && klo <= khi;
+    const int gfirst = glive ? sub_of(klo, tile_lo, nsub, P) : last + 1, glast = glive ? sub_of(khi, tile_lo, nsub, P) : last;
+
+    /* Q rounded to bf16: as the A fragments of the 8 k-steps over D (QREG), or into the warpgroup's core matrices
+     * (rows past the chunk: zeros) */
+    unsigned qf[QREG ? KS : 1][4];
+    if constexpr (QREG) {
+        const int R0 = row_of(0), R1 = row_of(1);
+        const float *q0 = q + row_index(R0) * D + 2 * qc, *q1 = q + row_index(R1) * D + 2 * qc;
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float2 v0 = make_float2(0.0f, 0.0f), v1 = v0;
+                if (R0 < rows)
+                    v0 = *reinterpret_cast<const float2 *>(q0 + 16 * ks + 8 * h);
+                if (R1 < rows)
+                    v1 = *reinterpret_cast<const float2 *>(q1 + 16 * ks + 8 * h);
+                qf[ks][2 * h] = pack2(bf16_rne(v0.x), bf16_rne(v0.y));
+                qf[ks][2 * h + 1] = pack2(bf16_rne(v1.x), bf16_rne(v1.y));
+            }
+    } else {
+        wg_store_q(Qs + cwg * 64 * D, q, gr0, 64, threadIdx.x & 127, 128, rows, G, H, g);
+        fence_async_smem();
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + cwg) : "memory"); /* the warpgroup's Q, for its wgmma */
+    }
+    float o[NT][4], m[2], l[2]; /* m in raw score units (st_m too) */
+    {
+        const bool ld[2] = {!(flags & ENGK_INIT) && row_of(0) < rows, !(flags & ENGK_INIT) && row_of(1) < rows};
+        const int64_t ri[2] = {row_index(row_of(0)), row_index(row_of(1))};
+        prow_state_load<D>(o, m, l, ld, ri, st_m, st_l, st_acc, qc);
+    }
+    const bool no_rescale = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE);
+    const unsigned sbase = (unsigned)__cvta_generic_to_shared(swg);
+    const unsigned qaddr = sbase + (unsigned)((WGS_NS * 2 * WG_TILE + cwg * 64 * D) * sizeof(uint16_t)); /* !QREG */
+    const unsigned qk_lbo = 1024u, qk_sbo = 128u, v_lbo = 128u, v_sbo = 1024u; /* k_attn_wg's derivation */
+    /* TMA: the swizzled descriptors' offsets (above); the checker's diagnostics exchange them (ENGK_WGMMA_SWAP_*) */
+    const bool xk = flags & ENGK_WGMMA_SWAP_QK, xv = flags & ENGK_WGMMA_SWAP_V;
+    const unsigned k_lbo = xk ? 1024u : 16u, k_sbo = xk ? 16u : 1024u, vs_lbo = xv ? 1024u : 8192u,
+                   vs_sbo = xv ? 8192u : 1024u;
+    auto release = [&](int idx) { /* this warp is done with sub-block idx's stage */
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive(empty + (idx - first) % WGS_NS);
+    };
+    auto acquire = [&](int idx) { mbar_wait(full + (idx - first) % WGS_NS, (unsigned)((idx - first) / WGS_NS) & 1u); };
+    /* S of sub-block idx (the first k-step only writes the accumulator: no zeroing between the wgmma) */
+    float s[NJ][4];
+    auto issue_s = [&](int idx) {
+        const unsigned kaddr = sbase + (unsigned)((idx - first) % WGS_NS * 2 * WG_TILE * sizeof(uint16_t));
+        wg_fence();
+        if constexpr (TMA) { /* K-major, swizzled: dims 0-63 then 64-127 (8 KB apart), 32 bytes a k-step */
+            wg_qk_rs<0>(s, qf[0], wg_desc_sw(kaddr, k_lbo, k_sbo));
+#pragma unroll
+            for (int ks = 1; ks < KS; ks++)
+                wg_qk_rs<1>(s, qf[ks], wg_desc_sw(kaddr + (ks >> 2) * 8192u + (ks & 3) * 32u, k_lbo, k_sbo));
+        } else if constexpr (QREG) {
+            wg_qk_rs<0>(s, qf[0], wg_desc(kaddr, qk_lbo, qk_sbo));
+#pragma unroll
+            for (int ks = 1; ks < KS; ks++)
+                wg_qk_rs<1>(s, qf[ks], wg_desc(kaddr + ks * 2048u, qk_lbo, qk_sbo));
+        } else {
+            wg_qk<0>(s, wg_desc(qaddr, qk_lbo, qk_sbo), wg_desc(kaddr, qk_lbo, qk_sbo));
+#pragma unroll
+            for (int ks = 1; ks < KS; ks++)
+                wg_qk<1>(s, wg_desc(qaddr + ks * 2048u, qk_lbo, qk_sbo), wg_desc(kaddr + ks * 2048u, qk_lbo, qk_sbo));
+        }
+        wg_commit();
+    };
+    /* masked (OVERLAP: on every sub-block, a no-op where every row sees every key, so no branch while P V runs)
+     * and through the softmax: p in s, corr (m, l updated) */
+    auto softmax = [&](int idx, float (&corr)[2]) {
+        wg_hold(s);
+        int64_t kb0;
+        int nb;
+        sub_block(idx, tile_lo, nsub, P, &kb0, &nb);
+        if (OVERLAP || !(wfull && nb == KB && kb0 >= alo && kb0 + KB - 1 <= ahi)) {
+            const int R[2] = {row_of(0), row_of(1)};
+            prow_mask(s, R, rows, G, kb0 - pos0, nb, window, qc);
+        }
+        int nrs = no_rescale; /* opaque per sub-block, so ptxas does not unswitch the softmax on it */
+        asm volatile("" : "+r"(nrs));
+        unsigned unused[NJ][2];
+        prow_softmax_p<NJ, true>(s, unused, corr, m, l, scale_log2, nrs);
+    };
+    unsigned pb[NJ][2];
+    auto pack = [&]() { /* p to bf16 pairs, P V's A fragments (the same rounding k_attn_wg applies) */
+#pragma unroll
+        for (int j = 0; j < NJ; j++) {
+            pb[j][0] = cvt_bf16x2(s[j][0], s[j][1]);
+            pb[j][1] = cvt_bf16x2(s[j][2], s[j][3]);
+        }
+    };
+    auto rescale = [&](const float (&corr)[2]) { /* OVERLAP: unconditional (acc * 1 = acc) */
+        if constexpr (OVERLAP) {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                o[nt][0] = o[nt][0] * corr[0];
+                o[nt][1] = o[nt][1] * corr[0];
+                o[nt][2] = o[nt][2] * corr[1];
+                o[nt][3] = o[nt][3] * corr[1];
+            }
+        } else
+            prow_rescale(o, corr);
+    };
+    auto issue_pv = [&](int idx) {
+        const unsigned vaddr = sbase + (unsigned)(((idx - first) % WGS_NS * 2 + 1) * WG_TILE * sizeof(uint16_t));
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < NK; kk++) {
+            const unsigned a[4] = {pb[2 * kk][0], pb[2 * kk][1], pb[2 * kk + 1][0], pb[2 * kk + 1][1]};
+            /* TMA: MN-major, swizzled: 64-dim atoms 8 KB apart (LBO), 8-key groups 1 KB apart (SBO), 16 keys a
+             * k-step */
+            wg_pv(o, a, TMA ? wg_desc_sw(vaddr + kk * 2048u, vs_lbo, vs_sbo) : wg_desc(vaddr + kk * 256u, v_lbo, v_sbo));
+        }
+        wg_commit();
+    };
+
+    int idx = first;
+    for (; idx < gfirst && idx <= last; idx++) { /* keys none of this warpgroup's rows sees */
+        acquire(idx);
+        release(idx);
+    }
+    if (gfirst <= glast) {
+        float corr[2];
+        if constexpr (OVERLAP) {
+            /* S(t + 1) and P(t) V(t) in flight together; the softmax of t + 1 runs while P(t) V(t) does, and acc
+             * is rescaled by corr(t + 1) once P(t) V(t) landed: acc's order is k_attn_wg's (rescale, add P V) */
+            acquire(gfirst);
+            issue_s(gfirst);
+            wg_wait0();
+            softmax(gfirst, corr);
+            rescale(corr);
+            pack();
+            for (idx = gfirst + 1; idx <= glast; idx++) {
+                acquire(idx);
+                issue_s(idx);
+                issue_pv(idx - 1);
+                wg_wait1(); /* S(idx) landed; P V of idx - 1 may still run */
+                softmax(idx, corr);
+                wg_wait0();
+                wg_hold(o);
+                release(idx - 1);
+                rescale(corr);
+                pack();
+            }
+            issue_pv(glast);
+            wg_wait0();
+            wg_hold(o);
+            release(glast);
+        } else {
+            for (idx = gfirst; idx <= glast; idx++) {
+                acquire(idx);
+                issue_s(idx);
+                wg_wait0();
+                softmax(idx, corr);
+                rescale(corr);
+                pack();
+                issue_pv(idx);
+                wg_wait0();
+                wg_hold(o);
+                release(idx);
+            }
+        }
+        idx = glast + 1;
+    }
+    for (; idx <= last; idx++) {
+        acquire(idx);
+        release(idx);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int R = row_of(i);
+        if (R < rows)
+            prow_store<D>(o, i, m[i], l[i], row_index(R), ctx, st_m, st_l, st_acc, flags, qc);
+    }
+#else
+    __trap(); /* the host launches this only where engk_attn_prefill_wgmma holds (an sm_90a build on CC 9.0) */
+#endif
+}
+
+/* The TMA variant's tensor maps over the K and V caches from position kv_pos0 (row 0) to kv_last: bf16 [rows][Hkv][128],
+ * boxes of 64 dims x 1 head x 64 rows, 128-byte swizzle, rows out of bounds read as zeros. cuTensorMapEncodeTiled is
+ * fetched once through the runtime (no link to the driver library). */
+static cudaError_t wgs_maps(CUtensorMap *tk, CUtensorMap *tv, const uint16_t *K, const uint16_t *V, int64_t rows,
+                            int Hkv)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+    if (!encode) {
+        cudaDriverEntryPointQueryResult q;
+        void *fn = nullptr;
+        const cudaError_t err =
+            cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+        if (err != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
+            return err != cudaSuccess ? err : cudaErrorNotSupported;
+        encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }
+    const cuuint64_t dims[3] = {(cuuint64_t)WG_D, (cuuint64_t)Hkv, (cuuint64_t)rows};
+    const cuuint64_t strides[2] = {(cuuint64_t)WG_D * 2, (cuuint64_t)Hkv * WG_D * 2};
+    const cuuint32_t box[3] = {64, 1, KB}, estr[3] = {1, 1, 1};
+    for (int i = 0; i < 2; i++) {
+        const CUresult r = encode(i ? tv : tk, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+                                  const_cast<uint16_t *>(i ? V : K), dims, strides, box, estr,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS)
+            return cudaErrorInvalidValue;
+    }
+    return cudaSuccess;
+}
+
+template <int VAR>
+cudaError_t launch_wgs(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
+                       const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
+                       int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
+{
+    static int attr_done = 0; /* the opt-in shared memory, once per instance */
+    const size_t smem = wgs_smem<VAR>();
+    if (!attr_done) {
+        cudaError_t err = cudaFuncSetAttribute(k_attn_wgs<VAR>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess)
+            return err;
+        attr_done = 1;
+    }
+    const int G = H / Hkv, rows = 128;
+    const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
+    const float scale_log2 = scale * 1.4426950408889634f;
+    CUtensorMap tk, tv;
+    memset(&tk, 0, sizeof tk);
+    memset(&tv, 0, sizeof tv);
+    if (VAR & WGS_TMA) {
+        const cudaError_t err = wgs_maps(&tk, &tv, K, V, kv_last - kv_pos0 + 1, Hkv);
+        if (err != cudaSuccess)
+            return err;
+    }
+    k_attn_wgs<VAR><<<grid, 384, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi, P,
+                                            T, pos0, H, Hkv, scale_log2, window, flags, tk, tv);
+    return cudaGetLastError();
 }
 
 /* ---------------- decode on tensor cores (bf16 KV, sm_80+) ---------------- */
@@ -1800,6 +2573,25 @@ int engk_attn_prefill_mma(int D, int f32)
     return major >= 8 && mma_smem_of(D) <= (size_t)optin;
 }
 
+int engk_attn_prefill_wgmma(int D, int f32)
+{
+#ifdef ENGK_WGMMA_BUILT /* engine/meson.build: eng_attn.cu compiled for sm_90a */
+    int dev = 0, major = 0, minor = 0, optin = 0;
+    if (f32 || D != WG_D || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major == 9 && minor == 0 && wg_smem<2>() <= (size_t)optin && wgs_smem<0>() <= (size_t)optin;
+#else
+    (void)D;
+    (void)f32;
+    return 0;
+#endif
+}
+
 cudaError_t engk_attn_prefill_bf16(const float *q, uint16_t *ctxb, float *st_m, float *st_l, float *st_acc,
                                    const void *K, const void *V, int f32, int64_t kv_pos0, int64_t kv_last,
                                    int tile_lo, int tile_hi, int P, int T, int64_t pos0, int H, int Hkv, int D,
@@ -1819,6 +2611,24 @@ cudaError_t engk_attn_prefill(const float *q, float *ctx, float *st_m, float *st
 {
     if (!(flags & ENGK_INIT) && rc_fault_active("kv_offload_no_rescale")) /* fault: a continued tile */
         flags |= FAULT_NO_RESCALE;
+    if (flags & ENGK_MMA_WGMMA) {
+        if ((flags & ENGK_CUDA_CORES) || !engk_attn_prefill_wgmma(D, f32))
+            return cudaErrorInvalidValue;
+        const uint16_t *k = (const uint16_t *)K, *v = (const uint16_t *)V;
+        if (flags & ENGK_WGMMA_WS) {
+            const int tma = flags & ENGK_WGS_TMA ? WGS_TMA | WGS_QREG : 0;
+            const int var = (flags & ENGK_WGS_QREG ? WGS_QREG : 0) | (flags & ENGK_WGS_OVERLAP ? WGS_OVERLAP : 0) | tma;
+            auto *fn = var == 0 ? launch_wgs<0> : var == 1 ? launch_wgs<1> : var == 2 ? launch_wgs<2> :
+                       var == 3 ? launch_wgs<3> : var == 5 ? launch_wgs<5> : launch_wgs<7>;
+            return fn(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale,
+                      window, flags, s);
+        }
+        if (flags & ENGK_MMA_ROWS64)
+            return launch_wg<1>(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv,
+                                scale, window, flags, s);
+        return launch_wg<2>(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv,
+                            scale, window, flags, s);
+    }
     if (!(flags & ENGK_CUDA_CORES) && engk_attn_prefill_mma(D, f32)) {
         const uint16_t *k = (const uint16_t *)K, *v = (const uint16_t *)V;
         switch (D) {

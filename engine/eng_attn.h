@@ -28,6 +28,24 @@ enum { ENGK_MMA_ROWS64 = 8, ENGK_MMA_ROWS128 = 16, ENGK_MMA_WARP32 = 32, ENGK_MM
  * shared-memory barriers, no block-wide barrier a sub-block; D <= 128, else ignored), the engine's form for long
  * chunks; forced here even where the engine would take smaller blocks. The same bits (tests, bench). */
 enum { ENGK_MMA_PIPE = 65536 };
+/* The wgmma variant (Hopper warpgroup MMA, not used by the engine until measured): blocks of 128 rows (2
+ * warpgroups), or of 64 rows (1 warpgroup) with ENGK_MMA_ROWS64; the other ENGK_MMA_* bits are ignored. Only where
+ * engk_attn_prefill_wgmma(D, f32) holds, else cudaErrorInvalidValue. Its own bits (the same for every launch form
+ * and chunking), not k_attn_mma's: within the tensor-core tolerance of the reference (engine/README.md, "Prefill
+ * attention on wgmma"). */
+enum { ENGK_MMA_WGMMA = 2048 };
+/* Diagnostics of the wgmma variant (tests, when its output leaves the bound): its Q and K descriptors, or its V
+ * descriptor, with their leading and stride byte offsets exchanged (eng_attn.cu, k_attn_wg; and the swizzled K and V
+ * descriptors of k_attn_wgs with ENGK_WGS_TMA). */
+enum { ENGK_WGMMA_SWAP_QK = 4096, ENGK_WGMMA_SWAP_V = 8192 };
+/* With ENGK_MMA_WGMMA: the warp-specialized block (k_attn_wgs: one copier warpgroup, two of 64 rows, K/V stages behind
+ * shared-memory barriers, no block-wide barrier a sub-block): k_attn_wg's bits. */
+enum { ENGK_WGMMA_WS = 131072 };
+/* Variants of it (the same bits; tests, bench): Q as register fragments with setmaxnreg; S of the next sub-block and
+ * P V of this one in flight together, the softmax between. */
+enum { ENGK_WGS_QREG = 262144, ENGK_WGS_OVERLAP = 524288 };
+/* ... and K/V by TMA into 128-byte-swizzled stages (implies ENGK_WGS_QREG). */
+enum { ENGK_WGS_TMA = 1048576 };
 
 /* ---- decode: one row at the position held in the device scalar *pos_dev (graph-capturable) ---- */
 
@@ -97,6 +115,9 @@ void engk_attn_decode_kernel(int kernel);
 /* 1 if the bf16 prefill of head_dim D runs on tensor cores on the current device (sm_80+, D in
  * {16, 32, 64, 128, 256}, shared memory fits), else 0 (the fp32 CUDA-core kernel runs). */
 int engk_attn_prefill_mma(int D, int f32);
+/* 1 if the ENGK_MMA_WGMMA prefill runs here: built for sm_90a (engine/meson.build), a device of compute capability
+ * 9.0, bf16 KV, D = 128 and its shared memory fits; else 0. */
+int engk_attn_prefill_wgmma(int D, int f32);
 /* Online-softmax attention of q[T, H, D] over the KV tiles [tile_lo, tile_hi) of P positions; K/V[j - kv_pos0]
  * hold position j for j <= kv_last (rows past kv_last are never read). Causal, and a sliding window when
  * window > 0. State st_m, st_l [T, H], st_acc [T, H, D] (only without ENGK_INIT / ENGK_FINAL). */

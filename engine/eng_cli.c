@@ -137,6 +137,8 @@ int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *me
  * (google/gemma-3-12b-pt: hidden 3840, 48 layers, 16 / 8 heads of 256, FFN 15360, vocab 262144, window 1024, every
  * 6th layer full) with the Gemma 4 conventions of the published gemma-4 configs (full layers' heads of
  * global_head_dim 512, rope_parameters per layer type, no PLE above the E-sizes: hidden_size_per_layer_input 0).
+ * tiny-d128: the identity suite's llama of head dim 128 (4 query heads on one KV head), the size the wgmma prefill
+ * attention serves.
  * tiny-hybrid / tiny-gemma: the identity suite's 8-layer 3:1 hybrid and 7-layer stack (S S F S S S F), window 12,
  * PLE of 16, so slots wrap over mixed layers and a 70-token prompt wraps every ring. */
 typedef enum { FAM_LLAMA, FAM_QWEN3_5, FAM_GEMMA4 } shape_family;
@@ -157,6 +159,8 @@ static const shape shapes[] = {
     {.name = "llama3-1b", .fam = FAM_LLAMA, .hidden = 2048, .layers = 16, .heads = 32, .kv_heads = 8, .head_dim = 64,
      .inter = 8192, .vocab = 128256, .tied = 1, .theta = 500000.0},
     {.name = "tiny", .fam = FAM_LLAMA, .hidden = 256, .layers = 4, .heads = 8, .kv_heads = 2, .head_dim = 32,
+     .inter = 512, .vocab = 1000, .theta = 10000.0},
+    {.name = "tiny-d128", .fam = FAM_LLAMA, .hidden = 512, .layers = 3, .heads = 4, .kv_heads = 1, .head_dim = 128,
      .inter = 512, .vocab = 1000, .theta = 10000.0},
     {.name = "qwen3.5-9b", .fam = FAM_QWEN3_5, .hidden = 4096, .layers = 32, .heads = 16, .kv_heads = 4,
      .head_dim = 256, .inter = 12288, .vocab = 248320, .theta = 10000000.0, .lk_heads = 16, .lv_heads = 32,

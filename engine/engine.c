@@ -32,6 +32,7 @@ struct eng {
     int decoding; /* the chunk in flight is a decode step: one row, run by the decode kernels */
     int use_gemm; /* bf16 weights on a device with bf16 tensor cores: prefill chunks run eng_gemm */
     int ctx_f32;  /* $REFCHAIN_ATTN_CTX=f32: prefill attention writes fp32 ctx, converted by the o GEMM (attn_out_bf16) */
+    int attn_wgs; /* prefill attention of head dim 128 on the wgmma + TMA kernel (prefill_attn_flags) */
     int glu16;    /* ENG_GLU_BF16 / $REFCHAIN_GLU_BF16: the prefill gate|up GEMM writes bf16 (glu_from_bf16) */
     eng_gemm *gemm;
     void *d_wdq; /* quantized weights: a prefill matmul's matrix dequantized (eng_qgemv.h), [dq_max] elements */
@@ -789,6 +790,9 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     const char *actx = getenv("REFCHAIN_ATTN_CTX"), *glu = getenv("REFCHAIN_GLU_BF16");
     if (actx && *actx && strcmp(actx, "f32") && strcmp(actx, "bf16"))
         return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_ATTN_CTX must be bf16 or f32, got '%s'", actx);
+    const char *pat = getenv("REFCHAIN_PREFILL_ATTN");
+    if (pat && *pat && strcmp(pat, "auto") && strcmp(pat, "mma"))
+        return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_PREFILL_ATTN must be auto or mma, got '%s'", pat);
     if (glu && *glu && strcmp(glu, "0") && strcmp(glu, "1"))
         return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_GLU_BF16 must be 0 or 1, got '%s'", glu);
     eng *E = rc_calloc(1, sizeof *E, e, "engine");
@@ -842,6 +846,8 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
         free(E);
         return cuda_fail(e, err, "cudaSetDevice", __FILE__, __LINE__);
     }
+    /* after cudaSetDevice: engk_attn_prefill_wgmma asks the current device */
+    E->attn_wgs = !(pat && !strcmp(pat, "mma")) && engk_attn_prefill_wgmma(128, E->f32);
     if ((err = cudaStreamCreateWithFlags(&E->s_comp, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaStreamCreateWithFlags(&E->s_wcopy, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaStreamCreateWithFlags(&E->s_kvcopy, cudaStreamNonBlocking)) != cudaSuccess)
@@ -1106,6 +1112,11 @@ static cudaError_t prefill_tiles(eng *E, uint16_t *ob, float *st_m, float *st_l,
                                  const rc_layer_desc *d, int flags)
 {
     const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
+    /* head dim 128 on an sm_90a build and a CC 9.0 device: the warp-specialized wgmma kernel, K/V by TMA. It gives
+     * the mma.sync kernel's bits (test_engk_attn checks each D = 128 case; the identity suite's tiny-d128 group
+     * runs the engine both ways), so chunk lengths, memory modes and $REFCHAIN_PREFILL_ATTN=mma agree bit for bit. */
+    if (E->attn_wgs && D == 128)
+        flags |= ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA;
     if (ob && (flags & ENGK_FINAL))
         return engk_attn_prefill_bf16(E->d_q, ob, st_m, st_l, st_acc, K, V, E->f32, kv_pos0, last, tlo, thi, E->P, T,
                                       pos0, H, Hkv, D, d->attn_scale, d->window, flags, E->s_comp);
@@ -1967,6 +1978,16 @@ int eng_decode_greedy(eng *E, int32_t id, int32_t *next, float *logits, rc_err *
 int eng_decode_graphed(const eng *E) { return E->graphed; }
 
 int eng_decode_fused(const eng *E) { return E->dec_fuse; }
+
+int eng_prefill_wgmma(const eng *E)
+{
+    if (!E->attn_wgs)
+        return 0;
+    for (int l = 0; l < E->L; l++)
+        if (E->c->layers[l].mixer == RC_MIXER_ATTN && E->c->layers[l].head_dim == 128)
+            return 1;
+    return 0;
+}
 
 /* ---- harness stage adapter ---- */
 typedef struct eng_stage {

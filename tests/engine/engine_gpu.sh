@@ -5,6 +5,7 @@
 #   engine_gpu.sh identity-synth f32|bf16 [SHAPE [WEIGHTS]] the same on a random model: tiny (4 layers) or
 #                                                          tiny-hybrid (8 layers, 3:1 DeltaNet/attention); slots wrap;
 #                                                          or tiny-gemma (7 layers S S F S S S F, window 12: rings wrap)
+#                                                          or tiny-d128 (head dim 128: the wgmma + TMA prefill attention)
 #                                                          WEIGHTS (tiny): --weights int8|int4-g32|... packed matrices
 #   engine_gpu.sh bad-input                                bad inputs: exit 2, one error line (no GPU needed)
 #   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs; its --json has every row
@@ -61,6 +62,10 @@ identity | identity-synth)
         g=synth-tiny prec=$1
         src=(--synth tiny --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
         [ -n "${3:-}" ] && g=synth-tiny-$3 && src+=(--weights "$3") # quantized random matrices
+    elif [ "$2" = tiny-d128 ]; then # 3 layers of head dim 128 (4 query heads on 1 KV head, as llama3-8b's GQA 4): the
+        # prefill attention's wgmma + TMA kernel on an sm_90a GPU; 300 tokens cross its 128-row blocks and 64-key steps
+        g=synth-d128 prec=$1
+        src=(--synth "$2" --ids "$(awk 'BEGIN { for (i = 0; i < 300; i++) printf "%d ", (i * 37 + 11) % 1000 }')" --steps 12)
     elif [ "$2" = tiny-gemma ]; then # 7 sliding/full layers: 1, 2, 3 slots wrap over mixed layers; 70 tokens wrap
         # every 12-row ring ~6 times; chunks 1, 5, 7 cross ring and tile (4) boundaries, 13 exceeds the window
         g=synth-gemma prec=$1
@@ -159,6 +164,18 @@ identity | identity-synth)
         s=(--temperature 0.8 --top-k 20 --top-p 0.9 --seed 7)
         run_group 16 "sample full|${s[*]}" \
             "sample rl1+kv-offload+vocab-on-cpu|${s[*]} --resident-layers 1 --kv-offload --vocab-on-cpu"
+    elif [ "$g" = synth-d128 ]; then
+        # REFCHAIN_PREFILL_ATTN=mma: the mma.sync prefill kernel where the engine would run wgmma (the same bits:
+        # engine/README.md); elsewhere both runs take the mma.sync kernel and agree trivially
+        run_group 64 "full|" "rerun|" "mma|REFCHAIN_PREFILL_ATTN=mma" "prefill-chunk 1|--prefill-chunk 1" \
+            "prefill-chunk 5|--prefill-chunk 5" "prefill-chunk 127|--prefill-chunk 127" \
+            "prefill-chunk 129|--prefill-chunk 129" "mma+chunk 129|REFCHAIN_PREFILL_ATTN=mma --prefill-chunk 129" \
+            "kv-offload|--kv-offload" "mma+kv-offload|REFCHAIN_PREFILL_ATTN=mma --kv-offload" \
+            "rl1+kv-offload+chunk 100|--resident-layers 1 --kv-offload --prefill-chunk 100" \
+            "resident-layers 0|--resident-layers 0" "${CTX_MODES[@]}"
+        run_group 8 "full|" "mma|REFCHAIN_PREFILL_ATTN=mma" "prefill-chunk 7|--prefill-chunk 7" \
+            "kv-offload+chunk 129|--kv-offload --prefill-chunk 129" \
+            "mma+kv-offload+chunk 129|REFCHAIN_PREFILL_ATTN=mma --kv-offload --prefill-chunk 129"
     elif [ "$g" = synth-gemma ]; then
         budget=$(smallest_budget 4) || exit 1
         run_group 4 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" \
@@ -244,6 +261,7 @@ bad-input)
     check removed_decode_fusion 'decode-fusion post was removed' --model "$L" --prompt-golden --decode-fusion post
     REFCHAIN_DECODE_FUSION=post check removed_decode_fusion_env 'form 2 \(post\) was removed' --model "$L" --prompt-golden
     REFCHAIN_ATTN_CTX=half check bad_attn_ctx 'REFCHAIN_ATTN_CTX must be bf16 or f32' --model "$L" --prompt-golden
+    REFCHAIN_PREFILL_ATTN=fast check bad_prefill_attn 'REFCHAIN_PREFILL_ATTN must be auto or mma' --model "$L" --prompt-golden
     REFCHAIN_GLU_BF16=yes check bad_glu_bf16 'REFCHAIN_GLU_BF16 must be 0 or 1' --model "$L" --prompt-golden
     check bad_prompt 'token ids' --model "$L" --prompt "1 two 3"
     check bad_ids 'token ids' --model "$L" --ids "1 two 3"

@@ -7,7 +7,10 @@
  * partial kernel: engk_attn_decode_fused) bit for bit against partials + merge. --bench: decode attention µs and KV
  * GB/s of both against a measured read ceiling (llama3-8b heads, 16 tokens .. 32k), the fused form next to them,
  * prefill TFLOP/s at T = 2048, 8192, 32768 (each block shape and sub-block loop of the tensor-core kernel, one chunk
- * and chunked). --sanitize: the long-chunk prefill forms once each, small enough for compute-sanitizer. */
+ * and chunked). --sanitize: the long-chunk prefill forms once each, small enough for compute-sanitizer. On sm_90a
+ * builds on a CC 9.0 device the wgmma prefill (ENGK_MMA_WGMMA) too: against the reference, and its own forms bit for
+ * bit against its one launch (elsewhere a note that it was skipped); --wgmma: the prefill cases with only those
+ * checks (and the engine's one launch). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +31,8 @@
 #include "gpu_skip.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull; /* xorshift64, seeded: the same inputs every run */
+/* --wgmma: test_prefill's cases (the same inputs) with only the engine's one launch and the wgmma checks */
+static int wgmma_only;
 
 /* ---- helpers: a failed CUDA call fails the test with the call, file:line and CUDA's message ---- */
 #define CU(call)                                                                                                   \
@@ -100,20 +105,11 @@ typedef struct kvset {
 
 static size_t elt(int f32) { return f32 ? 4 : 2; }
 
-static void kv_make(kvset *s, int S, int valid, int Hkv, int D, int f32)
+/* s's device copy: positions [0, valid) in storage type, the others NaN. */
+static void kv_upload(kvset *s, int valid)
 {
-    s->S = S, s->Hkv = Hkv, s->D = D, s->f32 = f32, s->row = (int64_t)Hkv * D;
-    const int64_t n = (int64_t)S * s->row;
-    s->k = hmalloc(n, sizeof(float));
-    s->v = hmalloc(n, sizeof(float));
-    for (int64_t i = 0; i < n; i++) {
-        s->k[i] = urand(-1, 1);
-        s->v[i] = urand(-1, 1);
-        if (!f32) {
-            s->k[i] = bf16_round(s->k[i]);
-            s->v[i] = bf16_round(s->v[i]);
-        }
-    }
+    const int f32 = s->f32;
+    const int64_t n = (int64_t)s->S * s->row;
     s->dk = dmalloc(n * (int64_t)elt(f32));
     s->dv = dmalloc(n * (int64_t)elt(f32));
     ekc_poison(s->dk, n * (int64_t)elt(f32), 1);
@@ -134,12 +130,46 @@ static void kv_make(kvset *s, int S, int valid, int Hkv, int D, int f32)
     }
 }
 
+static void kv_make(kvset *s, int S, int valid, int Hkv, int D, int f32)
+{
+    s->S = S, s->Hkv = Hkv, s->D = D, s->f32 = f32, s->row = (int64_t)Hkv * D;
+    const int64_t n = (int64_t)S * s->row;
+    s->k = hmalloc(n, sizeof(float));
+    s->v = hmalloc(n, sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        s->k[i] = urand(-1, 1);
+        s->v[i] = urand(-1, 1);
+        if (!f32) {
+            s->k[i] = bf16_round(s->k[i]);
+            s->v[i] = bf16_round(s->v[i]);
+        }
+    }
+    kv_upload(s, valid);
+}
+
+
 static void kv_free(kvset *s)
 {
     free(s->k);
     free(s->v);
     CU(cudaFree(s->dk));
     CU(cudaFree(s->dv));
+}
+
+/* s with every position's K row (same_k) or V row (same_v) replaced by position 0's, positions [0, valid) on the
+ * device: the wgmma checker's probes (a constant V row makes ctx = V row 0 whatever the weights; a constant K row
+ * makes the weights uniform). */
+static void kv_clone(kvset *d, const kvset *s, int same_k, int same_v, int valid)
+{
+    *d = *s;
+    const int64_t n = (int64_t)s->S * s->row;
+    d->k = hmalloc(n, sizeof(float));
+    d->v = hmalloc(n, sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        d->k[i] = s->k[same_k ? i % s->row : i];
+        d->v[i] = s->v[same_v ? i % s->row : i];
+    }
+    kv_upload(d, valid);
 }
 
 /* Positions [p0, p0 + np) of s into a tile buffer of P positions whose other rows are NaN. */
@@ -611,6 +641,226 @@ static int64_t check_prefill_bf16(const pcase *c, const kvset *s, const float *d
     return fails;
 }
 
+/* Offload: tile k from its own NaN-padded buffer, the state through memory; chunking: row 0 alone, then chunks of
+ * 3, 5 or 7 (each sees only the cache up to its own last row): each bit for bit against ref, the case's one-launch
+ * ctx with the same flags (c->flags). */
+static int64_t check_forms(const pcase *c, const kvset *s, const float *dq, const float *ref, float *dctx2,
+                           float *dctx3, float *dm, float *dl, float *dacc, float scale, const char *how)
+{
+    const int Hkv = s->Hkv, H = c->G * Hkv, D = c->D, T = c->T, P = c->P;
+    const int64_t n = (int64_t)T * H * D, last = c->pos0 + T - 1;
+    const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
+    const int tlo = (int)(lo0 / P), thi = (int)(last / P) + 1;
+    char what[160];
+    int64_t fails = 0;
+    ekc_poison(dctx2, n * 4, 1);
+    ekc_poison(dm, (int64_t)T * H * 4, 1);
+    ekc_poison(dl, (int64_t)T * H * 4, 1);
+    ekc_poison(dacc, n * 4, 1);
+    for (int k = tlo; k < thi; k++) {
+        const int64_t p0 = (int64_t)k * P, np = last + 1 - p0 < P ? last + 1 - p0 : P;
+        void *tk = tile_buffer(s, s->dk, p0, np, P), *tv = tile_buffer(s, s->dv, p0, np, P);
+        const int fl = c->flags | (k == tlo ? ENGK_INIT : 0) | (k == thi - 1 ? ENGK_FINAL : 0);
+        CU(engk_attn_prefill(dq, dctx2, dm, dl, dacc, tk, tv, c->f32, p0, last, k, k + 1, P, T, c->pos0, H, Hkv, D,
+                             scale, c->window, fl, 0));
+        CU(cudaDeviceSynchronize());
+        CU(cudaFree(tk));
+        CU(cudaFree(tv));
+    }
+    float *got2 = download(dctx2, n);
+    snprintf(what, sizeof what, "  per-tile launches, state in memory%s = one launch", how);
+    fails += ekc_bits(what, got2, ref, n);
+    free(got2);
+    for (int ch = 3; ch <= 7; ch += 2) {
+        ekc_poison(dctx3, n * 4, 1);
+        run_rows(c, s, dq, dctx3, 0, 1, scale);
+        for (int r = 1; r < T; r += ch)
+            run_rows(c, s, dq, dctx3, r, T - r < ch ? T - r : ch, scale);
+        float *got3 = download(dctx3, n);
+        snprintf(what, sizeof what, "  chunks 1 + %d + %d ...%s = one chunk", ch, ch, how);
+        fails += ekc_bits(what, got3, ref, n);
+        free(got3);
+    }
+    return fails;
+}
+
+/* Where the wgmma output leaves its bound, in the coordinates of its layouts: the first elements as (token, head,
+ * dim), their packed row R = t G + h % G, its warpgroup row R % 64 (core-matrix row group (R % 64) / 8) and dim
+ * group d / 8; then the failures counted per dim group (the V descriptor's N direction, SBO) and per row group (the
+ * Q descriptor's M direction, SBO). All groups failing points at S (Q or K descriptors) or the fragment layouts; a
+ * pattern over dim groups at V's. */
+static void wgmma_locate(const float *got, const double *want, int64_t n, int H, int G, int D, double atol)
+{
+    int64_t by_d[16] = {0}, by_r[8] = {0}, shown = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isfinite(got[i]) && fabs((double)got[i] - want[i]) <= atol)
+            continue;
+        const int64_t t = i / ((int64_t)H * D);
+        const int h = (int)(i / D % H), d = (int)(i % D);
+        const int64_t R = t * G + h % G;
+        if (shown++ < 3)
+            printf("    wgmma: token %lld head %d dim %d (kv head %d, packed row %lld, warpgroup row %lld, row group "
+                   "%lld, dim group %d): got %.9g want %.9g\n", (long long)t, h, d, h / G, (long long)R,
+                   (long long)(R % 64), (long long)(R % 64 / 8), d / 8, got[i], want[i]);
+        by_d[d / 8 % 16]++;
+        by_r[R % 64 / 8]++;
+    }
+    printf("    wgmma failures per dim group d/8:");
+    for (int k = 0; k < 16 && k < D / 8; k++)
+        printf(" %lld", (long long)by_d[k]);
+    printf("\n    wgmma failures per row group (R %% 64)/8:");
+    for (int k = 0; k < 8; k++)
+        printf(" %lld", (long long)by_r[k]);
+    printf("\n");
+}
+
+/* The wgmma prefill (ENGK_MMA_WGMMA) where engk_attn_prefill_wgmma holds: its one launch against the reference want
+ * (of qr: q rounded to bf16) within the tensor-core bound, failures located (wgmma_locate, descriptor conventions
+ * exchanged, probes with constant V or K rows); then, bit for bit against that
+ * one launch, 64-row blocks (one warpgroup), per-tile launches, chunkings and the bf16 ctx (check_prefill_bf16).
+ * Elsewhere it must be refused (cudaErrorInvalidValue): a note, not a failure. dctx is overwritten. */
+static int64_t check_prefill_wgmma(const pcase *c, const kvset *s, const float *dq, const float *qr, const double *want,
+                                   const float *eng, float *dctx, float *dctx2, float *dctx3, float *dm, float *dl, float *dacc,
+                                   float scale)
+{
+    const int Hkv = s->Hkv, H = c->G * Hkv, D = c->D, T = c->T;
+    const int64_t n = (int64_t)T * H * D, last = c->pos0 + T - 1;
+    pcase cw = *c;
+    cw.flags |= ENGK_MMA_WGMMA;
+    if (!engk_attn_prefill_wgmma(D, c->f32)) {
+        static int noted[2];
+        const int dev_ok = engk_attn_prefill_wgmma(128, 0);
+        if (!noted[dev_ok]++)
+            printf("  wgmma prefill skipped: %s\n", dev_ok ? "its head dim is 128 only" :
+                   "not built for sm_90a (engine/meson.build) or not a compute capability 9.0 device");
+        const cudaError_t err = engk_attn_prefill(dq, dctx, NULL, NULL, NULL, s->dk, s->dv, c->f32, 0, last, 0,
+                                                  (int)(last / c->P) + 1, c->P, T, c->pos0, H, Hkv, D, scale,
+                                                  c->window, cw.flags | ENGK_INIT | ENGK_FINAL, 0);
+        if (err != cudaErrorInvalidValue) {
+            printf("  wgmma prefill D=%d: not refused (%s)\n", D, cudaGetErrorName(err));
+            return 1;
+        }
+        return 0;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "prefill wgmma G=%d D=%d T=%d P=%d pos0=%lld window=%d", c->G, D, T, c->P,
+             (long long)c->pos0, c->window);
+    ekc_poison(dctx, n * 4, 1);
+    run_rows(&cw, s, dq, dctx, 0, T, scale);
+    const cudaError_t done = cudaDeviceSynchronize(); /* a fault in the kernel: name the case before exiting */
+    if (done != cudaSuccess) {
+        printf("  %s: the kernel failed: %s (%s)\n", what, cudaGetErrorName(done), cudaGetErrorString(done));
+        exit(1);
+    }
+    float *got = download(dctx, n);
+    const double atol = 3.9e-3 + 1e-5; /* check_prefill's tensor-core bound */
+    int64_t fails = mismatches(what, got, want, n, atol, 0.0);
+    if (fails) {
+        wgmma_locate(got, want, n, H, c->G, D, atol);
+        /* which descriptor convention, if any, is the device's: the same launch with the offsets exchanged */
+        static const struct { int flag; const char *what; } alt[] = {
+            {ENGK_WGMMA_SWAP_QK, "Q and K descriptors' LBO and SBO exchanged"},
+            {ENGK_WGMMA_SWAP_V, "V descriptor's LBO and SBO exchanged"},
+            {ENGK_WGMMA_SWAP_QK | ENGK_WGMMA_SWAP_V, "both exchanged"},
+        };
+        for (size_t a = 0; a < sizeof alt / sizeof alt[0]; a++) {
+            pcase ca = cw;
+            ca.flags |= alt[a].flag;
+            ekc_poison(dctx3, n * 4, 1);
+            run_rows(&ca, s, dq, dctx3, 0, T, scale);
+            float *gota = download(dctx3, n);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n; i++)
+                bad += !isfinite(gota[i]) || fabs((double)gota[i] - want[i]) > atol;
+            printf("    wgmma diagnostic, %s: %lld of %lld out of bounds%s\n", alt[a].what, (long long)bad,
+                   (long long)n, bad ? "" : " (THIS convention matches the device: fix k_attn_wg's descriptors)");
+            free(gota);
+        }
+        /* which product: V rows all equal (ctx = that row whatever P: fails -> V's layout along the dims or O's
+         * fragment), K rows all equal (uniform weights: fails with the former passing -> P V along the keys: P's
+         * register fragment or V's layout along the keys; passes with random K failing -> S: Q or K) */
+        for (int probe = 0; probe < 2; probe++) {
+            kvset s2;
+            kv_clone(&s2, s, probe == 1, probe == 0, (int)last + 1);
+            double *want2 = ref_attn(qr, &s2, T, c->pos0, H, scale, c->window);
+            ekc_poison(dctx3, n * 4, 1);
+            run_rows(&cw, &s2, dq, dctx3, 0, T, scale);
+            float *got2 = download(dctx3, n);
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n; i++)
+                bad += !isfinite(got2[i]) || fabs((double)got2[i] - want2[i]) > atol;
+            printf("    wgmma probe, every %s row equal: %lld of %lld out of bounds\n", probe ? "K" : "V",
+                   (long long)bad, (long long)n);
+            free(got2);
+            free(want2);
+            kv_free(&s2);
+        }
+    }
+    fails += check_forms(&cw, s, dq, got, dctx2, dctx3, dm, dl, dacc, scale, " (wgmma)");
+    if (eng) { /* information: whether the wgmma bits are k_attn_mma's (another MMA instruction) */
+        int64_t diff = 0;
+        for (int64_t i = 0; i < n; i++)
+            diff += memcmp(&got[i], &eng[i], sizeof got[i]) != 0;
+        printf("  wgmma vs the engine's tensor-core kernel: %lld of %lld elements differ in their bits\n",
+               (long long)diff, (long long)n);
+    }
+    /* the warp-specialized block in each variant: k_attn_wg's bits, in every launch form */
+    static const struct { int flag; const char *what; } wv[] = {
+        {0, "Q in shared memory"},
+        {ENGK_WGS_QREG, "Q in registers"},
+        {ENGK_WGS_OVERLAP, "Q in shared memory, S(t+1) with P(t)V(t)"},
+        {ENGK_WGS_QREG | ENGK_WGS_OVERLAP, "Q in registers, S(t+1) with P(t)V(t)"},
+        {ENGK_WGS_TMA, "Q in registers, K/V by TMA, swizzled"},
+        {ENGK_WGS_TMA | ENGK_WGS_OVERLAP, "Q in registers, K/V by TMA, swizzled, S(t+1) with P(t)V(t)"},
+    };
+    pcase cs = cw;
+    for (size_t v = 0; v < sizeof wv / sizeof wv[0]; v++) {
+        cs = cw;
+        cs.flags |= ENGK_WGMMA_WS | wv[v].flag;
+        ekc_poison(dctx3, n * 4, 1);
+        run_rows(&cs, s, dq, dctx3, 0, T, scale);
+        const cudaError_t wsd = cudaDeviceSynchronize();
+        if (wsd != cudaSuccess) {
+            printf("  %s, warp-specialized, %s: the kernel failed: %s (%s)\n", what, wv[v].what, cudaGetErrorName(wsd),
+                   cudaGetErrorString(wsd));
+            exit(1);
+        }
+        float *got5 = download(dctx3, n);
+        char how[128];
+        snprintf(how, sizeof how, "  wgmma warp-specialized, %s = k_attn_wg", wv[v].what);
+        const int64_t bad = ekc_bits(how, got5, got, n);
+        fails += bad;
+        free(got5);
+        for (int a = 0; bad && (wv[v].flag & ENGK_WGS_TMA) && a < 3; a++) { /* which swizzled descriptor is off */
+            static const int sw[] = {ENGK_WGMMA_SWAP_QK, ENGK_WGMMA_SWAP_V, ENGK_WGMMA_SWAP_QK | ENGK_WGMMA_SWAP_V};
+            pcase cx = cs;
+            cx.flags |= sw[a];
+            ekc_poison(dctx3, n * 4, 1);
+            run_rows(&cx, s, dq, dctx3, 0, T, scale);
+            float *gx = download(dctx3, n);
+            int64_t same = 0;
+            for (int64_t i = 0; i < n; i++)
+                same += memcmp(&gx[i], &got[i], sizeof gx[i]) == 0;
+            printf("    TMA diagnostic, %s exchanged: %lld of %lld elements give k_attn_wg's bits\n",
+                   a == 0 ? "K's LBO and SBO" : a == 1 ? "V's LBO and SBO" : "both", (long long)same, (long long)n);
+            free(gx);
+        }
+        snprintf(how, sizeof how, " (wgmma warp-specialized, %s)", wv[v].what);
+        fails += check_forms(&cs, s, dq, got, dctx2, dctx3, dm, dl, dacc, scale, how);
+    }
+    pcase c64 = cw;
+    c64.flags |= ENGK_MMA_ROWS64;
+    ekc_poison(dctx3, n * 4, 1);
+    run_rows(&c64, s, dq, dctx3, 0, T, scale);
+    float *got4 = download(dctx3, n);
+    fails += ekc_bits("  wgmma, 1 warpgroup (64-row blocks) = 2 warpgroups (128-row blocks)", got4, got, n);
+    free(got4);
+    fails += check_prefill_bf16(&cw, s, dq, dctx, dm, dl, dacc, scale);
+    fails += check_prefill_bf16(&cs, s, dq, dctx, dm, dl, dacc, scale);
+    free(got);
+    return fails;
+}
+
 static int64_t check_prefill(const pcase *c)
 {
     const int Hkv = 2, H = c->G * Hkv, D = c->D, T = c->T, P = c->P;
@@ -642,9 +892,8 @@ static int64_t check_prefill(const pcase *c)
     /* bounds: fp32 arithmetic ~1e-6; the MMA path also rounds each probability to bf16 for P V (relative 2^-9 per
      * weight, the normalizer l sums them unrounded): |ctx error| <= 2^-9 * max|v| (+ slack) <= 3.9e-3 */
     int64_t fails = mismatches(what, got, want, n, mma ? 3.9e-3 + 1e-5 : 2e-5, mma ? 0.0 : 1e-5);
-    /* offload: tile k from its own NaN-padded buffer, the state through memory; chunking: row 0 alone, then
-     * chunks of 3, 5 or 7 (each sees only the cache up to its own last row). With the kernel chosen by chunk
-     * length and (tensor cores, D <= 128) with 32 rows per warp forced in each sub-block loop and block shape. */
+    /* with the kernel chosen by chunk length and (tensor cores, D <= 128) with 32 rows per warp forced in each
+     * sub-block loop and block shape */
     static const struct { int flag; const char *how; } fv[] = {
         {0, ""},
         {ENGK_MMA_WARP32, " (32 rows per warp)"},
@@ -653,40 +902,10 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_ROWS64 | ENGK_MMA_LEAN, " (16 rows per warp, lean loop)"},
         {ENGK_MMA_PIPE, " (8 warps, pipelined loop)"},
     };
-    const int64_t lo0 = c->window > 0 && c->pos0 - c->window + 1 > 0 ? c->pos0 - c->window + 1 : 0;
-    const int tlo = (int)(lo0 / P), thi = (int)(last / P) + 1;
-    for (size_t v = 0; v < (mma && D <= 128 ? sizeof fv / sizeof fv[0] : 1); v++) {
+    for (size_t v = 0; !wgmma_only && v < (mma && D <= 128 ? sizeof fv / sizeof fv[0] : 1); v++) {
         pcase cv = *c;
         cv.flags |= fv[v].flag;
-        const char *how = fv[v].how;
-        ekc_poison(dctx2, n * 4, 1);
-        ekc_poison(dm, (int64_t)T * H * 4, 1);
-        ekc_poison(dl, (int64_t)T * H * 4, 1);
-        ekc_poison(dacc, n * 4, 1);
-        for (int k = tlo; k < thi; k++) {
-            const int64_t p0 = (int64_t)k * P, np = last + 1 - p0 < P ? last + 1 - p0 : P;
-            void *tk = tile_buffer(&s, s.dk, p0, np, P), *tv = tile_buffer(&s, s.dv, p0, np, P);
-            const int fl = cv.flags | (k == tlo ? ENGK_INIT : 0) | (k == thi - 1 ? ENGK_FINAL : 0);
-            CU(engk_attn_prefill(dq, dctx2, dm, dl, dacc, tk, tv, c->f32, p0, last, k, k + 1, P, T, c->pos0, H, Hkv,
-                                 D, scale, c->window, fl, 0));
-            CU(cudaDeviceSynchronize());
-            CU(cudaFree(tk));
-            CU(cudaFree(tv));
-        }
-        float *got2 = download(dctx2, n);
-        snprintf(what, sizeof what, "  per-tile launches, state in memory%s = one launch", how);
-        fails += ekc_bits(what, got2, got, n);
-        free(got2);
-        for (int ch = 3; ch <= 7; ch += 2) {
-            ekc_poison(dctx3, n * 4, 1);
-            run_rows(&cv, &s, dq, dctx3, 0, 1, scale);
-            for (int r = 1; r < T; r += ch)
-                run_rows(&cv, &s, dq, dctx3, r, T - r < ch ? T - r : ch, scale);
-            float *got3 = download(dctx3, n);
-            snprintf(what, sizeof what, "  chunks 1 + %d + %d ...%s = one chunk", ch, ch, how);
-            fails += ekc_bits(what, got3, got, n);
-            free(got3);
-        }
+        fails += check_forms(&cv, &s, dq, got, dctx2, dctx3, dm, dl, dacc, scale, fv[v].how);
     }
     /* other rows share each row's block and warp: 16 rows per warp in blocks of 64 and 128 rows, 32 rows per warp
      * in blocks of 128 and 256 (D = 256 runs 16 per warp in blocks of 64 whatever the flag), each in every sub-block
@@ -702,7 +921,7 @@ static int64_t check_prefill(const pcase *c)
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, "  32 rows per warp, blocks of 256 rows, lean loop = one chunk"},
         {ENGK_MMA_PIPE, "  32 rows per warp, blocks of 256 rows, pipelined loop = one chunk"},
     };
-    for (size_t b = 0; mma && b < sizeof blk / sizeof blk[0]; b++) {
+    for (size_t b = 0; mma && !wgmma_only && b < sizeof blk / sizeof blk[0]; b++) {
         pcase cb = *c;
         cb.flags |= blk[b].flag;
         ekc_poison(dctx3, n * 4, 1);
@@ -711,8 +930,10 @@ static int64_t check_prefill(const pcase *c)
         fails += ekc_bits(blk[b].what, got4, got, n);
         free(got4);
     }
-    if (mma)
+    if (mma && !wgmma_only)
         fails += check_prefill_bf16(c, &s, dq, dctx, dm, dl, dacc, scale);
+    if (mma) /* last: overwrites dctx */
+        fails += check_prefill_wgmma(c, &s, dq, qr, want, mma ? got : NULL, dctx, dctx2, dctx3, dm, dl, dacc, scale);
     free(q); free(qr); free(want); free(got);
     CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dctx2)); CU(cudaFree(dctx3));
     CU(cudaFree(dm)); CU(cudaFree(dl)); CU(cudaFree(dacc));
@@ -779,6 +1000,13 @@ static int64_t sanitize_prefill(void)
     static const struct { int flag; const char *what; } forms[] = {
         {ENGK_MMA_WARP32X8 | ENGK_MMA_LEAN, "256-row blocks, lean loop"},
         {ENGK_MMA_PIPE, "256-row blocks, pipelined loop"},
+        {ENGK_MMA_WGMMA | ENGK_WGMMA_WS, "wgmma, warp-specialized (its own bits: bound only)"},
+        {ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_QREG | ENGK_WGS_OVERLAP,
+         "wgmma, warp-specialized, Q in registers, overlapped (bound only)"},
+        {ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA,
+         "wgmma, warp-specialized, TMA (the engine's on sm_90a; bound only here)"},
+        {ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA | ENGK_WGS_OVERLAP,
+         "wgmma, warp-specialized, TMA, overlapped (bound only)"},
     };
     int64_t fails = 0;
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
@@ -799,6 +1027,9 @@ static int64_t sanitize_prefill(void)
         float *dq = dmalloc(n * 4), *dctx = dmalloc(n * 4), *first = NULL;
         upload(dq, q, n * 4);
         for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+            const int wg = (forms[f].flag & ENGK_MMA_WGMMA) != 0;
+            if (wg && !engk_attn_prefill_wgmma(c->D, 0))
+                continue;
             pcase cf = *c;
             cf.flags |= forms[f].flag;
             ekc_poison(dctx, n * 4, 1);
@@ -808,7 +1039,9 @@ static int64_t sanitize_prefill(void)
             snprintf(what, sizeof what, "sanitize: prefill T=%d pos0=%lld window=%d, %s", T, (long long)c->pos0,
                      c->window, forms[f].what);
             fails += mismatches(what, got, want, n, 3.9e-3 + 1e-5, 0.0);
-            if (first) {
+            if (wg)
+                free(got);
+            else if (first) {
                 fails += ekc_bits(what, got, first, n);
                 free(got);
             } else
@@ -1005,7 +1238,9 @@ static void bench(void)
     CU(cudaFree(dcnt));
     /* prefill of T = 2048, 8192 and 32768 rows from position 0, causal, P = 64: one chunk (engine bench), and
      * chunks of 256 (T = 2048, the engine's default) or 2048; tensor cores in each block shape and sub-block loop
-     * (same bits: engine/eng_attn.cu MMA_FORM / MMA_LOOP16 pick the engine's), the engine's choice ("auto"). Seeded
+     * (same bits: engine/eng_attn.cu MMA_FORM / MMA_LOOP16 pick the engine's), the kernel's default ("auto": the
+     * engine's where the wgmma kernel does not run), and the wgmma forms (ENGK_MMA_WGMMA, sm_90a, the mma.sync bits,
+     * checked by test_prefill; the engine runs the warp-specialized TMA one at head dim 128 on sm_90a). Seeded
      * random q, K and V, so the running max moves as in real attention. Flops counted causal: per head and row at
      * position p, 2 D (p + 1) for Q K^T and as many for P V, so 4 D H T (T + 1) / 2 in all (masked halves of
      * diagonal blocks not counted). */
@@ -1019,7 +1254,17 @@ static void bench(void)
         {"MMA 16 rows/warp,  64-row blocks, previous loop  ", ENGK_MMA_ROWS64 | ENGK_MMA_OLD},
         {"MMA 16 rows/warp,  64-row blocks, lean loop      ", ENGK_MMA_ROWS64 | ENGK_MMA_LEAN},
         {"MMA 16 rows/warp, 128-row blocks, previous loop  ", ENGK_MMA_ROWS128 | ENGK_MMA_OLD},
-        {"MMA auto                                         ", 0},
+        {"MMA auto (the engine's where wgmma does not run) ", 0},
+        {"wgmma 2 warpgroups, 128-row blocks (not engine's)", ENGK_MMA_WGMMA},
+        {"wgmma 1 warpgroup,   64-row blocks (not engine's)", ENGK_MMA_WGMMA | ENGK_MMA_ROWS64},
+        {"wgmma warp-specialized, Q smem (not engine's)    ", ENGK_MMA_WGMMA | ENGK_WGMMA_WS},
+        {"wgmma warp-specialized, Q regs (not engine's)    ", ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_QREG},
+        {"wgmma warp-spec., Q smem, overlap (not engine's) ", ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_OVERLAP},
+        {"wgmma warp-spec., Q regs, overlap (not engine's) ",
+         ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_QREG | ENGK_WGS_OVERLAP},
+        {"wgmma warp-spec., TMA (the engine's on sm_90a)   ", ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA},
+        {"wgmma warp-spec., TMA, overlap (not engine's)    ",
+         ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA | ENGK_WGS_OVERLAP},
         {"CUDA cores                                       ", ENGK_CUDA_CORES},
     };
     float *hq = rand_q((int64_t)maxT * H * D);
@@ -1047,6 +1292,10 @@ static void bench(void)
                 continue;
             if (!(pv[i].flags & ENGK_CUDA_CORES) && !engk_attn_prefill_mma(D, 0)) {
                 printf("bench prefill attention %s: no tensor-core path on this device\n", how);
+                continue;
+            }
+            if ((pv[i].flags & ENGK_MMA_WGMMA) && !engk_attn_prefill_wgmma(D, 0)) {
+                printf("bench prefill attention %s: no wgmma path (an sm_90a build on a CC 9.0 device)\n", how);
                 continue;
             }
             const int r_n = pv[i].flags & ENGK_CUDA_CORES ? 1 : 5;
@@ -1088,6 +1337,11 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--sanitize") == 0) {
         const int64_t f = sanitize_prefill();
         return f < 0 ? 77 : f > 0 ? 1 : 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--wgmma") == 0) { /* the wgmma variant's checks alone (quicker) */
+        wgmma_only = 1;
+        const struct CMUnitTest wg[] = {cmocka_unit_test(test_prefill)};
+        return cmocka_run_group_tests_name("engine.kernels.attn.wgmma", wg, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checker_fails),
