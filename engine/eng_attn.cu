@@ -1690,8 +1690,9 @@ constexpr int WGS_NS = 4;
  * branch in that stretch: the mask runs on every sub-block, the rescale is unconditional), else S, softmax, P V one
  * after the other. Either takes setmaxnreg (copier 40 registers, row warpgroups 232). */
 /* WGS_TMA (with WGS_QREG): one copier thread loads K and V by TMA (four 64-dim x 64-key boxes a sub-block) into
- * 128-byte-swizzled stages (1024-byte aligned), the wgmma descriptors swizzled to match; rows past kv_last come in as
- * zeros (out of the tensor map's bounds), rows of the next tile as they are (masked, p = 0). */
+ * 128-byte-swizzled stages (1024-byte aligned), the wgmma descriptors swizzled to match; rows past the launch's last
+ * tile or past kv_last come in as zeros (out of the tensor map's bounds), so a box longer than its sub-block reads
+ * only the launch's own keys or zeros (masked, p = 0, and 0 * 0 in P V). */
 enum { WGS_QREG = 1, WGS_OVERLAP = 2, WGS_TMA = 4 };
 template <int VAR> constexpr size_t wgs_smem() /* [WGS_NS][K, V][WG_TILE], (not QREG) Q [2][64 x WG_D], barriers */
 {
@@ -2046,7 +2047,11 @@ cudaError_t launch_wgs(const float *q, float *ctx, float *st_m, float *st_l, flo
     memset(&tk, 0, sizeof tk);
     memset(&tv, 0, sizeof tv);
     if (VAR & WGS_TMA) {
-        const cudaError_t err = wgs_maps(&tk, &tv, K, V, kv_last - kv_pos0 + 1, Hkv);
+        /* the rows this launch may read: its tiles' up to kv_last. A box is 64 keys whatever P, so with P < 64 (or
+         * not a multiple of it) a sub-block's box reaches past its tile; those rows must come in as zeros, not as
+         * what follows in memory: a KV-offload buffer holds one tile, and NaN there would make 0 * NaN in P V. */
+        const int64_t kend = (int64_t)tile_hi * P - 1 < kv_last ? (int64_t)tile_hi * P - 1 : kv_last;
+        const cudaError_t err = wgs_maps(&tk, &tv, K, V, kend >= kv_pos0 ? kend - kv_pos0 + 1 : 1, Hkv);
         if (err != cudaSuccess)
             return err;
     }

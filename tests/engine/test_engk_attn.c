@@ -172,12 +172,14 @@ static void kv_clone(kvset *d, const kvset *s, int same_k, int same_v, int valid
     kv_upload(d, valid);
 }
 
-/* Positions [p0, p0 + np) of s into a tile buffer of P positions whose other rows are NaN. */
+/* Positions [p0, p0 + np) of s into a tile buffer of P positions (and 64 past them) whose other rows are NaN. */
 static void *tile_buffer(const kvset *s, const void *src, int64_t p0, int64_t np, int P)
 {
     const int64_t rb = s->row * (int64_t)elt(s->f32);
-    void *t = dmalloc(P * rb);
-    ekc_poison(t, P * rb, 1);
+    /* 64 poisoned rows past the tile too: a kernel reading past its tile (the wgmma TMA box is 64 keys at any P)
+     * meets NaN there, as it could in the engine's KV-offload buffers */
+    void *t = dmalloc((P + 64) * rb);
+    ekc_poison(t, (P + 64) * rb, 1);
     CU(cudaMemcpy(t, (const char *)src + p0 * rb, (size_t)(np * rb), cudaMemcpyDeviceToDevice));
     return t;
 }
