@@ -1265,23 +1265,31 @@ size_t mma_smem_of(int D) /* the 64-row blocks of 16 rows per warp, which launch
     }
 }
 
+/* A kernel's opt-in dynamic shared memory (and with carveout the largest shared-memory carveout, so that blocks that
+ * fit by shared memory are resident together), set once per kernel instance (*done). */
+template <typename Kern> cudaError_t opt_in_smem(Kern *fn, size_t smem, bool carveout, int *done)
+{
+    if (*done)
+        return cudaSuccess;
+    cudaError_t err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err == cudaSuccess && carveout)
+        err = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                   (int)cudaSharedmemCarveoutMaxShared);
+    if (err == cudaSuccess)
+        *done = 1;
+    return err;
+}
+
 template <int D, int NW, int WM, int LOOP>
 cudaError_t launch_form(const float *q, float *ctx, float *st_m, float *st_l, float *st_acc, const uint16_t *K,
                         const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
                         int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
 {
-    static int attr_done = 0; /* the opt-in shared memory, once per instance */
+    static int attr_done = 0;
     const size_t smem = mma_smem<D, NW, WM, LOOP>();
-    if (!attr_done) {
-        cudaError_t err = cudaFuncSetAttribute(k_attn_mma<D, NW, WM, LOOP>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (err == cudaSuccess) /* room for mma_resident blocks of shared memory */
-            err = cudaFuncSetAttribute(k_attn_mma<D, NW, WM, LOOP>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       (int)cudaSharedmemCarveoutMaxShared);
-        if (err != cudaSuccess)
-            return err;
-        attr_done = 1;
-    }
+    const cudaError_t err = opt_in_smem(k_attn_mma<D, NW, WM, LOOP>, smem, true, &attr_done); /* mma_resident blocks */
+    if (err != cudaSuccess)
+        return err;
     const int G = H / Hkv, rows = NW * 16 * WM;
     const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
@@ -1655,17 +1663,11 @@ cudaError_t launch_wg(const float *q, float *ctx, float *st_m, float *st_l, floa
                       const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
                       int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
 {
-    static int attr_done = 0; /* the opt-in shared memory, once per instance */
+    static int attr_done = 0;
     const size_t smem = wg_smem<NWG>();
-    if (!attr_done) {
-        cudaError_t err = cudaFuncSetAttribute(k_attn_wg<NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (err == cudaSuccess)
-            err = cudaFuncSetAttribute(k_attn_wg<NWG>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       (int)cudaSharedmemCarveoutMaxShared);
-        if (err != cudaSuccess)
-            return err;
-        attr_done = 1;
-    }
+    const cudaError_t err = opt_in_smem(k_attn_wg<NWG>, smem, true, &attr_done);
+    if (err != cudaSuccess)
+        return err;
     const int G = H / Hkv, rows = NWG * 64;
     const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
@@ -2032,14 +2034,11 @@ cudaError_t launch_wgs(const float *q, float *ctx, float *st_m, float *st_l, flo
                        const uint16_t *V, int64_t kv_pos0, int64_t kv_last, int tile_lo, int tile_hi, int P, int T,
                        int64_t pos0, int H, int Hkv, float scale, int window, int flags, cudaStream_t s)
 {
-    static int attr_done = 0; /* the opt-in shared memory, once per instance */
+    static int attr_done = 0;
     const size_t smem = wgs_smem<VAR>();
-    if (!attr_done) {
-        cudaError_t err = cudaFuncSetAttribute(k_attn_wgs<VAR>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (err != cudaSuccess)
-            return err;
-        attr_done = 1;
-    }
+    cudaError_t err = opt_in_smem(k_attn_wgs<VAR>, smem, false, &attr_done); /* one block an SM */
+    if (err != cudaSuccess)
+        return err;
     const int G = H / Hkv, rows = 128;
     const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
     const float scale_log2 = scale * 1.4426950408889634f;
@@ -2051,7 +2050,7 @@ cudaError_t launch_wgs(const float *q, float *ctx, float *st_m, float *st_l, flo
          * not a multiple of it) a sub-block's box reaches past its tile; those rows must come in as zeros, not as
          * what follows in memory: a KV-offload buffer holds one tile, and NaN there would make 0 * NaN in P V. */
         const int64_t kend = (int64_t)tile_hi * P - 1 < kv_last ? (int64_t)tile_hi * P - 1 : kv_last;
-        const cudaError_t err = wgs_maps(&tk, &tv, K, V, kend >= kv_pos0 ? kend - kv_pos0 + 1 : 1, Hkv);
+        err = wgs_maps(&tk, &tv, K, V, kend >= kv_pos0 ? kend - kv_pos0 + 1 : 1, Hkv);
         if (err != cudaSuccess)
             return err;
     }
