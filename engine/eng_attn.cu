@@ -1398,7 +1398,8 @@ cudaError_t launch_mma(const float *q, float *ctx, float *st_m, float *st_l, flo
  * then acc += P V by 4 wgmma k-steps over the keys in order. A warpgroup skips a sub-block none of its rows sees
  * (the skip is an exact no-op for every row, as in k_attn_mma). Each row's bits depend on its position, the KV and
  * P only, so one launch, per-tile launches with the state in memory, any chunking and NWG = 1 or 2 give the same
- * bits (the checker compares them); not the bits of k_attn_mma (another MMA instruction), within its tolerance. */
+ * bits (the checker compares them); on the H200 also k_attn_mma's bits (another MMA instruction, the same fp32
+ * accumulation order: the checker fails on any difference). */
 constexpr int WG_D = 128, WG_TILE = KB * WG_D; /* bf16 elements of a K or a V sub-block */
 template <int NWG> constexpr size_t wg_smem() /* [2 buffers][K, V][WG_TILE], then Q [NWG][64 x WG_D] */
 {
@@ -1999,12 +2000,14 @@ __global__ void __launch_bounds__(384, 1)
 #endif
 }
 
-/* The TMA variant's tensor maps over the K and V caches from position kv_pos0 (row 0) to kv_last: bf16 [rows][Hkv][128],
- * boxes of 64 dims x 1 head x 64 rows, 128-byte swizzle, rows out of bounds read as zeros. cuTensorMapEncodeTiled is
- * fetched once through the runtime (no link to the driver library). */
+/* The TMA variant's tensor maps over the K and V caches from position kv_pos0 (row 0) on, `rows` rows (launch_wgs:
+ * to the launch's last tile or kv_last): bf16 [rows][Hkv][128], boxes of 64 dims x 1 head x 64 rows, 128-byte
+ * swizzle, rows out of bounds read as zeros. cuTensorMapEncodeTiled is fetched once through the runtime (no link to
+ * the driver library; cudaGetDriverEntryPointByVersion: CUDA 12.5 or later, else engk_attn_prefill_wgmma says 0). */
 static cudaError_t wgs_maps(CUtensorMap *tk, CUtensorMap *tv, const uint16_t *K, const uint16_t *V, int64_t rows,
                             int Hkv)
 {
+#if CUDART_VERSION >= 12050
     static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
     if (!encode) {
         cudaDriverEntryPointQueryResult q;
@@ -2027,6 +2030,10 @@ static cudaError_t wgs_maps(CUtensorMap *tk, CUtensorMap *tv, const uint16_t *K,
             return cudaErrorInvalidValue;
     }
     return cudaSuccess;
+#else
+    (void)tk, (void)tv, (void)K, (void)V, (void)rows, (void)Hkv;
+    return cudaErrorNotSupported;
+#endif
 }
 
 template <int VAR>
@@ -2588,7 +2595,8 @@ int engk_attn_prefill_wgmma(int D, int f32)
         (void)cudaGetLastError();
         return 0;
     }
-    return major == 9 && minor == 0 && wg_smem<2>() <= (size_t)optin && wgs_smem<0>() <= (size_t)optin;
+    return CUDART_VERSION >= 12050 && major == 9 && minor == 0 && wg_smem<2>() <= (size_t)optin &&
+           wgs_smem<0>() <= (size_t)optin;
 #else
     (void)D;
     (void)f32;

@@ -28,11 +28,11 @@ enum { ENGK_MMA_ROWS64 = 8, ENGK_MMA_ROWS128 = 16, ENGK_MMA_WARP32 = 32, ENGK_MM
  * shared-memory barriers, no block-wide barrier a sub-block; D <= 128, else ignored), the engine's form for long
  * chunks; forced here even where the engine would take smaller blocks. The same bits (tests, bench). */
 enum { ENGK_MMA_PIPE = 65536 };
-/* The wgmma variant (Hopper warpgroup MMA, not used by the engine until measured): blocks of 128 rows (2
- * warpgroups), or of 64 rows (1 warpgroup) with ENGK_MMA_ROWS64; the other ENGK_MMA_* bits are ignored. Only where
- * engk_attn_prefill_wgmma(D, f32) holds, else cudaErrorInvalidValue. Its own bits (the same for every launch form
- * and chunking), not k_attn_mma's: within the tensor-core tolerance of the reference (engine/README.md, "Prefill
- * attention on wgmma"). */
+/* The wgmma variant (Hopper warpgroup MMA): blocks of 128 rows (2 warpgroups), or of 64 rows (1 warpgroup) with
+ * ENGK_MMA_ROWS64; the other ENGK_MMA_* bits are ignored. Only where engk_attn_prefill_wgmma(D, f32) holds, else
+ * cudaErrorInvalidValue. The same bits for every launch form and chunking, and k_attn_mma's bits (the checker
+ * fails on any difference; engine/README.md, "The engine's prefill attention on sm_90a"). The engine runs its
+ * warp-specialized TMA form (below) where it runs. */
 enum { ENGK_MMA_WGMMA = 2048 };
 /* Diagnostics of the wgmma variant (tests, when its output leaves the bound): its Q and K descriptors, or its V
  * descriptor, with their leading and stride byte offsets exchanged (eng_attn.cu, k_attn_wg; and the swizzled K and V
@@ -115,8 +115,8 @@ void engk_attn_decode_kernel(int kernel);
 /* 1 if the bf16 prefill of head_dim D runs on tensor cores on the current device (sm_80+, D in
  * {16, 32, 64, 128, 256}, shared memory fits), else 0 (the fp32 CUDA-core kernel runs). */
 int engk_attn_prefill_mma(int D, int f32);
-/* 1 if the ENGK_MMA_WGMMA prefill runs here: built for sm_90a (engine/meson.build), a device of compute capability
- * 9.0, bf16 KV, D = 128 and its shared memory fits; else 0. */
+/* 1 if the ENGK_MMA_WGMMA prefill runs here: built for sm_90a (engine/meson.build) with CUDA 12.5 or later (the
+ * TMA form's tensor maps), a device of compute capability 9.0, bf16 KV, D = 128 and its shared memory fits; else 0. */
 int engk_attn_prefill_wgmma(int D, int f32);
 /* Online-softmax attention of q[T, H, D] over the KV tiles [tile_lo, tile_hi) of P positions; K/V[j - kv_pos0]
  * hold position j for j <= kv_last (rows past kv_last are never read). Causal, and a sliding window when

@@ -32,7 +32,7 @@ struct eng {
     int decoding; /* the chunk in flight is a decode step: one row, run by the decode kernels */
     int use_gemm; /* bf16 weights on a device with bf16 tensor cores: prefill chunks run eng_gemm */
     int ctx_f32;  /* $REFCHAIN_ATTN_CTX=f32: prefill attention writes fp32 ctx, converted by the o GEMM (attn_out_bf16) */
-    int attn_wgs; /* prefill attention of head dim 128 on the wgmma + TMA kernel (prefill_attn_flags) */
+    int attn_wgs; /* prefill attention of head dim 128 on the wgmma + TMA kernel (see prefill_tiles) */
     int glu16;    /* ENG_GLU_BF16 / $REFCHAIN_GLU_BF16: the prefill gate|up GEMM writes bf16 (glu_from_bf16) */
     eng_gemm *gemm;
     void *d_wdq; /* quantized weights: a prefill matmul's matrix dequantized (eng_qgemv.h), [dq_max] elements */
@@ -1113,8 +1113,9 @@ static cudaError_t prefill_tiles(eng *E, uint16_t *ob, float *st_m, float *st_l,
 {
     const int H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim;
     /* head dim 128 on an sm_90a build and a CC 9.0 device: the warp-specialized wgmma kernel, K/V by TMA. It gives
-     * the mma.sync kernel's bits (test_engk_attn checks each D = 128 case; the identity suite's tiny-d128 group
-     * runs the engine both ways), so chunk lengths, memory modes and $REFCHAIN_PREFILL_ATTN=mma agree bit for bit. */
+     * the mma.sync kernel's bits (test_engk_attn fails on a difference in any D = 128 case; the identity suite's
+     * tiny-d128 group runs the engine both ways), so chunk lengths, memory modes and $REFCHAIN_PREFILL_ATTN=mma
+     * agree bit for bit. */
     if (E->attn_wgs && D == 128)
         flags |= ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA;
     if (ob && (flags & ENGK_FINAL))
