@@ -176,6 +176,21 @@ identity | identity-synth)
         run_group 8 "full|" "mma|REFCHAIN_PREFILL_ATTN=mma" "prefill-chunk 7|--prefill-chunk 7" \
             "kv-offload+chunk 129|--kv-offload --prefill-chunk 129" \
             "mma+kv-offload+chunk 129|REFCHAIN_PREFILL_ATTN=mma --kv-offload --prefill-chunk 129"
+        # the group compares two kernels only where the wgmma one runs: an sm_90a build (meson: ENGINE_WGMMA_BUILT)
+        # on a compute capability 9.0 GPU must take it (engine bench names it in its plan), else say so
+        cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i 0 2>/dev/null | head -n 1)
+        if [ "${ENGINE_WGMMA_BUILT:-0}" = 1 ] && [ "$cc" = 9.0 ]; then
+            if "$ENGINE" bench --shape tiny-d128 --prompt-len 300 --steps 2 --rounds 1 --no-stream 2>/dev/null |
+                grep -q 'prefill attention wgmma+TMA'; then
+                echo "wgmma prefill attention: taken (engine bench --shape tiny-d128 names it)"
+            else
+                echo "FAIL: an sm_90a build on a CC 9.0 GPU did not take the wgmma prefill attention"
+                fails=$((fails + 1))
+            fi
+        else
+            echo "note: no wgmma prefill attention here (ENGINE_WGMMA_BUILT=${ENGINE_WGMMA_BUILT:-0}, compute" \
+                "capability ${cc:-unknown}): every run above took the mma.sync kernel"
+        fi
     elif [ "$g" = synth-gemma ]; then
         budget=$(smallest_budget 4) || exit 1
         run_group 4 "full|" "rerun|" "no-graph|--no-graph" "resident-layers 0|--resident-layers 0" \
