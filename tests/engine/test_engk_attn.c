@@ -846,6 +846,7 @@ static int64_t check_prefill_wgmma(const pcase *c, const kvset *s, const float *
         }
         snprintf(how, sizeof how, " (wgmma warp-specialized, %s)", wv[v].what);
         fails += check_forms(&cs, s, dq, got, dctx2, dctx3, dm, dl, dacc, scale, how);
+        fails += check_prefill_bf16(&cs, s, dq, dctx, dm, dl, dacc, scale); /* each variant's bf16 ctx (the engine's) */
     }
     pcase c64 = cw;
     c64.flags |= ENGK_MMA_ROWS64;
@@ -855,7 +856,6 @@ static int64_t check_prefill_wgmma(const pcase *c, const kvset *s, const float *
     fails += ekc_bits("  wgmma, 1 warpgroup (64-row blocks) = 2 warpgroups (128-row blocks)", got4, got, n);
     free(got4);
     fails += check_prefill_bf16(&cw, s, dq, dctx, dm, dl, dacc, scale);
-    fails += check_prefill_bf16(&cs, s, dq, dctx, dm, dl, dacc, scale);
     free(got);
     return fails;
 }
