@@ -835,10 +835,12 @@ __device__ __forceinline__ void prow_softmax_p(float (&s)[NJ][4], unsigned (&pb)
         m[i] = mx;
     }
 }
-/* acc *= corr (skipped when every corr of the warp is 1: acc * 1 = acc, no bit changes) */
-template <int NT> __device__ __forceinline__ void prow_rescale(float (&o)[NT][4], const float (&corr)[2])
+/* acc *= corr (skipped when every corr of the warp is 1: acc * 1 = acc, no bit changes; ALWAYS: not skipped, no
+ * branch) */
+template <int NT, bool ALWAYS = false>
+__device__ __forceinline__ void prow_rescale(float (&o)[NT][4], const float (&corr)[2])
 {
-    if (!__all_sync(FULL, corr[0] == 1.0f && corr[1] == 1.0f))
+    if (ALWAYS || !__all_sync(FULL, corr[0] == 1.0f && corr[1] == 1.0f))
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
             o[nt][0] = o[nt][0] * corr[0];
@@ -1265,6 +1267,16 @@ size_t mma_smem_of(int D) /* the 64-row blocks of 16 rows per warp, which launch
     }
 }
 
+/* The prefill grid: blocks of `rows` packed rows (T G of them) times the KV heads (the kernels take the row blocks
+ * from the end: the most keys first). */
+static unsigned prefill_grid(int T, int H, int Hkv, int rows)
+{
+    const int G = H / Hkv;
+    return (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
+}
+/* The kernels' softmax scale in base 2: scale log2(e). */
+static float scale_base2(float scale) { return scale * 1.4426950408889634f; }
+
 /* A kernel's opt-in dynamic shared memory (and with carveout the largest shared-memory carveout, so that blocks that
  * fit by shared memory are resident together), set once per kernel instance (*done). */
 template <typename Kern> cudaError_t opt_in_smem(Kern *fn, size_t smem, bool carveout, int *done)
@@ -1290,9 +1302,8 @@ cudaError_t launch_form(const float *q, float *ctx, float *st_m, float *st_l, fl
     const cudaError_t err = opt_in_smem(k_attn_mma<D, NW, WM, LOOP>, smem, true, &attr_done); /* mma_resident blocks */
     if (err != cudaSuccess)
         return err;
-    const int G = H / Hkv, rows = NW * 16 * WM;
-    const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
-    const float scale_log2 = scale * 1.4426950408889634f;
+    const unsigned grid = prefill_grid(T, H, Hkv, NW * 16 * WM);
+    const float scale_log2 = scale_base2(scale);
     k_attn_mma<D, NW, WM, LOOP><<<grid, NW * 32, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last,
                                                              tile_lo, tile_hi, P, T, pos0, H, Hkv, scale_log2, window,
                                                              flags);
@@ -1669,9 +1680,8 @@ cudaError_t launch_wg(const float *q, float *ctx, float *st_m, float *st_l, floa
     const cudaError_t err = opt_in_smem(k_attn_wg<NWG>, smem, true, &attr_done);
     if (err != cudaSuccess)
         return err;
-    const int G = H / Hkv, rows = NWG * 64;
-    const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
-    const float scale_log2 = scale * 1.4426950408889634f;
+    const unsigned grid = prefill_grid(T, H, Hkv, NWG * 64);
+    const float scale_log2 = scale_base2(scale);
     k_attn_wg<NWG><<<grid, NWG * 128, smem, s>>>(q, ctx, st_m, st_l, st_acc, K, V, kv_pos0, kv_last, tile_lo, tile_hi,
                                                  P, T, pos0, H, Hkv, scale_log2, window, flags);
     return cudaGetLastError();
@@ -1912,18 +1922,7 @@ __global__ void __launch_bounds__(384, 1)
             pb[j][1] = cvt_bf16x2(s[j][2], s[j][3]);
         }
     };
-    auto rescale = [&](const float (&corr)[2]) { /* OVERLAP: unconditional (acc * 1 = acc) */
-        if constexpr (OVERLAP) {
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                o[nt][0] = o[nt][0] * corr[0];
-                o[nt][1] = o[nt][1] * corr[0];
-                o[nt][2] = o[nt][2] * corr[1];
-                o[nt][3] = o[nt][3] * corr[1];
-            }
-        } else
-            prow_rescale(o, corr);
-    };
+    auto rescale = [&](const float (&corr)[2]) { prow_rescale<NT, OVERLAP>(o, corr); }; /* OVERLAP: unconditional */
     auto issue_pv = [&](int idx) {
         const unsigned vaddr = sbase + (unsigned)(((idx - first) % WGS_NS * 2 + 1) * WG_TILE * sizeof(uint16_t));
         wg_fence();
@@ -2046,9 +2045,8 @@ cudaError_t launch_wgs(const float *q, float *ctx, float *st_m, float *st_l, flo
     cudaError_t err = opt_in_smem(k_attn_wgs<VAR>, smem, false, &attr_done); /* one block an SM */
     if (err != cudaSuccess)
         return err;
-    const int G = H / Hkv, rows = 128;
-    const unsigned grid = (unsigned)((T * G + rows - 1) / rows) * (unsigned)Hkv;
-    const float scale_log2 = scale * 1.4426950408889634f;
+    const unsigned grid = prefill_grid(T, H, Hkv, 128);
+    const float scale_log2 = scale_base2(scale);
     CUtensorMap tk, tv;
     memset(&tk, 0, sizeof tk);
     memset(&tv, 0, sizeof tv);
