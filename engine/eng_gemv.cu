@@ -89,8 +89,12 @@ template <> struct Chunk<float> {
  * order of eng_dot_model, whatever R, U and WARPS. bf16 shapes with at most 8 loads in flight per lane are
  * held to 64 registers a thread, so that 32 warps fit an SM. PF > 0: lane r also asks L2 for row r's next PF
  * steps (32 chunks each) past the ring, one bulk prefetch, before waiting on the kernel before: more of the rows
- * in flight from the first instruction without registers to hold them. Then warm_next. */
-template <typename W, int R, int U, int WARPS, bool NORM, bool GLU, int PF>
+ * in flight from the first instruction without registers to hold them. PER (persistent): the grid is what the
+ * device holds at once and warp w takes the outputs of w, w + (warps of the grid), ... in turn; where a lane's
+ * chunks per row are a multiple of U, the ring's refills past a row's end load the next rows' first chunks, so
+ * the loads stay in flight across rows and the norm runs once per block (not once per wave of blocks). The same
+ * per-row order, hence the same bits. Then warm_next. */
+template <typename W, int R, int U, int WARPS, bool NORM, bool GLU, int PF, bool PER>
 __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 1024 / (WARPS * 32) : 1)
     k_gemv(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const W *Wm, const float *b,
            const float *res, int N, int K, int act, engk_warm warm)
@@ -101,24 +105,31 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
     __shared__ float part[WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     constexpr int RP = GLU ? R / 2 : R; /* outputs per warp */
-    const int64_t o0 = ((int64_t)blockIdx.x * WARPS + warp) * RP;
+    int64_t o0 = ((int64_t)blockIdx.x * WARPS + warp) * RP;
+    const int64_t ostep = PER ? (int64_t)gridDim.x * WARPS * RP : 0; /* PER: the next outputs of this warp */
     const int nc = K >> 3, nj = lane < nc ? (nc - lane + 31) >> 5 : 0; /* this lane's chunks */
     const W *wr[R];
     bool ok[R];
+    auto rows = [&](int64_t first, const W *(&w)[R], bool (&in)[R]) { /* the rows of outputs first .. + RP - 1 */
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int64_t o = o0 + (GLU ? r % RP : r);
-        ok[r] = o < N;
-        const int64_t row = GLU && r >= RP ? N + o : o;
-        wr[r] = Wm + (ok[r] ? row : 0) * K + (int64_t)lane * 8;
-    }
+        for (int r = 0; r < R; r++) {
+            const int64_t o = first + (GLU ? r % RP : r);
+            in[r] = o < N;
+            const int64_t row = GLU && r >= RP ? N + o : o;
+            w[r] = Wm + (in[r] ? row : 0) * K + (int64_t)lane * 8;
+        }
+    };
+    rows(o0, wr, ok);
     Chunk<W> ch[U][R];
+    auto fill = [&]() { /* the ring's first U chunks of the rows in wr */
 #pragma unroll
-    for (int u = 0; u < U; u++)
+        for (int u = 0; u < U; u++)
 #pragma unroll
-        for (int r = 0; r < R; r++)
-            if (u < nj && ok[r])
-                ch[u][r].load(wr[r] + (int64_t)u * 256);
+            for (int r = 0; r < R; r++)
+                if (u < nj && ok[r])
+                    ch[u][r].load(wr[r] + (int64_t)u * 256);
+    };
+    fill();
     if (PF > 0) {
         const int64_t k0 = (int64_t)U * 256, k1 = (int64_t)(U + PF) * 256 < K ? (int64_t)(U + PF) * 256 : K;
 #pragma unroll
@@ -132,78 +143,99 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
         norm_row<false>(SlotFlat{xs}, xn, x, nw, eps, kind, K, part);
         __syncthreads();
     }
-    if (o0 >= N) {
-        warm_next(warm, lane);
-        return;
-    }
-    float acc[R];
+    while (o0 < N) {
+        const int64_t o1 = o0 + ostep;
+        const W *wn[R];
+        bool okn[R];
+        if (PER)
+            rows(o1, wn, okn);
+        const bool more = PER && o1 < N, cross = more && nj % U == 0; /* cross: refills run into the next rows */
+        float acc[R];
 #pragma unroll
-    for (int r = 0; r < R; r++)
-        acc[r] = 0.0f;
-    for (int j0 = 0; j0 < nj; j0 += U) {
+        for (int r = 0; r < R; r++)
+            acc[r] = 0.0f;
+        for (int j0 = 0; j0 < nj; j0 += U) {
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int j = j0 + u;
-            if (j >= nj)
-                break;
-            const int64_t k0 = ((int64_t)lane + 32 * (int64_t)j) * 8;
-            float xa[8];
-            if (NORM) {
-                const float4 p = *reinterpret_cast<const float4 *>(xs + k0);
-                const float4 q = *reinterpret_cast<const float4 *>(xs + k0 + 4);
-                xa[0] = p.x; xa[1] = p.y; xa[2] = p.z; xa[3] = p.w; xa[4] = q.x; xa[5] = q.y; xa[6] = q.z; xa[7] = q.w;
-            } else
-                load8(x + k0, xa);
+            for (int u = 0; u < U; u++) {
+                const int j = j0 + u;
+                if (j >= nj)
+                    break;
+                const int64_t k0 = ((int64_t)lane + 32 * (int64_t)j) * 8;
+                float xa[8];
+                if (NORM) {
+                    const float4 p = *reinterpret_cast<const float4 *>(xs + k0);
+                    const float4 q = *reinterpret_cast<const float4 *>(xs + k0 + 4);
+                    xa[0] = p.x; xa[1] = p.y; xa[2] = p.z; xa[3] = p.w; xa[4] = q.x; xa[5] = q.y; xa[6] = q.z; xa[7] = q.w;
+                } else
+                    load8(x + k0, xa);
 #pragma unroll
-            for (int r = 0; r < R; r++)
-                if (ok[r]) {
-                    float w8[8];
-                    ch[u][r].get(w8);
-                    float sum = acc[r];
+                for (int r = 0; r < R; r++)
+                    if (ok[r]) {
+                        float w8[8];
+                        ch[u][r].get(w8);
+                        float sum = acc[r];
 #pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        sum = fmaf(w8[e], xa[e], sum);
-                    acc[r] = sum;
-                    if (j + U < nj)
-                        ch[u][r].load(wr[r] + (int64_t)(j + U) * 256);
-                }
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        acc[r] = warp_sum(acc[r]);
-    warm_next(warm, lane);
-    if (lane != 0)
-        return;
-#pragma unroll
-    for (int q = 0; q < RP; q++) {
-        const int64_t o = o0 + q;
-        if (o >= N)
-            break;
-        if (GLU) {
-            float g = acc[q], u = acc[RP + q];
-            if (b) {
-                g = g + b[o];
-                u = u + b[N + o];
+                        for (int e = 0; e < 8; e++)
+                            sum = fmaf(w8[e], xa[e], sum);
+                        acc[r] = sum;
+                        if (j + U < nj)
+                            ch[u][r].load(wr[r] + (int64_t)(j + U) * 256);
+                        else if (PER && cross && okn[r]) /* slot u holds chunk j + U - nj of the next row next */
+                            ch[u][r].load(wn[r] + (int64_t)(j + U - nj) * 256);
+                    }
             }
-            y[o] = glu_apply(g, u, act);
-        } else {
-            float v = acc[q];
-            if (b)
-                v = v + b[o];
-            if (res)
-                v = res[o] + v;
-            y[o] = v;
         }
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            acc[r] = warp_sum(acc[r]);
+        if (!PER)
+            warm_next(warm, lane);
+        if (lane == 0)
+#pragma unroll
+            for (int q = 0; q < RP; q++) {
+                const int64_t o = o0 + q;
+                if (o >= N)
+                    break;
+                if (GLU) {
+                    float g = acc[q], u = acc[RP + q];
+                    if (b) {
+                        g = g + b[o];
+                        u = u + b[N + o];
+                    }
+                    y[o] = glu_apply(g, u, act);
+                } else {
+                    float v = acc[q];
+                    if (b)
+                        v = v + b[o];
+                    if (res)
+                        v = res[o] + v;
+                    y[o] = v;
+                }
+            }
+        if (!more) {
+            if (PER)
+                warm_next(warm, lane);
+            return;
+        }
+        o0 = o1;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            wr[r] = wn[r];
+            ok[r] = okn[r];
+        }
+        if (!cross)
+            fill();
     }
+    warm_next(warm, lane);
 }
 
 /* The launch shapes: RO outputs per warp (GLU: RO gate|up pairs), a ring of U chunks per weight row, WARPS warps
- * per block, PF steps of each row asked of L2 past the ring. Every shape computes each output in the same order,
- * hence the same bits. */
+ * per block, PF steps of each row asked of L2 past the ring, PER a persistent grid (k_gemv). Every shape computes
+ * each output in the same order, hence the same bits. */
 struct Shape {
     int ro, u, warps, pf;
     const char *name;
+    bool per = false;
 };
 constexpr Shape shapes[] = {
     {1, 8, 8, 0, "1 out/warp, ring 8, 8 warps"},          {2, 4, 8, 0, "2 out/warp, ring 4, 8 warps"},
@@ -213,6 +245,10 @@ constexpr Shape shapes[] = {
     {4, 2, 8, 0, "4 out/warp, ring 2, 8 warps"},          {4, 4, 8, 0, "4 out/warp, ring 4, 8 warps"},
     {2, 4, 8, 4, "2 out/warp, ring 4, 8 warps, L2 +4"},   {2, 4, 8, 12, "2 out/warp, ring 4, 8 warps, L2 +12"},
     {1, 4, 16, 4, "1 out/warp, ring 4, 16 warps, L2 +4"}, {1, 4, 16, 12, "1 out/warp, ring 4, 16 warps, L2 +12"},
+    {1, 8, 8, 0, "1 out/warp, ring 8, 8 warps, persistent", true},
+    {1, 4, 16, 0, "1 out/warp, ring 4, 16 warps, persistent", true},
+    {1, 8, 16, 0, "1 out/warp, ring 8, 16 warps, persistent", true},
+    {2, 4, 8, 0, "2 out/warp, ring 4, 8 warps, persistent", true},
 };
 constexpr int NSHAPES = (int)(sizeof shapes / sizeof shapes[0]);
 
@@ -228,26 +264,45 @@ struct Args {
     engk_warm warm;
 };
 
-template <typename W, int RO, int U, int WARPS, int PF, bool NORM, bool GLU>
+template <typename W, int RO, int U, int WARPS, int PF, bool NORM, bool GLU, bool PER>
 cudaError_t launch(const Args &a, cudaStream_t s)
 {
     constexpr int R = GLU ? 2 * RO : RO;
+    auto k = k_gemv<W, R, U, WARPS, NORM, GLU, PF, PER>;
     const size_t smem = NORM ? (size_t)a.K * sizeof(float) : 0;
-    const unsigned grid = (unsigned)(((int64_t)a.N + WARPS * RO - 1) / (WARPS * RO));
-    return launch_dep(k_gemv<W, R, U, WARPS, NORM, GLU, PF>, dim3(grid), dim3(WARPS * 32), smem, s, a.y, a.xn, a.x,
-                      a.nw, a.eps, a.kind, (const W *)a.W, a.b, a.res, a.N, a.K, a.act, a.warm);
+    int64_t grid = ((int64_t)a.N + WARPS * RO - 1) / (WARPS * RO);
+    if (PER) { /* at most the blocks the device holds at once at this shared memory */
+        static int dev_c = -1, held = 0;
+        static size_t smem_c = 0;
+        int dev = 0;
+        cudaError_t err = cudaGetDevice(&dev);
+        if (err == cudaSuccess && (dev != dev_c || smem != smem_c)) {
+            int sms = 0, per_sm = 0;
+            err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+            if (err == cudaSuccess)
+                err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, WARPS * 32, smem);
+            dev_c = err == cudaSuccess ? dev : -1;
+            smem_c = smem;
+            held = sms * (per_sm > 0 ? per_sm : 1);
+        }
+        if (err != cudaSuccess)
+            return err;
+        grid = grid < held ? grid : held;
+    }
+    return launch_dep(k, dim3((unsigned)grid), dim3(WARPS * 32), smem, s, a.y, a.xn, a.x, a.nw, a.eps, a.kind,
+                      (const W *)a.W, a.b, a.res, a.N, a.K, a.act, a.warm);
 }
 
 template <int V, bool NORM, bool GLU> cudaError_t launch_v(int f32, const Args &a, cudaStream_t s)
 {
     constexpr Shape sh = shapes[V];
-    return f32 ? launch<float, sh.ro, sh.u, sh.warps, sh.pf, NORM, GLU>(a, s)
-               : launch<uint16_t, sh.ro, sh.u, sh.warps, sh.pf, NORM, GLU>(a, s);
+    return f32 ? launch<float, sh.ro, sh.u, sh.warps, sh.pf, NORM, GLU, sh.per>(a, s)
+               : launch<uint16_t, sh.ro, sh.u, sh.warps, sh.pf, NORM, GLU, sh.per>(a, s);
 }
 
 template <bool NORM, bool GLU> cudaError_t launch_any(int v, int f32, const Args &a, cudaStream_t s)
 {
-    static_assert(NSHAPES == 14, "one case per shape");
+    static_assert(NSHAPES == 18, "one case per shape");
     switch (v) {
     case 0: return launch_v<0, NORM, GLU>(f32, a, s);
     case 1: return launch_v<1, NORM, GLU>(f32, a, s);
@@ -263,6 +318,10 @@ template <bool NORM, bool GLU> cudaError_t launch_any(int v, int f32, const Args
     case 11: return launch_v<11, NORM, GLU>(f32, a, s);
     case 12: return launch_v<12, NORM, GLU>(f32, a, s);
     case 13: return launch_v<13, NORM, GLU>(f32, a, s);
+    case 14: return launch_v<14, NORM, GLU>(f32, a, s);
+    case 15: return launch_v<15, NORM, GLU>(f32, a, s);
+    case 16: return launch_v<16, NORM, GLU>(f32, a, s);
+    case 17: return launch_v<17, NORM, GLU>(f32, a, s);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -348,12 +407,16 @@ int engk_gemv_norm_fits(int K) { return K > 0 && (size_t)K * sizeof(float) + 16 
  * loads in flight per lane from the first instruction) beat longer rings: q|k|v fused 18.7 us against 25.7 us
  * for 1 out/warp ring 8 x 16 warps; o and down 13.4 / 31.9 us with ring 4 x 16 warps (a plain read of the same bytes
  * takes 15.7 / 12.0 / 30.1 us: the small ones are ramp and tail, not the loop); norm+gate|up+GLU: 62.4 us with ring 8 x 8 warps
- * against 66.8 us with ring 4 x 16 (each of its 3.4 waves of blocks repeats the norm; fewer, fuller blocks). */
+ * against 66.8 us with ring 4 x 16 (each of its 3.4 waves of blocks repeats the norm; fewer, fuller blocks). Its
+ * persistent form (shape 14: the norm once per block, the ring running on into each warp's next rows) is as fast
+ * alone (63.0 against 62.4 us) and wins inside the decode graph, where the next kernel's blocks start behind it:
+ * the 4-GEMV layer chain 117.5 against 118.4 us, engine bench llama3-8b after 16 tokens 4.174 against 4.240 and
+ * 4.256 ms/token (one call, H200, session 15). */
 int engk_gemv_pick(int fuse, int N, int K)
 {
     (void)K;
     if (fuse == ENGK_FUSE_GLU)
-        return 0;
+        return 14;
     /* the L2-prefetching shapes (10, 12) lost to 1 and 4 on the H200 (q|k|v+norm 20.7 vs 18.9 us, o 14.3 vs 13.4) */
     if (fuse == ENGK_FUSE_NORM)
         return N >= 16384 ? 7 : 1;
@@ -364,7 +427,7 @@ int engk_gemv_pick_prev(int fuse, int N, int K)
 {
     (void)K;
     if (fuse == ENGK_FUSE_GLU)
-        return 4;
+        return 0;
     if (fuse == ENGK_FUSE_NORM)
         return N >= 16384 ? 7 : 1;
     return N >= 32768 ? 1 : 4;

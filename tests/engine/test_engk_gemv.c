@@ -98,6 +98,9 @@ static void test_checker_fails(void **state)
 /* ---- plain GEMV: every variant and engk_gemv (bias, residual) against eng_dot_model and engk_matmul ---- */
 static const struct { int N, K; } gemv_shapes[] = {
     {1, 8}, {3, 16}, {33, 248}, {37, 256}, {65, 264}, {17, 512}, {100, 1000}, {257, 4096}, {31, 14336}, {129, 2056},
+    /* more rows than a persistent grid's warps (several per warp): the ring running into the next rows (4096: every
+     * lane 16 chunks), restarting per row (264: lane 0 two chunks, the rest one), and both in one warp (1064) */
+    {9001, 4096}, {20011, 264}, {10007, 1064},
 };
 
 /* A device position for engk_warm's gate. */
@@ -175,7 +178,7 @@ static void test_gemv(void **state)
 static void test_gemv_norm(void **state)
 {
     (void)state;
-    static const struct { int N, K; } cs[] = {{1, 8}, {35, 256}, {77, 264}, {300, 1000}, {513, 4096}, {9, 12272}, {16411, 264}};
+    static const struct { int N, K; } cs[] = {{1, 8}, {35, 256}, {77, 264}, {300, 1000}, {513, 4096}, {9, 12272}, {16411, 264}, {12007, 4096}};
     int64_t fails = 0;
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int kind = 0; kind <= 3; kind++) {
@@ -238,7 +241,7 @@ static void test_gemv_norm(void **state)
 static void test_gemv_glu(void **state)
 {
     (void)state;
-    static const struct { int I, K; } cs[] = {{1, 8}, {3, 256}, {45, 264}, {129, 1000}, {1000, 4096}, {8195, 256}};
+    static const struct { int I, K; } cs[] = {{1, 8}, {3, 256}, {45, 264}, {129, 1000}, {1000, 4096}, {8195, 256}, {9001, 4096}};
     int64_t fails = 0;
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int act = 0; act < 2; act++)
