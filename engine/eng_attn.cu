@@ -2073,6 +2073,16 @@ cudaError_t launch_wgs(const float *q, float *ctx, float *st_m, float *st_l, flo
  * [D x 8] += V^T P^T by MT MMAs (m-tiles over D): A = V^T, lane (r, c4) loading keys 2 c4, 2 c4 + 1, 2 c4 + 8,
  * 2 c4 + 9 (VN runs of VR dims per key: dims VR (r + 8 j) + e) and pairing two keys per register (prmt); B = P^T,
  * the probabilities rounded to bf16, moved from S's fragment layout by four shuffles. */
+/* engk_attn_decode_fused_post's qkv_post: the q|k|v row (fp32 [H + 2 Hkv][D], as the GEMV leaves it), the q/k
+ * norms (NULL: none), their kind and eps, the RoPE row (cos, sin: rot/2 each), the caches the new K/V row goes to
+ * (Kc, Vc, writable) and back (the kv_stale_slot fault: the row goes to *pos_dev - back). */
+struct PostArgs {
+    const float *qkv, *qn, *kn, *cos_t, *sin_t;
+    uint16_t *k, *v;
+    int kind, rot, back;
+    float eps;
+};
+
 template <int D> struct Dmma {
     static constexpr int MT = D / 16;
     static constexpr int KR = D / 4 < 8 ? D / 4 : 8, KN = D / 4 / KR;
@@ -2103,6 +2113,28 @@ __device__ __forceinline__ void ld_run(unsigned (&w)[1], const uint16_t *p, bool
     if (ok)
         asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
 }
+/* ld_run's coherent form (no .nc): for a cache row the same launch wrote (k_dec_mma with POST) */
+__device__ __forceinline__ void ldc_run(unsigned (&w)[4], const uint16_t *p, bool ok)
+{
+    w[0] = w[1] = w[2] = w[3] = 0u;
+    if (ok)
+        asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                     : "l"(p)
+                     : "memory");
+}
+__device__ __forceinline__ void ldc_run(unsigned (&w)[2], const uint16_t *p, bool ok)
+{
+    w[0] = w[1] = 0u;
+    if (ok)
+        asm volatile("ld.global.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void ldc_run(unsigned (&w)[1], const uint16_t *p, bool ok)
+{
+    w[0] = 0u;
+    if (ok)
+        asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p) : "memory");
+}
 __device__ __forceinline__ void lds_run(unsigned (&w)[4], const uint16_t *p)
 {
     const uint4 u = *reinterpret_cast<const uint4 *>(p);
@@ -2127,11 +2159,11 @@ __device__ __forceinline__ void lds_run(unsigned (&w)[2], const uint16_t *p)
  * warp issues its next group's K loads when its S is done and the V loads when its P V is done, so one item's
  * softmax, P V and the block's merge run under the next item's loads. FUSE (engk_attn_decode_fused): the merge
  * folded in, as in k_dec_part (merge_one for a single live tile, else merge_tail). */
-template <int D, bool SPLIT, bool FUSE>
+template <int D, bool SPLIT, bool FUSE, bool POST>
 __global__ void __launch_bounds__(DMMA_THREADS)
     k_dec_mma(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *Kc, const uint16_t *Vc,
               const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv,
-              float scale, int window)
+              float scale, int window, PostArgs post)
 {
     dep_wait(); /* q, the new K/V row and *pos_dev come from the kernels before: launch_dep */
     dep_launch();
@@ -2165,7 +2197,10 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             const uint16_t *p = Kc + base + (int64_t)jj * kvs + KR * c4;
 #pragma unroll
             for (int c = 0; c < KN; c++)
-                ld_run(kw[h2][c], p + 4 * KR * c, jj < n);
+                if (POST)
+                    ldc_run(kw[h2][c], p + 4 * KR * c, jj < n);
+                else
+                    ld_run(kw[h2][c], p + 4 * KR * c, jj < n);
         }
     };
     auto load_v = [&](int64_t base, int n, int grp) { /* keys 16 grp + 2 c4 + {0, 1, 8, 9} */
@@ -2175,12 +2210,60 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             const uint16_t *p = Vc + base + (int64_t)jj * kvs + VR * r;
 #pragma unroll
             for (int j = 0; j < VN; j++)
-                ld_run(vw[vk][j], p + 8 * VR * j, jj < n);
+                if (POST)
+                    ldc_run(vw[vk][j], p + 8 * VR * j, jj < n);
+                else
+                    ld_run(vw[vk][j], p + 8 * VR * j, jj < n);
         }
     };
 
     if (FUSE && blockIdx.x >= items) /* no item (short contexts: most of the grid): skip loading q */
         return;
+    if (POST) {
+        /* qkv_post folded in (one live tile: item it is KV head it, every block's items in tile tlo): for each of
+         * its items the block posts the group's G q heads into sq (as k_qkv_post_rows would store them, then
+         * rounded as the copy below rounds them) and the new K and V rows into the caches; warp w takes tasks w,
+         * w + 4, ... of (G q heads, K, V) per item, each in k_qkv_post_rows' arithmetic (head_norm, rope_pair, one
+         * bf16 rounding); then the block's loads of the tile see its rows (ldc_run). */
+        if (thi != tlo)
+            __trap(); /* the host's contract: one live tile (engk_attn_decode_fused_post) */
+        float *u = sacc + warp * D; /* free until the merge */
+        const int half = post.rot / 2, tasks = G + 2;
+        const int64_t prow = (pos - post.back - kv_pos0) * kvs;
+        const int64_t mine = (items - blockIdx.x + gridDim.x - 1) / gridDim.x;
+        for (int64_t t = warp; t < mine * tasks; t += DMMA_WARPS) {
+            const int g = (int)(blockIdx.x + (t / tasks) * gridDim.x), j = (int)(t % tasks);
+            const int h = j < G ? g * G + j : j == G ? H + g : H + Hkv + g; /* row of q|k|v */
+            const float4 *src = reinterpret_cast<const float4 *>(post.qkv + (int64_t)h * D);
+            for (int c = lane; c < D / 4; c += 32)
+                reinterpret_cast<float4 *>(u)[c] = src[c];
+            __syncwarp();
+            if (j <= G) { /* q or K: norm, RoPE */
+                const float *nw = j < G ? post.qn : post.kn;
+                if (nw)
+                    head_norm(u, D, nw, post.kind, post.eps, lane);
+                for (int i = lane; i < half; i += 32)
+                    rope_pair(u, i, half, post.cos_t[i], post.sin_t[i]);
+                __syncwarp();
+            }
+            if (j < G) {
+                for (int d = 2 * lane; d < D; d += 64) {
+                    const unsigned hx = bf16_rne(u[d]), hy = bf16_rne(u[d + 1]);
+                    *reinterpret_cast<unsigned *>(sq + h * LDQ + d) = pack2(hx, hy);
+                    if (SPLIT)
+                        *reinterpret_cast<unsigned *>(sq + (H + h) * LDQ + d) =
+                            pack2(bf16_rne(u[d] - __uint_as_float(hx << 16)), bf16_rne(u[d + 1] - __uint_as_float(hy << 16)));
+                }
+            } else {
+                uint16_t *dst = (j == G ? post.k : post.v) + prow + (int64_t)g * D;
+                for (int d = 2 * lane; d < D; d += 64)
+                    *reinterpret_cast<unsigned *>(dst + d) = pack2(bf16_rne(u[d]), bf16_rne(u[d + 1]));
+            }
+            __syncwarp();
+        }
+        __syncthreads();
+    }
+
     int64_t it = blockIdx.x, pit = -1; /* (pit, pgrp): the group whose K/V this warp has in flight */
     int pgrp = -1;
     if (it < items) {
@@ -2197,7 +2280,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     /* q into shared memory: QB float2 loads a thread in flight before its first store (one wait for memory per
      * QB x DMMA_THREADS pairs, not possibly one per pair) */
     constexpr int QB = 8;
-    for (int i0 = tid; i0 < H * D / 2; i0 += QB * DMMA_THREADS) {
+    for (int i0 = tid; !POST && i0 < H * D / 2; i0 += QB * DMMA_THREADS) {
         float2 qv[QB];
 #pragma unroll
         for (int j = 0; j < QB; j++) {
@@ -2436,10 +2519,10 @@ int dec_mma_ok(int H, int Hkv, int D, int f32)
 
 /* The grid: as many blocks as the device holds at once (occupancy at this shared memory), at most one per item, at
  * most dec_blocks_cap. */
-template <int D, bool SPLIT, bool FUSE>
+template <int D, bool SPLIT, bool FUSE, bool POST>
 cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *K, const uint16_t *V,
                         const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
-                        int Hkv, float scale, int window, cudaStream_t s)
+                        int Hkv, float scale, int window, const PostArgs &post, cudaStream_t s)
 {
     static int dev_c = -1, sms = 0, per_sm = 0;
     static size_t smem_c = 0;
@@ -2449,7 +2532,7 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
     if (err == cudaSuccess && (dev != dev_c || smem != smem_c)) {
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (err == cudaSuccess)
-            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT, FUSE>, DMMA_THREADS,
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT, FUSE, POST>, DMMA_THREADS,
                                                                 smem);
         dev_c = err == cudaSuccess ? dev : -1;
         smem_c = smem;
@@ -2461,21 +2544,21 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    return launch_dep(k_dec_mma<D, SPLIT, FUSE>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part, ctx,
-                      cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window);
+    return launch_dep(k_dec_mma<D, SPLIT, FUSE, POST>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part,
+                      ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post);
 }
 
-template <bool SPLIT, bool FUSE>
+template <bool SPLIT, bool FUSE, bool POST = false>
 cudaError_t dec_mma_d(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *k, const uint16_t *v,
                       const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
-                      int Hkv, int D, float scale, int window, cudaStream_t s)
+                      int Hkv, int D, float scale, int window, cudaStream_t s, const PostArgs &post = PostArgs())
 {
     switch (D) {
-    case 16: return launch_dmma<16, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 32: return launch_dmma<32, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 64: return launch_dmma<64, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    case 128: return launch_dmma<128, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
-    default: return launch_dmma<256, SPLIT, FUSE>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, s);
+    case 16: return launch_dmma<16, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
+    case 32: return launch_dmma<32, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
+    case 64: return launch_dmma<64, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
+    case 128: return launch_dmma<128, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
+    default: return launch_dmma<256, SPLIT, FUSE, POST>(q, part, ctx, cnt, k, v, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post, s);
     }
 }
 
@@ -2564,7 +2647,39 @@ cudaError_t engk_attn_decode_fused(const float *q, float *ctx, float *part, unsi
     return decode_parts(q, ctx, part, cnt, K, V, f32, pos_dev, max_tiles, P, H, Hkv, D, scale, window, s);
 }
 
+int engk_attn_decode_post_ok(int H, int Hkv, int D, int f32) { return D % 8 == 0 && dec_mma_ok(H, Hkv, D, f32); }
+
+cudaError_t engk_attn_decode_fused_post(const float *qkv, const float *qn, const float *kn, int norm_kind, float eps,
+                                        const float *cos_t, const float *sin_t, int rot, int back, float *ctx,
+                                        float *part, unsigned *cnt, void *K, void *V, const int64_t *pos_dev,
+                                        int max_tiles, int P, int H, int Hkv, int D, float scale, int window,
+                                        cudaStream_t s)
+{
+    if (!cnt || !qkv || !engk_attn_decode_post_ok(H, Hkv, D, 0) || rot < 0 || rot > D || rot % 2 || back < 0)
+        return cudaErrorInvalidValue;
+    PostArgs post;
+    post.qkv = qkv;
+    post.qn = qn;
+    post.kn = kn;
+    post.cos_t = cos_t;
+    post.sin_t = sin_t;
+    post.k = static_cast<uint16_t *>(K);
+    post.v = static_cast<uint16_t *>(V);
+    post.kind = norm_kind;
+    post.rot = rot;
+    post.back = back;
+    post.eps = eps;
+    const uint16_t *k = static_cast<const uint16_t *>(K), *v = static_cast<const uint16_t *>(V);
+    const int kmax = max_tiles - 1;
+    return dec_kernel == ENGK_DEC_MMA_BF16
+               ? dec_mma_d<false, true, true>(NULL, part, ctx, cnt, k, v, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D,
+                                              scale, window, s, post)
+               : dec_mma_d<true, true, true>(NULL, part, ctx, cnt, k, v, pos_dev, 0, 0, kmax, max_tiles, P, H, Hkv, D,
+                                             scale, window, s, post);
+}
+
 void engk_attn_decode_blocks(int n) { dec_blocks_cap = n > 0 ? n : 0; }
+
 
 void engk_attn_decode_kernel(int kernel) { dec_kernel = kernel; }
 

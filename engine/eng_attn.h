@@ -90,6 +90,17 @@ cudaError_t engk_attn_decode(const float *q, float *ctx, float *part, const void
 cudaError_t engk_attn_decode_fused(const float *q, float *ctx, float *part, unsigned *cnt, const void *K,
                                    const void *V, int f32, const int64_t *pos_dev, int max_tiles, int P, int H,
                                    int Hkv, int D, float scale, int window, cudaStream_t s);
+/* engk_qkv_post_dev (bf16 caches) + engk_attn_decode_fused in one launch, the same bits (ctx and both caches): each
+ * block posts the q heads of its items' KV groups (norm, RoPE: k_qkv_post_rows' arithmetic) straight into the
+ * attention's bf16 q, and the group's new K and V rows into the caches at *pos_dev - back, before its loads of the
+ * tile. Only for a step whose every launch has one live tile at *pos_dev (the kernel traps otherwise: the caller
+ * checks engk_dec_live_tiles), bf16 KV on tensor cores (engk_attn_decode_post_ok). */
+int engk_attn_decode_post_ok(int H, int Hkv, int D, int f32);
+cudaError_t engk_attn_decode_fused_post(const float *qkv, const float *qn, const float *kn, int norm_kind, float eps,
+                                        const float *cos_t, const float *sin_t, int rot, int back, float *ctx,
+                                        float *part, unsigned *cnt, void *K, void *V, const int64_t *pos_dev,
+                                        int max_tiles, int P, int H, int Hkv, int D, float scale, int window,
+                                        cudaStream_t s);
 /* The partial of tile k alone, with K/V[j - k*P] holding position j (an uploaded tile buffer): the same kernel
  * and slot as engk_attn_decode's, so per-tile launches + engk_attn_decode_merge give the same bits. */
 cudaError_t engk_attn_decode_tile(const float *q, float *part, const void *Kt, const void *Vt, int f32,

@@ -85,6 +85,31 @@ __device__ __forceinline__ float norm_apply(float x, float inv, const float *w, 
     }
 }
 
+/* One warp: the RMSNorm of a head's D values u (shared) in place: lane-strided fmaf sum, butterfly, inv_rms,
+ * norm_apply (qkv_post's q/k norms; the decode attention's folded qkv_post runs the same code). */
+__device__ __forceinline__ void head_norm(float *u, int D, const float *nw, int kind, float eps, int lane)
+{
+    float ss = 0.0f;
+    for (int d = lane; d < D; d += 32)
+        ss = fmaf(u[d], u[d], ss);
+    const float inv = inv_rms(warp_sum(ss), D, eps);
+    __syncwarp();
+    for (int d = lane; d < D; d += 32)
+        u[d] = norm_apply(u[d], inv, nw, d, kind);
+    __syncwarp();
+}
+
+/* RoPE of the pair (i, i + half) of u in place, as ref_rope_apply: x1 c - x2 s, x2 c + x1 s (separate products:
+ * the engine's units build with -fmad=false). */
+__device__ __forceinline__ void rope_pair(float *u, int i, int half, float ci, float si)
+{
+    const float x1 = u[i], x2 = u[i + half];
+    const float a = x1 * ci, b = -x2 * si;
+    const float a2 = x2 * ci, b2 = x1 * si;
+    u[i] = a + b;
+    u[i + half] = a2 + b2;
+}
+
 /* x[0:K] normalized exactly as k_rmsnorm (its first NORM_THREADS threads sum fmaf(v, v) over i = tid, tid +
  * NORM_THREADS, ... in order, block_sum over warps 0..7, inv_rms, norm_apply), each element into slot(i) (a float &
  * in the caller's shared copy of the row) and, from block 0, into xn if not NULL. STAGED: the slots already hold x

@@ -178,20 +178,6 @@ struct PostWarp {
     }
 };
 
-/* One warp: the RMSNorm of a head's D values u (shared) in place: lane-strided fmaf sum, butterfly, inv_rms,
- * norm_apply. */
-__device__ __forceinline__ void head_norm(float *u, int D, const float *nw, int kind, float eps, int lane)
-{
-    float ss = 0.0f;
-    for (int d = lane; d < D; d += 32)
-        ss = fmaf(u[d], u[d], ss);
-    const float inv = inv_rms(warp_sum(ss), D, eps);
-    __syncwarp();
-    for (int d = lane; d < D; d += 32)
-        u[d] = norm_apply(u[d], inv, nw, d, kind);
-    __syncwarp();
-}
-
 /* One warp per head of one row: the head's D values into shared memory (16-byte loads), norm, RoPE (pairs
  * (i, i + rot/2), as ref_rope_apply; each pair rotated in place by the lane that owns it), then 8 values per lane
  * per store. D % 8 == 0. */
@@ -236,13 +222,8 @@ __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post(const float *qkv, 
         head_norm(u, D, nw, kind, eps, lane);
     const int half = rot / 2;
     const float *c = cos_t + (int64_t)t * half, *s = sin_t + (int64_t)t * half;
-    for (int i = lane; i < half; i += 32) {
-        const float x1 = u[i], x2 = u[i + half];
-        const float a = x1 * c[i], b = -x2 * s[i];
-        const float a2 = x2 * c[i], b2 = x1 * s[i];
-        u[i] = a + b;
-        u[i + half] = a2 + b2;
-    }
+    for (int i = lane; i < half; i += 32)
+        rope_pair(u, i, half, c[i], s[i]);
     __syncwarp();
     if (isq) {
         float *qo = q + ((int64_t)t * H + hh) * D;
@@ -328,19 +309,12 @@ __global__ void __launch_bounds__(POST_WARPS * 32) k_qkv_post_rows(const float *
     const float *nw = isq ? qn : kn;
     if (nw)
         head_norm(u, D, nw, kind, eps, lane);
-    auto rope = [&](int i, float ci, float si) { /* pair (i, i + half), as k_qkv_post */
-        const float x1 = u[i], x2 = u[i + half];
-        const float a = x1 * ci, b = -x2 * si;
-        const float a2 = x2 * ci, b2 = x1 * si;
-        u[i] = a + b;
-        u[i + half] = a2 + b2;
-    };
 #pragma unroll
     for (int k = 0; k < RI; k++)
         if (lane + 32 * k < half)
-            rope(lane + 32 * k, cr[k], sr[k]);
+            rope_pair(u, lane + 32 * k, half, cr[k], sr[k]);
     for (int i = lane + 32 * RI; i < half; i += 32)
-        rope(i, c[i], s[i]);
+        rope_pair(u, i, half, c[i], s[i]);
     __syncwarp();
     const float4 *u4 = reinterpret_cast<const float4 *>(u);
     if (isq) {

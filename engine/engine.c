@@ -56,6 +56,7 @@ struct eng {
     float *d_part;
     unsigned *d_acnt; /* the fused merge's counters, after the partials in d_part (decode_fusion) */
     int max_tiles, dec_fuse, fuse_max, step_fuse; /* step_fuse: this decode step's form (step_fusion) */
+    int dec_post; /* qkv_post folded into the fused decode attention at one live tile (ENG_DECODE_POST) */
     /* recurrent state of each GDN layer (NULL elsewhere), on the device in every mode: S [Hv, dv, dk] at position
      * gdn_base followed by the pending rows of gdn_base's DeltaNet chunk (engk_gdn_chunked), conv [K-1, C]; fp32 */
     float **d_gS, **d_gcs;
@@ -169,7 +170,8 @@ static int64_t part_words(const rc_config *c, int max_tiles)
 
 /* The decode attention's form (ENG_AUTO: $REFCHAIN_DECODE_FUSION, else ENG_DECODE_FUSION): 0 = qkv_post, partials,
  * merge kernel; 1 = the merge folded into the partial kernel (engk_attn_decode_fused). The same bits in either form.
- * Form 2 (qkv_post folded in too) measured slower and was removed: asked for by name, it is refused. */
+ * Form 2 (qkv_post folded in too) measured slower and was removed: asked for by name, it is refused (qkv_post is
+ * folded into form 1 at one live tile by ENG_DECODE_POST instead, a kernel of another shape). */
 static int decode_fusion(int opt, rc_err *e)
 {
     if (opt == 0 || opt == 1)
@@ -795,6 +797,9 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
         return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_PREFILL_ATTN must be auto or mma, got '%s'", pat);
     if (glu && *glu && strcmp(glu, "0") && strcmp(glu, "1"))
         return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_GLU_BF16 must be 0 or 1, got '%s'", glu);
+    const char *dpost = getenv("REFCHAIN_DECODE_POST");
+    if (dpost && *dpost && strcmp(dpost, "0") && strcmp(dpost, "1"))
+        return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_DECODE_POST must be 0 or 1, got '%s'", dpost);
     eng *E = rc_calloc(1, sizeof *E, e, "engine");
     if (!E)
         return e->code;
@@ -802,6 +807,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     E->c = &w->cfg;
     E->o = o;
     E->dec_fuse = fuse;
+    E->dec_post = dpost && *dpost ? dpost[0] == '1' : ENG_DECODE_POST;
     E->ctx_f32 = actx && !strcmp(actx, "f32");
     E->glu16 = glu && *glu ? glu[0] == '1' : ENG_GLU_BF16;
     E->fuse_max = o.fuse_max_tiles > 0 ? o.fuse_max_tiles : ENG_FUSE_MAX_TILES;
@@ -1748,6 +1754,12 @@ static int attn_decode(eng *E, int l, const char *W, rc_err *e)
         CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_knew, E->d_vnew, NULL, 0, E->f32, VEC(Ly->q_norm),
                              VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
         ATTEMPT(attention(E, l, 1, E->d_knew, E->d_vnew, NULL, e));
+    } else if (E->step_fuse && E->dec_post && E->fuse_max <= 1 && engk_attn_decode_post_ok(H, Hkv, D, E->f32)) {
+        /* one live tile in every layer at this step (step_fusion): qkv_post inside the fused attention, same bits */
+        const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");
+        CK(engk_attn_decode_fused_post(E->d_qkv, VEC(Ly->q_norm), VEC(Ly->k_norm), c->qk_norm, c->eps, cs,
+                                       cs + rot / 2, rot, back, E->d_ctx, E->d_part, E->d_acnt, E->d_k[l], E->d_v[l],
+                                       E->d_pos, E->max_tiles, E->P, H, Hkv, D, d->attn_scale, d->window, E->s_comp));
     } else {
         /* fault: a decode step writes its K/V row into the previous slot, leaving its own stale */
         const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");

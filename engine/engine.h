@@ -25,6 +25,10 @@ extern "C" {
 /* The decode attention's form when neither eng_opts.decode_fusion nor $REFCHAIN_DECODE_FUSION says: 0 = qkv_post,
  * split-KV partials, merge kernel; 1 = the merge folded into the partial kernel. The same bits in either form. */
 #define ENG_DECODE_FUSION 1
+/* 1: at decode steps that run the fused form with one live tile per layer (the default ENG_FUSE_MAX_TILES), qkv_post
+ * (q/k norms, RoPE, the new K/V row) runs inside the attention kernel instead of a launch of its own
+ * (engk_attn_decode_fused_post). The same bits. $REFCHAIN_DECODE_POST=0|1 overrides. */
+#define ENG_DECODE_POST 1
 /* 1: a prefill chunk's gate|up GEMM writes bf16 (its own pinned algorithm) and the GLU reads that, half the bytes of
  * the fp32 path; one more rounding (gate and up to bf16, as HF's bf16 models), so a change of numerics: off until its
  * bounds are measured on the GPU (engine/README.md). $REFCHAIN_GLU_BF16=0|1 overrides. */

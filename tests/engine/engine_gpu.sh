@@ -152,14 +152,16 @@ identity | identity-synth)
             "rl1+vocab-on-cpu+chunk 7|--resident-layers 1 --vocab-on-cpu --prefill-chunk 7" \
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "fusion off+no-graph|--decode-fusion off --no-graph" "${CTX_MODES[@]}"
+            "fusion off+no-graph|--decode-fusion off --no-graph" "post off|REFCHAIN_DECODE_POST=0" \
+            "post off+no-graph|REFCHAIN_DECODE_POST=0 --no-graph" "${CTX_MODES[@]}"
         # the bf16 gate|up GEMM (ENG_GLU_BF16; other bits than the default): every mode the same bits among itself
         run_group 8 "glu16 full|REFCHAIN_GLU_BF16=1" "glu16 chunk 5|REFCHAIN_GLU_BF16=1 --prefill-chunk 5" \
             "glu16 rl1+kv-offload|REFCHAIN_GLU_BF16=1 --resident-layers 1 --kv-offload" \
             "glu16 chunk 1+vocab-on-cpu|REFCHAIN_GLU_BF16=1 --prefill-chunk 1 --vocab-on-cpu"
         run_group 512 "full|" "kv-offload|--kv-offload" \
             "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu" \
-            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off"
+            "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
+            "post off|REFCHAIN_DECODE_POST=0"
         # sampling: same seed, same tokens in every mode (identical logits, deterministic sampler)
         s=(--temperature 0.8 --top-k 20 --top-p 0.9 --seed 7)
         run_group 16 "sample full|${s[*]}" \
@@ -172,7 +174,7 @@ identity | identity-synth)
             "prefill-chunk 129|--prefill-chunk 129" "mma+chunk 129|REFCHAIN_PREFILL_ATTN=mma --prefill-chunk 129" \
             "kv-offload|--kv-offload" "mma+kv-offload|REFCHAIN_PREFILL_ATTN=mma --kv-offload" \
             "rl1+kv-offload+chunk 100|--resident-layers 1 --kv-offload --prefill-chunk 100" \
-            "resident-layers 0|--resident-layers 0" "${CTX_MODES[@]}"
+            "resident-layers 0|--resident-layers 0" "post off|REFCHAIN_DECODE_POST=0" "${CTX_MODES[@]}"
         run_group 8 "full|" "mma|REFCHAIN_PREFILL_ATTN=mma" "prefill-chunk 7|--prefill-chunk 7" \
             "kv-offload+chunk 129|--kv-offload --prefill-chunk 129" \
             "mma+kv-offload+chunk 129|REFCHAIN_PREFILL_ATTN=mma --kv-offload --prefill-chunk 129"
@@ -205,7 +207,8 @@ identity | identity-synth)
             "rl1+vocab-on-cpu+chunk 1|--resident-layers 1 --vocab-on-cpu --prefill-chunk 1" \
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "fusion off+no-graph|--decode-fusion off --no-graph" "${CTX_MODES[@]}"
+            "fusion off+no-graph|--decode-fusion off --no-graph" "post off|REFCHAIN_DECODE_POST=0" \
+            "post off+no-graph|REFCHAIN_DECODE_POST=0 --no-graph" "${CTX_MODES[@]}"
         run_group 512 "full|" "kv-offload+chunk 7|--kv-offload --prefill-chunk 7"
         run_cross
     elif [ "$g" = synth-hybrid ]; then
@@ -278,6 +281,7 @@ bad-input)
     REFCHAIN_ATTN_CTX=half check bad_attn_ctx 'REFCHAIN_ATTN_CTX must be bf16 or f32' --model "$L" --prompt-golden
     REFCHAIN_PREFILL_ATTN=fast check bad_prefill_attn 'REFCHAIN_PREFILL_ATTN must be auto or mma' --model "$L" --prompt-golden
     REFCHAIN_GLU_BF16=yes check bad_glu_bf16 'REFCHAIN_GLU_BF16 must be 0 or 1' --model "$L" --prompt-golden
+    REFCHAIN_DECODE_POST=2 check bad_decode_post 'REFCHAIN_DECODE_POST must be 0 or 1' --model "$L" --prompt-golden
     check bad_prompt 'token ids' --model "$L" --prompt "1 two 3"
     check bad_ids 'token ids' --model "$L" --ids "1 two 3"
     check no_prompt 'exactly one' --model "$L"

@@ -553,6 +553,146 @@ static void test_decode_fused(void **state)
     assert_int_equal(fails, 0);
 }
 
+/* ---- decode with qkv_post folded in (engk_attn_decode_fused_post) ---- */
+
+/* Byte-identical device buffers (n bytes); prints a line. */
+static int64_t same_bytes(const char *what, const void *da, const void *db, int64_t n)
+{
+    unsigned char *a = hmalloc(n, 1), *b = hmalloc(n, 1);
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemcpy(a, da, (size_t)n, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(b, db, (size_t)n, cudaMemcpyDeviceToHost));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad += a[i] != b[i];
+    printf("  %-64s %s\n", what, bad ? "DIFFER" : "byte-identical");
+    free(a);
+    free(b);
+    return bad != 0;
+}
+
+/* engk_qkv_post_dev + partials + merge (engk_attn_decode) against engk_attn_decode_fused_post from the same q|k|v
+ * row, RoPE row, norms and caches (rows >= pos hold old values, so a kernel that read its row pos before storing it
+ * would differ): ctx bit for bit and both caches byte for byte, on the default grid, grids of 1 and 3 blocks and a
+ * captured graph, one set of counters for every launch (checked zero). Positions with one live tile (the folded
+ * form's contract): in tile 0, and in tile 3 with a window inside it; q/k norms of kind norm (< 0: none); back 1
+ * (the kv_stale_slot fault) writes the row one slot early in both. */
+static int64_t check_post(int kernel, int G, int D, int rot, int norm, int back)
+{
+    const int Hkv = 4, H = G * Hkv, P = 64, S = 4 * P, max_tiles = engk_attn_max_tiles(S, P);
+    engk_attn_decode_kernel(kernel);
+    if (!engk_attn_decode_post_ok(H, Hkv, D, 0)) {
+        printf("  qkv_post folded G=%d D=%d: not on this device/shape (tensor-core partials only)\n", G, D);
+        engk_attn_decode_kernel(ENGK_DEC_AUTO);
+        return 0;
+    }
+    const float scale = (float)(1.0 / sqrt((double)D)), eps = 1e-6f;
+    const int64_t n = (int64_t)H * D, pf = engk_attn_part_floats(max_tiles, H, D), nqkv = (int64_t)(H + 2 * Hkv) * D;
+    kvset s;
+    kv_make(&s, S, S, Hkv, D, 0);
+    const int64_t cb = (int64_t)S * s.row * 2;
+    float *qkv = rand_q(nqkv), *cs = rand_q(rot > 0 ? rot : 1), *nq = rand_q(D), *nk = rand_q(D);
+    for (int d = 0; d < D; d++) { /* norm weights around 1 */
+        nq[d] = 1.0f + 0.5f * nq[d];
+        nk[d] = 1.0f + 0.5f * nk[d];
+    }
+    float *dqkv = dmalloc(nqkv * 4), *dcs = dmalloc((rot > 0 ? rot : 1) * 4), *dq = dmalloc(n * 4);
+    float *dnq = norm >= 0 ? dmalloc(D * 4) : NULL, *dnk = norm >= 0 ? dmalloc(D * 4) : NULL;
+    float *dctx = dmalloc(n * 4), *dref = dmalloc(n * 4), *dpart = dmalloc(pf * 4);
+    void *dka = dmalloc(cb), *dva = dmalloc(cb), *dkb = dmalloc(cb), *dvb = dmalloc(cb);
+    int64_t *dpos = dmalloc(8);
+    unsigned *dcnt = dmalloc((int64_t)Hkv * 4);
+    CU(cudaMemset(dcnt, 0, (size_t)Hkv * 4));
+    upload(dqkv, qkv, nqkv * 4);
+    upload(dcs, cs, (rot > 0 ? rot : 1) * 4);
+    if (norm >= 0) {
+        upload(dnq, nq, D * 4);
+        upload(dnk, nk, D * 4);
+    }
+    const int kind = norm >= 0 ? norm : 0;
+    static const struct { int64_t pos; int window; } ps[] = {{1, 0}, {37, 0}, {63, 0}, {3 * 64 + 5, 6}, {3 * 64 + 63, 64}};
+    int64_t fails = 0;
+    char what[200];
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+        const int64_t pos = ps[i].pos;
+        const int window = ps[i].window;
+        assert_int_equal(engk_dec_live_tiles(pos, window, P), 1);
+        cudaStream_t st;
+        CU(cudaStreamCreate(&st));
+        cudaGraph_t gr;
+        cudaGraphExec_t ge;
+        CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        CU(engk_attn_decode_fused_post(dqkv, dnq, dnk, kind, eps, dcs, dcs + rot / 2, rot, back, dctx, dpart, dcnt, dkb,
+                                       dvb, dpos, max_tiles, P, H, Hkv, D, scale, window, st));
+        CU(cudaStreamEndCapture(st, &gr));
+        CU(cudaGraphInstantiate(&ge, gr, 0));
+        CU(cudaGraphDestroy(gr));
+        upload(dpos, &pos, 8);
+        CU(cudaMemcpy(dka, s.dk, (size_t)cb, cudaMemcpyDeviceToDevice));
+        CU(cudaMemcpy(dva, s.dv, (size_t)cb, cudaMemcpyDeviceToDevice));
+        ekc_poison(dref, n * 4, 1);
+        ekc_poison(dq, n * 4, 1);
+        ekc_poison(dpart, pf * 4, 1);
+        CU(engk_qkv_post_dev(dqkv, dq, dka, dva, dpos, back, 0, dnq, dnk, kind, eps, dcs, dcs + rot / 2, H, Hkv, D, rot,
+                             0));
+        CU(engk_attn_decode(dq, dref, dpart, dka, dva, 0, dpos, max_tiles, P, H, Hkv, D, scale, window, 0));
+        float *want = download(dref, n);
+        static const int caps[] = {0, 1, 3, -1}; /* -1: the captured graph */
+        for (size_t c = 0; c < 4; c++) {
+            CU(cudaMemcpy(dkb, s.dk, (size_t)cb, cudaMemcpyDeviceToDevice));
+            CU(cudaMemcpy(dvb, s.dv, (size_t)cb, cudaMemcpyDeviceToDevice));
+            ekc_poison(dctx, n * 4, 1);
+            ekc_poison(dpart, pf * 4, 1);
+            if (caps[c] < 0) {
+                CU(cudaDeviceSynchronize());
+                CU(cudaGraphLaunch(ge, st));
+                CU(cudaStreamSynchronize(st));
+            } else {
+                engk_attn_decode_blocks(caps[c]);
+                CU(engk_attn_decode_fused_post(dqkv, dnq, dnk, kind, eps, dcs, dcs + rot / 2, rot, back, dctx, dpart,
+                                               dcnt, dkb, dvb, dpos, max_tiles, P, H, Hkv, D, scale, window, 0));
+                engk_attn_decode_blocks(0);
+            }
+            float *got = download(dctx, n);
+            snprintf(what, sizeof what, "qkv_post folded %s G=%d D=%d rot=%d norm=%d back=%d pos=%lld win=%d %s%d",
+                     kernel == ENGK_DEC_MMA_BF16 ? "bf16 q p" : "split q p", G, D, rot, norm, back, (long long)pos,
+                     window, caps[c] < 0 ? "graph" : "grid ", caps[c] < 0 ? 0 : caps[c]);
+            fails += ekc_bits(what, got, want, n);
+            fails += counters_left(what, dcnt, Hkv);
+            fails += same_bytes("  K cache = qkv_post's", dka, dkb, cb);
+            fails += same_bytes("  V cache = qkv_post's", dva, dvb, cb);
+            free(got);
+        }
+        free(want);
+        CU(cudaGraphExecDestroy(ge));
+        CU(cudaStreamDestroy(st));
+    }
+    engk_attn_decode_kernel(ENGK_DEC_AUTO);
+    free(qkv); free(cs); free(nq); free(nk);
+    CU(cudaFree(dqkv)); CU(cudaFree(dcs)); CU(cudaFree(dq)); CU(cudaFree(dctx)); CU(cudaFree(dref)); CU(cudaFree(dpart));
+    CU(cudaFree(dka)); CU(cudaFree(dva)); CU(cudaFree(dkb)); CU(cudaFree(dvb)); CU(cudaFree(dpos)); CU(cudaFree(dcnt));
+    if (dnq) CU(cudaFree(dnq));
+    if (dnk) CU(cudaFree(dnk));
+    kv_free(&s);
+    return fails;
+}
+
+static void test_decode_fused_post(void **state)
+{
+    (void)state;
+    int64_t fails = 0;
+    static const int Gs[] = {1, 4, 8}, Ds[] = {64, 128, 256};
+    for (size_t gi = 0; gi < 3; gi++)
+        for (size_t di = 0; di < 3; di++)
+            fails += check_post(ENGK_DEC_AUTO, Gs[gi], Ds[di], Ds[di], -1, 0);
+    fails += check_post(ENGK_DEC_AUTO, 4, 128, 64, 0, 0);             /* partial RoPE, q/k norms (w) */
+    fails += check_post(ENGK_DEC_AUTO, 8, 256, 64, 1, 0);             /* (1 + w) norms, a quarter rotated */
+    fails += check_post(ENGK_DEC_AUTO, 4, 128, 0, 3, 0);              /* no RoPE, weightless norms */
+    fails += check_post(ENGK_DEC_MMA_BF16, 4, 128, 128, -1, 0);       /* q and p in bf16 alone */
+    fails += check_post(ENGK_DEC_AUTO, 4, 128, 128, -1, 1);           /* kv_stale_slot: the row one slot early */
+    assert_int_equal(fails, 0);
+}
+
 /* ---- prefill: one launch, offload-style per-tile launches with the state in memory, and other chunkings ---- */
 typedef struct pcase {
     int f32, flags, G, D, T, P, window;
@@ -1343,6 +1483,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_checker_fails),
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_decode_fused),
+        cmocka_unit_test(test_decode_fused_post),
         cmocka_unit_test(test_prefill),
     };
     return cmocka_run_group_tests_name("engine.kernels.attn", tests, NULL, NULL);
