@@ -2655,7 +2655,8 @@ cudaError_t engk_attn_decode_fused_post(const float *qkv, const float *qn, const
                                         int max_tiles, int P, int H, int Hkv, int D, float scale, int window,
                                         cudaStream_t s)
 {
-    if (!cnt || !qkv || !engk_attn_decode_post_ok(H, Hkv, D, 0) || rot < 0 || rot > D || rot % 2 || back < 0)
+    if (!cnt || !qkv || !engk_attn_decode_post_ok(H, Hkv, D, 0) || rot < 0 || rot > D || rot % 2 || back < 0 ||
+        (rot > 0 && (!cos_t || !sin_t)))
         return cudaErrorInvalidValue;
     PostArgs post;
     post.qkv = qkv;

@@ -577,7 +577,7 @@ static int64_t same_bytes(const char *what, const void *da, const void *db, int6
  * captured graph, one set of counters for every launch (checked zero). Positions with one live tile (the folded
  * form's contract): in tile 0, and in tile 3 with a window inside it; q/k norms of kind norm (< 0: none); back 1
  * (the kv_stale_slot fault) writes the row one slot early in both. */
-static int64_t check_post(int kernel, int G, int D, int rot, int norm, int back)
+static int64_t check_post(int kernel, int G, int D, int rot, int norm, int back, int q_only)
 {
     const int Hkv = 4, H = G * Hkv, P = 64, S = 4 * P, max_tiles = engk_attn_max_tiles(S, P);
     engk_attn_decode_kernel(kernel);
@@ -597,7 +597,7 @@ static int64_t check_post(int kernel, int G, int D, int rot, int norm, int back)
         nk[d] = 1.0f + 0.5f * nk[d];
     }
     float *dqkv = dmalloc(nqkv * 4), *dcs = dmalloc((rot > 0 ? rot : 1) * 4), *dq = dmalloc(n * 4);
-    float *dnq = norm >= 0 ? dmalloc(D * 4) : NULL, *dnk = norm >= 0 ? dmalloc(D * 4) : NULL;
+    float *dnq = norm >= 0 ? dmalloc(D * 4) : NULL, *dnk = norm >= 0 && !q_only ? dmalloc(D * 4) : NULL;
     float *dctx = dmalloc(n * 4), *dref = dmalloc(n * 4), *dpart = dmalloc(pf * 4);
     void *dka = dmalloc(cb), *dva = dmalloc(cb), *dkb = dmalloc(cb), *dvb = dmalloc(cb);
     int64_t *dpos = dmalloc(8);
@@ -605,10 +605,10 @@ static int64_t check_post(int kernel, int G, int D, int rot, int norm, int back)
     CU(cudaMemset(dcnt, 0, (size_t)Hkv * 4));
     upload(dqkv, qkv, nqkv * 4);
     upload(dcs, cs, (rot > 0 ? rot : 1) * 4);
-    if (norm >= 0) {
+    if (dnq)
         upload(dnq, nq, D * 4);
+    if (dnk)
         upload(dnk, nk, D * 4);
-    }
     const int kind = norm >= 0 ? norm : 0;
     static const struct { int64_t pos; int window; } ps[] = {{1, 0}, {37, 0}, {63, 0}, {3 * 64 + 5, 6}, {3 * 64 + 63, 64}};
     int64_t fails = 0;
@@ -654,9 +654,9 @@ static int64_t check_post(int kernel, int G, int D, int rot, int norm, int back)
                 engk_attn_decode_blocks(0);
             }
             float *got = download(dctx, n);
-            snprintf(what, sizeof what, "qkv_post folded %s G=%d D=%d rot=%d norm=%d back=%d pos=%lld win=%d %s%d",
-                     kernel == ENGK_DEC_MMA_BF16 ? "bf16 q p" : "split q p", G, D, rot, norm, back, (long long)pos,
-                     window, caps[c] < 0 ? "graph" : "grid ", caps[c] < 0 ? 0 : caps[c]);
+            snprintf(what, sizeof what, "qkv_post folded %s G=%d D=%d rot=%d norm=%d%s back=%d pos=%lld win=%d %s%d",
+                     kernel == ENGK_DEC_MMA_BF16 ? "bf16 q p" : "split q p", G, D, rot, norm, q_only ? " (q only)" : "",
+                     back, (long long)pos, window, caps[c] < 0 ? "graph" : "grid ", caps[c] < 0 ? 0 : caps[c]);
             fails += ekc_bits(what, got, want, n);
             fails += counters_left(what, dcnt, Hkv);
             fails += same_bytes("  K cache = qkv_post's", dka, dkb, cb);
@@ -684,12 +684,15 @@ static void test_decode_fused_post(void **state)
     static const int Gs[] = {1, 4, 8}, Ds[] = {64, 128, 256};
     for (size_t gi = 0; gi < 3; gi++)
         for (size_t di = 0; di < 3; di++)
-            fails += check_post(ENGK_DEC_AUTO, Gs[gi], Ds[di], Ds[di], -1, 0);
-    fails += check_post(ENGK_DEC_AUTO, 4, 128, 64, 0, 0);             /* partial RoPE, q/k norms (w) */
-    fails += check_post(ENGK_DEC_AUTO, 8, 256, 64, 1, 0);             /* (1 + w) norms, a quarter rotated */
-    fails += check_post(ENGK_DEC_AUTO, 4, 128, 0, 3, 0);              /* no RoPE, weightless norms */
-    fails += check_post(ENGK_DEC_MMA_BF16, 4, 128, 128, -1, 0);       /* q and p in bf16 alone */
-    fails += check_post(ENGK_DEC_AUTO, 4, 128, 128, -1, 1);           /* kv_stale_slot: the row one slot early */
+            fails += check_post(ENGK_DEC_AUTO, Gs[gi], Ds[di], Ds[di], -1, 0, 0);
+    fails += check_post(ENGK_DEC_AUTO, 4, 16, 16, 0, 0, 0);           /* D 16 and 32: fewer dims than lanes */
+    fails += check_post(ENGK_DEC_AUTO, 8, 32, 16, -1, 0, 0);
+    fails += check_post(ENGK_DEC_AUTO, 4, 128, 64, 0, 0, 0);          /* partial RoPE, q/k norms (w) */
+    fails += check_post(ENGK_DEC_AUTO, 4, 128, 64, 0, 0, 1);          /* a q norm without a k norm */
+    fails += check_post(ENGK_DEC_AUTO, 8, 256, 64, 1, 0, 0);          /* (1 + w) norms, a quarter rotated */
+    fails += check_post(ENGK_DEC_AUTO, 4, 128, 0, 3, 0, 0);           /* no RoPE, weightless norms */
+    fails += check_post(ENGK_DEC_MMA_BF16, 4, 128, 128, -1, 0, 0);    /* q and p in bf16 alone */
+    fails += check_post(ENGK_DEC_AUTO, 4, 128, 128, -1, 1, 0);        /* kv_stale_slot: the row one slot early */
     assert_int_equal(fails, 0);
 }
 

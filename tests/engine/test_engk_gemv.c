@@ -100,7 +100,7 @@ static const struct { int N, K; } gemv_shapes[] = {
     {1, 8}, {3, 16}, {33, 248}, {37, 256}, {65, 264}, {17, 512}, {100, 1000}, {257, 4096}, {31, 14336}, {129, 2056},
     /* more rows than a persistent grid's warps (several per warp): the ring running into the next rows (4096: every
      * lane 16 chunks), restarting per row (264: lane 0 two chunks, the rest one), and both in one warp (1064) */
-    {9001, 4096}, {20011, 264}, {10007, 1064},
+    {9001, 4096}, {20011, 264}, {10007, 1064}, {20011, 16}, /* 16: lanes without chunks (nj 0) */
 };
 
 /* A device position for engk_warm's gate. */
