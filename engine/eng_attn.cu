@@ -2066,13 +2066,6 @@ cudaError_t launch_wgs(const float *q, float *ctx, float *st_m, float *st_l, flo
 
 /* ---------------- decode on tensor cores (bf16 KV, sm_80+) ---------------- */
 
-/* Geometry at head dim D (16 .. 256, a power of two). A warp takes a key group (16 keys of a tile); lane
- * (r, c4) = (lane / 4, lane % 4). S^T [16 keys x 8 heads] = K Q^T by MT m16n8k16 MMAs (k-steps over D): A = the K
- * rows r and r + 8 as stored, KN runs of KR consecutive bf16 per row and lane, so a k-step's 16 dims are a fixed
- * permutation of D's, applied to q alike; B = the group's q rounded to bf16 (heads in N, padded to 8). acc^T
- * [D x 8] += V^T P^T by MT MMAs (m-tiles over D): A = V^T, lane (r, c4) loading keys 2 c4, 2 c4 + 1, 2 c4 + 8,
- * 2 c4 + 9 (VN runs of VR dims per key: dims VR (r + 8 j) + e) and pairing two keys per register (prmt); B = P^T,
- * the probabilities rounded to bf16, moved from S's fragment layout by four shuffles. */
 /* engk_attn_decode_fused_post's qkv_post: the q|k|v row (fp32 [H + 2 Hkv][D], as the GEMV leaves it), the q/k
  * norms (NULL: none), their kind and eps, the RoPE row (cos, sin: rot/2 each), the caches the new K/V row goes to
  * (Kc, Vc, writable) and back (the kv_stale_slot fault: the row goes to *pos_dev - back). */
@@ -2083,6 +2076,13 @@ struct PostArgs {
     float eps;
 };
 
+/* Geometry at head dim D (16 .. 256, a power of two). A warp takes a key group (16 keys of a tile); lane
+ * (r, c4) = (lane / 4, lane % 4). S^T [16 keys x 8 heads] = K Q^T by MT m16n8k16 MMAs (k-steps over D): A = the K
+ * rows r and r + 8 as stored, KN runs of KR consecutive bf16 per row and lane, so a k-step's 16 dims are a fixed
+ * permutation of D's, applied to q alike; B = the group's q rounded to bf16 (heads in N, padded to 8). acc^T
+ * [D x 8] += V^T P^T by MT MMAs (m-tiles over D): A = V^T, lane (r, c4) loading keys 2 c4, 2 c4 + 1, 2 c4 + 8,
+ * 2 c4 + 9 (VN runs of VR dims per key: dims VR (r + 8 j) + e) and pairing two keys per register (prmt); B = P^T,
+ * the probabilities rounded to bf16, moved from S's fragment layout by four shuffles. */
 template <int D> struct Dmma {
     static constexpr int MT = D / 16;
     static constexpr int KR = D / 4 < 8 ? D / 4 : 8, KN = D / 4 / KR;
@@ -2658,18 +2658,8 @@ cudaError_t engk_attn_decode_fused_post(const float *qkv, const float *qn, const
     if (!cnt || !qkv || !engk_attn_decode_post_ok(H, Hkv, D, 0) || rot < 0 || rot > D || rot % 2 || back < 0 ||
         (rot > 0 && (!cos_t || !sin_t)))
         return cudaErrorInvalidValue;
-    PostArgs post;
-    post.qkv = qkv;
-    post.qn = qn;
-    post.kn = kn;
-    post.cos_t = cos_t;
-    post.sin_t = sin_t;
-    post.k = static_cast<uint16_t *>(K);
-    post.v = static_cast<uint16_t *>(V);
-    post.kind = norm_kind;
-    post.rot = rot;
-    post.back = back;
-    post.eps = eps;
+    const PostArgs post = {qkv, qn, kn, cos_t, sin_t, static_cast<uint16_t *>(K), static_cast<uint16_t *>(V),
+                           norm_kind, rot, back, eps};
     const uint16_t *k = static_cast<const uint16_t *>(K), *v = static_cast<const uint16_t *>(V);
     const int kmax = max_tiles - 1;
     return dec_kernel == ENGK_DEC_MMA_BF16
@@ -2680,7 +2670,6 @@ cudaError_t engk_attn_decode_fused_post(const float *qkv, const float *qn, const
 }
 
 void engk_attn_decode_blocks(int n) { dec_blocks_cap = n > 0 ? n : 0; }
-
 
 void engk_attn_decode_kernel(int kernel) { dec_kernel = kernel; }
 

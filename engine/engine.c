@@ -1754,18 +1754,20 @@ static int attn_decode(eng *E, int l, const char *W, rc_err *e)
         CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_knew, E->d_vnew, NULL, 0, E->f32, VEC(Ly->q_norm),
                              VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
         ATTEMPT(attention(E, l, 1, E->d_knew, E->d_vnew, NULL, e));
-    } else if (E->step_fuse && E->dec_post && E->fuse_max <= 1 && engk_attn_decode_post_ok(H, Hkv, D, E->f32)) {
-        /* one live tile in every layer at this step (step_fusion): qkv_post inside the fused attention, same bits */
-        const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");
-        CK(engk_attn_decode_fused_post(E->d_qkv, VEC(Ly->q_norm), VEC(Ly->k_norm), c->qk_norm, c->eps, cs,
-                                       cs + rot / 2, rot, back, E->d_ctx, E->d_part, E->d_acnt, E->d_k[l], E->d_v[l],
-                                       E->d_pos, E->max_tiles, E->P, H, Hkv, D, d->attn_scale, d->window, E->s_comp));
     } else {
         /* fault: a decode step writes its K/V row into the previous slot, leaving its own stale */
         const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");
-        CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_k[l], E->d_v[l], E->d_pos, back, E->f32, VEC(Ly->q_norm),
-                             VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
-        ATTEMPT(attention(E, l, 1, NULL, NULL, NULL, e)); /* split-KV over the resident cache, position from d_pos */
+        if (E->step_fuse && E->dec_post && E->fuse_max <= 1 && engk_attn_decode_post_ok(H, Hkv, D, E->f32)) {
+            /* one live tile in every layer at this step (step_fusion): qkv_post inside the fused attention */
+            CK(engk_attn_decode_fused_post(E->d_qkv, VEC(Ly->q_norm), VEC(Ly->k_norm), c->qk_norm, c->eps, cs,
+                                           cs + rot / 2, rot, back, E->d_ctx, E->d_part, E->d_acnt, E->d_k[l],
+                                           E->d_v[l], E->d_pos, E->max_tiles, E->P, H, Hkv, D, d->attn_scale,
+                                           d->window, E->s_comp));
+        } else {
+            CK(engk_qkv_post_dev(E->d_qkv, E->d_q, E->d_k[l], E->d_v[l], E->d_pos, back, E->f32, VEC(Ly->q_norm),
+                                 VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
+            ATTEMPT(attention(E, l, 1, NULL, NULL, NULL, e)); /* split-KV over the resident cache, from d_pos */
+        }
     }
     if (gated)
         CK(engk_sigmoid_gate(E->d_ctx, E->d_agate, 1, qd, E->s_comp));
