@@ -2524,22 +2524,12 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
                         const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H,
                         int Hkv, float scale, int window, const PostArgs &post, cudaStream_t s)
 {
-    static int dev_c = -1, sms = 0, per_sm = 0;
-    static size_t smem_c = 0;
+    static Held h;
     const size_t smem = dmma_smem(H, H / Hkv, D);
-    int dev = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    if (err == cudaSuccess && (dev != dev_c || smem != smem_c)) {
-        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (err == cudaSuccess)
-            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dec_mma<D, SPLIT, FUSE, POST>, DMMA_THREADS,
-                                                                smem);
-        dev_c = err == cudaSuccess ? dev : -1;
-        smem_c = smem;
-    }
+    const cudaError_t err = held_blocks((const void *)k_dec_mma<D, SPLIT, FUSE, POST>, DMMA_THREADS, smem, h);
     if (err != cudaSuccess)
         return err;
-    int64_t blocks = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    int64_t blocks = (int64_t)h.sms * (h.per_sm > 0 ? h.per_sm : 1);
     const int64_t items = (int64_t)(kmax - kmin + 1) * Hkv;
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)

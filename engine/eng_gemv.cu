@@ -272,21 +272,11 @@ cudaError_t launch(const Args &a, cudaStream_t s)
     const size_t smem = NORM ? (size_t)a.K * sizeof(float) : 0;
     int64_t grid = ((int64_t)a.N + WARPS * RO - 1) / (WARPS * RO);
     if (PER) { /* at most the blocks the device holds at once at this shared memory */
-        static int dev_c = -1, held = 0;
-        static size_t smem_c = 0;
-        int dev = 0;
-        cudaError_t err = cudaGetDevice(&dev);
-        if (err == cudaSuccess && (dev != dev_c || smem != smem_c)) {
-            int sms = 0, per_sm = 0;
-            err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-            if (err == cudaSuccess)
-                err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, WARPS * 32, smem);
-            dev_c = err == cudaSuccess ? dev : -1;
-            smem_c = smem;
-            held = sms * (per_sm > 0 ? per_sm : 1);
-        }
+        static Held h;
+        const cudaError_t err = held_blocks((const void *)k, WARPS * 32, smem, h);
         if (err != cudaSuccess)
             return err;
+        const int64_t held = (int64_t)h.sms * (h.per_sm > 0 ? h.per_sm : 1);
         grid = grid < held ? grid : held;
     }
     return launch_dep(k, dim3((unsigned)grid), dim3(WARPS * 32), smem, s, a.y, a.xn, a.x, a.nw, a.eps, a.kind,

@@ -172,6 +172,34 @@ __device__ __forceinline__ void dep_launch()
 #endif
 }
 
+/* How many blocks of one kernel (threads a block, dynamic shared memory smem) an SM of the current device holds at
+ * once, and the device's SMs, kept for the device and size they were asked for: a launcher keeps one per kernel
+ * instance (a static), so its launches do not query the runtime again. A failed query keeps nothing. */
+struct Held {
+    int dev = -1, sms = 0, per_sm = 0;
+    size_t smem = 0;
+};
+inline cudaError_t held_blocks(const void *kern, int threads, size_t smem, Held &c)
+{
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess || (dev == c.dev && smem == c.smem))
+        return err;
+    int sms = 0, per_sm = 0;
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess)
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, threads, smem);
+    if (err != cudaSuccess) {
+        c.dev = -1;
+        return err;
+    }
+    c.dev = dev;
+    c.sms = sms;
+    c.per_sm = per_sm;
+    c.smem = smem;
+    return cudaSuccess;
+}
+
 /* Programmatic launches only into a graph being captured (the engine's decode step, weights resident and
  * never written inside it) on sm_90+; direct launches keep full stream order. Same kernel, same bits. */
 inline bool programmatic(cudaStream_t s)

@@ -621,40 +621,21 @@ inline int dev_attr(cudaDeviceAttr a)
     return v;
 }
 
-/* Blocks of one kernel the device holds at once (occupancy times SMs) at one dynamic shared-memory size, kept for
- * the device and size it was asked for: launch_s keeps one per kernel, so a launch does not query the runtime
- * again (the decode step launches the same shapes every token). */
-struct WaveCache {
-    int dev = -1;
-    size_t smem = 0;
-    int64_t wave = 0;
-};
-
 /* Row sets a warp for k_qgemv_s's multi-row walk (MR): RS > 1 as given; RS = 0 the fewest that put the whole grid
  * on the device at once (one wave), so x's copy and the norm are paid once a block and no block waits for a second
  * wave. Which warp sums a row never changes its bits, so this may depend on the device. */
-inline int rows_sets(int RS, const void *kern, int threads, size_t smem, int64_t blocks1, WaveCache &c)
+inline int rows_sets(int RS, const void *kern, int threads, size_t smem, int64_t blocks1, Held &c)
 {
     if (RS > 0)
         return RS;
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
+    if (held_blocks(kern, threads, smem, c) != cudaSuccess) {
         cudaGetLastError();
         return 1;
     }
-    if (dev != c.dev || smem != c.smem) {
-        int occ = 0;
-        const int sms = dev_attr(cudaDevAttrMultiProcessorCount);
-        if (sms < 1 || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, threads, smem) != cudaSuccess ||
-            occ < 1) {
-            cudaGetLastError();
-            return 1;
-        }
-        c.dev = dev;
-        c.smem = smem;
-        c.wave = (int64_t)occ * sms;
-    }
-    return (int)((blocks1 + c.wave - 1) / c.wave);
+    if (c.sms < 1 || c.per_sm < 1)
+        return 1;
+    const int64_t wave = (int64_t)c.per_sm * c.sms;
+    return (int)((blocks1 + wave - 1) / wave);
 }
 
 /* RS: 1 the one-row-set loops; else the multi-row walk with RS row sets a warp (0: rows_sets' choice), where every
@@ -677,7 +658,7 @@ cudaError_t launch_s(float *y, const float *x, const QMat &m, const float *b, co
     }
     const int gshift = slot_shift(m.group, K, 128 / BITS);
     const int64_t blocks1 = ((int64_t)N + WARPS * RO - 1) / (WARPS * RO);
-    static WaveCache wave; /* the walk's kernel (one per instantiation) */
+    static Held wave; /* the walk's kernel (one per instantiation) */
     const int rs = walk ? rows_sets(RS, (const void *)kern, WARPS * 32, smem, blocks1, wave) : 1;
     const unsigned grid = (unsigned)((blocks1 + rs - 1) / rs);
     return launch_dep(kern, dim3(grid), dim3(WARPS * 32), smem, s, y, x, m, b, res, N, K, act, gshift, nm, rs);
