@@ -8,8 +8,18 @@
 #include <stdint.h>
 
 #define FULL 0xffffffffu
-constexpr int U = 8;       // 16-byte loads in flight per row and lane
-constexpr int WARPS = 8;   // warps per block
+#ifndef PROBE_U
+#define PROBE_U 8
+#endif
+#ifndef PROBE_WARPS
+#define PROBE_WARPS 8
+#endif
+#ifndef PROBE_MINB
+#define PROBE_MINB 2
+#endif
+constexpr int U = PROBE_U;         // 16-byte loads in flight per row and lane
+constexpr int WARPS = PROBE_WARPS; // warps per block
+constexpr int MINB = PROBE_MINB;   // blocks an SM (the launch bound; the persistent grid is MINB x SMs)
 
 __device__ __forceinline__ uint4 ldw(const uint4 *p)
 {
@@ -152,7 +162,7 @@ __device__ __forceinline__ void run_phase(const Phase &p, const Phase &nx, uint4
             if (RC == 2)
                 p.y[n] = acc0 / (1.0f + expf(-acc0)) * acc1;
             else
-                p.y[n] = p.res ? p.res[n] + acc0 : acc0;
+                p.y[n] = p.res ? __ldcg(p.res + n) + acc0 : acc0; /* x: other blocks wrote it past a barrier */
         }
         (void)nnc;
     }
@@ -190,8 +200,8 @@ struct Layer {
         float *qkv, float *act, int Hd, int Nq, int I
 #define LAYER_INIT const Layer L = {wq, wo, wgu, wd, nw1, nw2, x, qkv, act, Hd, Nq, I}
 
-// The four GEMVs in one launch (grid: the blocks the device holds at once, two of 8 warps an SM).
-extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
+// The four GEMVs in one launch (grid: MINB blocks of WARPS warps an SM, all resident).
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
     k_persist(LAYER_ARGS, unsigned *count, unsigned *gen)
 {
     LAYER_INIT;
@@ -217,7 +227,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
 }
 
 // One phase alone (which: 0 q|k|v, 1 o, 2 gate|up, 3 down), one output a warp-step, the grid as wide as needed.
-extern "C" __global__ void __launch_bounds__(WARPS * 32, 2) k_phase(LAYER_ARGS, int which)
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB) k_phase(LAYER_ARGS, int which)
 {
     LAYER_INIT;
     extern __shared__ float xs[];

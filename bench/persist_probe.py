@@ -6,7 +6,10 @@ whose phases meet at grid barriers, each warp loading its next phase's first row
 captured CUDA graphs over two layers' weights (each layer 436 MB: no replay finds them in L2); the read ceiling
 is a plain read of 1 GiB in the same run. Prints one line per form and whether both forms gave the same floats.
 
-    python3 bench/persist_probe.py [--reps 50]
+    python3 bench/persist_probe.py [--reps 50] [--configs W,B,U;...]
+
+--configs: the persistent kernel's launch shapes, each W warps a block, B blocks an SM (its launch bound; the grid
+is B x SMs, every block resident) and a ring of U loads per row and lane (default 8,2,8: session 15's one).
 """
 import argparse
 import os
@@ -18,7 +21,6 @@ import cupy as cp
 import numpy as np
 
 HD, NQ, I = 4096, 6144, 14336
-WARPS = 8
 
 
 def bf16_rand(n, scale):
@@ -41,11 +43,25 @@ def time_graph(g, stream, reps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--configs", default="8,2,8")
     a = ap.parse_args()
+    configs = [tuple(int(v) for v in c.split(",")) for c in a.configs.split(";") if c]
+    if not configs or any(len(c) != 3 or min(c) < 1 for c in configs):
+        print(f"persist_probe: error: --configs wants W,B,U;... with positive numbers, got '{a.configs}'",
+              file=sys.stderr)
+        return 2
+    rc = 0
+    for warps, minb, u in configs:
+        rc |= run_config(a, warps, minb, u)
+    return rc
+
+
+def run_config(a, WARPS, MINB, U):
     here = os.path.dirname(os.path.abspath(__file__))
     cubin = os.path.join(tempfile.mkdtemp(), "persist_probe.cubin")
     cc = cp.cuda.Device().compute_capability
-    subprocess.run(["nvcc", "-cubin", f"-arch=sm_{cc}", "-O3", os.path.join(here, "persist_probe.cu"), "-o", cubin],
+    subprocess.run(["nvcc", "-cubin", f"-arch=sm_{cc}", "-O3", f"-DPROBE_WARPS={WARPS}", f"-DPROBE_MINB={MINB}",
+                    f"-DPROBE_U={U}", "-Xptxas=-warn-spills", os.path.join(here, "persist_probe.cu"), "-o", cubin],
                    check=True)
     mod = cp.RawModule(path=cubin)
     k_persist, k_phase, k_read = (mod.get_function(n) for n in ("k_persist", "k_phase", "k_read"))
@@ -62,7 +78,7 @@ def main():
     bufs = {f: dict(x=x0.copy(), qkv=cp.zeros(NQ, cp.float32), act=cp.zeros(I, cp.float32)) for f in ("sep", "per")}
     bar = cp.zeros(2, cp.uint32)
     smem = HD * 4
-    grid_per = 2 * sms  # __launch_bounds__(256, 2): two blocks an SM, every block resident (grid barriers)
+    grid_per = MINB * sms  # __launch_bounds__(WARPS * 32, MINB): MINB blocks an SM, every block resident
 
     def args(L, b):
         return (L["wq"], L["wo"], L["wgu"], L["wd"], nw1, nw2, b["x"], b["qkv"], b["act"], np.int32(HD),
@@ -120,7 +136,8 @@ def main():
     read_gbs = (1 << 30) / read_ms / 1e6
     lbytes = (NQ + HD + 2 * I + I) * HD * 2
     floor_us = lbytes / read_gbs / 1e3
-    print(f"persist_probe: {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {sms} SMs, read ceiling "
+    dev = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    print(f"persist_probe [{WARPS} warps a block, {MINB} blocks an SM, ring {U}]: {dev}, {sms} SMs, read ceiling "
           f"{read_gbs:.0f} GB/s (1 GiB), layer {lbytes / 1e6:.1f} MB, floor {floor_us:.1f} us; same floats: {same}, "
           f"finite: {finite}")
     for rnd in range(2):
