@@ -2145,6 +2145,7 @@ __device__ __forceinline__ void lds_run(unsigned (&w)[2], const uint16_t *p)
     const uint2 u = *reinterpret_cast<const uint2 *>(p);
     w[0] = u.x, w[1] = u.y;
 }
+__device__ __forceinline__ void lds_run(unsigned (&w)[1], const uint16_t *p) { w[0] = *reinterpret_cast<const unsigned *>(p); }
 #endif
 
 /* The split-KV partials of the live tiles in [kmin, kmax] on tensor cores (bf16 KV): the same items, grid and
@@ -2165,8 +2166,10 @@ __global__ void __launch_bounds__(DMMA_THREADS)
               const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv,
               float scale, int window, PostArgs post)
 {
-    dep_wait(); /* q, the new K/V row and *pos_dev come from the kernels before: launch_dep */
-    dep_launch();
+    if (!POST) {
+        dep_wait(); /* q, the new K/V row and *pos_dev come from the kernels before: launch_dep */
+        dep_launch();
+    }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int MT = Dmma<D>::MT, KR = Dmma<D>::KR, KN = Dmma<D>::KN, VR = Dmma<D>::VR, VN = Dmma<D>::VN;
     constexpr int LDQ = D + DMMA_QPAD;
@@ -2181,6 +2184,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     const int tlo = tl > kmin ? tl : kmin, thi = th < kmax ? th : kmax;
     const int64_t items = thi >= tlo ? (int64_t)(thi - tlo + 1) * Hkv : 0;
     const int64_t kvs = (int64_t)Hkv * D;
+    __shared__ __align__(16) uint16_t snew[POST ? 2 * D : 8]; /* POST: the first item's new K and V rows, bf16 */
     float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
 
     auto geom = [&](int64_t it, int64_t *base, int *n) { /* item it: K/V offset of its first key, its keys */
@@ -2219,24 +2223,74 @@ __global__ void __launch_bounds__(DMMA_THREADS)
 
     if (FUSE && blockIdx.x >= items) /* no item (short contexts: most of the grid): skip loading q */
         return;
+    int64_t it = blockIdx.x, pit = -1; /* (pit, pgrp): the group whose K/V this warp has in flight */
+    int pgrp = -1;
+    int64_t b0 = 0;
+    int n0 = 0;
+    /* POST with the row at *pos_dev (back 0): the first item's first group of each warp is loaded before
+     * dep_wait(), all but the new row (the last key: one live tile ends at pos), which this launch writes and the
+     * owning warp takes from snew below. Safe to read early: *pos_dev is a memcpy node before the step's kernels
+     * (the engine's decode graph) or stream-ordered (direct launches), and the older rows were written by earlier
+     * steps, which are complete (a step is one graph launch; without a graph, launches are stream-ordered). */
+    const bool early = POST && post.back == 0;
+    if (POST && thi != tlo)
+        __trap(); /* the host's contract: one live tile (engk_attn_decode_fused_post) */
+    if (early && it < items) {
+        geom(it, &b0, &n0);
+        if (16 * warp < n0) {
+            load_k(b0, n0 - 1, warp);
+            load_v(b0, n0 - 1, warp);
+            pit = it;
+            pgrp = warp;
+        }
+    }
+    if (POST && warp == 0) { /* the post's weights and RoPE row into L1 (no kernel of the step writes them) */
+        auto l1 = [&](const float *p, int n) {
+            for (int i = 32 * lane; p && i < n; i += 32 * 32)
+                asm volatile("prefetch.global.L1 [%0];" ::"l"(p + i));
+        };
+        l1(post.qn, D);
+        l1(post.kn, D);
+        l1(post.cos_t, post.rot / 2);
+        l1(post.sin_t, post.rot / 2);
+    }
     if (POST) {
+        dep_wait(); /* q|k|v comes from the kernel before: launch_dep (the early loads above read none of it) */
+        dep_launch();
         /* qkv_post folded in (one live tile: item it is KV head it, every block's items in tile tlo): for each of
          * its items the block posts the group's G q heads into sq (as k_qkv_post_rows would store them, then
          * rounded as the copy below rounds them) and the new K and V rows into the caches; warp w takes tasks w,
          * w + 4, ... of (G q heads, K, V) per item, each in k_qkv_post_rows' arithmetic (head_norm, rope_pair, one
-         * bf16 rounding); then the block's loads of the tile see its rows (ldc_run). */
-        if (thi != tlo)
-            __trap(); /* the host's contract: one live tile (engk_attn_decode_fused_post) */
+         * bf16 rounding); then the block's loads of the tile see its rows (ldc_run), and the warp that loaded the
+         * first item's new row early takes it from snew. */
         float *u = sacc + warp * D; /* free until the merge */
         const int half = post.rot / 2, tasks = G + 2;
         const int64_t prow = (pos - post.back - kv_pos0) * kvs;
-        const int64_t mine = (items - blockIdx.x + gridDim.x - 1) / gridDim.x;
-        for (int64_t t = warp; t < mine * tasks; t += DMMA_WARPS) {
+        const int64_t mine = (items - blockIdx.x + gridDim.x - 1) / gridDim.x, ntask = mine * tasks;
+        constexpr int QV = (D / 4 + 31) / 32; /* float4 of a q|k|v row a lane */
+        auto row_of = [&](int64_t t) { /* task t's row of q|k|v */
             const int g = (int)(blockIdx.x + (t / tasks) * gridDim.x), j = (int)(t % tasks);
-            const int h = j < G ? g * G + j : j == G ? H + g : H + Hkv + g; /* row of q|k|v */
-            const float4 *src = reinterpret_cast<const float4 *>(post.qkv + (int64_t)h * D);
-            for (int c = lane; c < D / 4; c += 32)
-                reinterpret_cast<float4 *>(u)[c] = src[c];
+            return j < G ? g * G + j : j == G ? H + g : H + Hkv + g;
+        };
+        auto load_row = [&](float4 (&v)[QV], int64_t t) {
+            const float4 *src = reinterpret_cast<const float4 *>(post.qkv + (int64_t)row_of(t) * D);
+#pragma unroll
+            for (int i = 0; i < QV; i++)
+                v[i] = lane + 32 * i < D / 4 ? src[lane + 32 * i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        };
+        float4 cur[QV];
+        if (warp < ntask)
+            load_row(cur, warp);
+        for (int64_t t = warp; t < ntask; t += DMMA_WARPS) {
+            const int g = (int)(blockIdx.x + (t / tasks) * gridDim.x), j = (int)(t % tasks), h = row_of(t);
+            float4 nxt[QV]; /* the warp's next task's row, in flight while this one is posted */
+            const bool more = t + DMMA_WARPS < ntask;
+            if (more)
+                load_row(nxt, t + DMMA_WARPS);
+#pragma unroll
+            for (int i = 0; i < QV; i++)
+                if (lane + 32 * i < D / 4)
+                    reinterpret_cast<float4 *>(u)[lane + 32 * i] = cur[i];
             __syncwarp();
             if (j <= G) { /* q or K: norm, RoPE */
                 const float *nw = j < G ? post.qn : post.kn;
@@ -2256,19 +2310,38 @@ __global__ void __launch_bounds__(DMMA_THREADS)
                 }
             } else {
                 uint16_t *dst = (j == G ? post.k : post.v) + prow + (int64_t)g * D;
-                for (int d = 2 * lane; d < D; d += 64)
-                    *reinterpret_cast<unsigned *>(dst + d) = pack2(bf16_rne(u[d]), bf16_rne(u[d + 1]));
+                for (int d = 2 * lane; d < D; d += 64) {
+                    const unsigned w = pack2(bf16_rne(u[d]), bf16_rne(u[d + 1]));
+                    *reinterpret_cast<unsigned *>(dst + d) = w;
+                    if (early && t < tasks) /* the first item's */
+                        *reinterpret_cast<unsigned *>(snew + (j - G) * D + d) = w;
+                }
             }
             __syncwarp();
+            if (more)
+#pragma unroll
+                for (int i = 0; i < QV; i++)
+                    cur[i] = nxt[i];
         }
         __syncthreads();
+        const int last = n0 - 1 - 16 * warp; /* the new row in this warp's early group: its lanes' words of it */
+        if (early && pit == it && last < 16) {
+#pragma unroll
+            for (int h2 = 0; h2 < 2; h2++)
+                if (r + 8 * h2 == last)
+#pragma unroll
+                    for (int c = 0; c < KN; c++)
+                        lds_run(kw[h2][c], snew + KR * c4 + 4 * KR * c);
+#pragma unroll
+            for (int vk = 0; vk < 4; vk++)
+                if (2 * c4 + (vk & 1) + 8 * (vk >> 1) == last)
+#pragma unroll
+                    for (int j = 0; j < VN; j++)
+                        lds_run(vw[vk][j], snew + (POST ? D : 0) + VR * r + 8 * VR * j);
+        }
     }
 
-    int64_t it = blockIdx.x, pit = -1; /* (pit, pgrp): the group whose K/V this warp has in flight */
-    int pgrp = -1;
-    if (it < items) {
-        int64_t b0;
-        int n0;
+    if (!early && it < items) {
         geom(it, &b0, &n0);
         if (16 * warp < n0) {
             load_k(b0, n0, warp);
@@ -2637,7 +2710,10 @@ cudaError_t engk_attn_decode_fused(const float *q, float *ctx, float *part, unsi
     return decode_parts(q, ctx, part, cnt, K, V, f32, pos_dev, max_tiles, P, H, Hkv, D, scale, window, s);
 }
 
-int engk_attn_decode_post_ok(int H, int Hkv, int D, int f32) { return D % 8 == 0 && dec_mma_ok(H, Hkv, D, f32); }
+int engk_attn_decode_post_ok(int H, int Hkv, int D, int f32)
+{ /* k_dec_mma's POST form also holds the new K/V row (static shared memory, 4 D bytes) */
+    return D % 8 == 0 && dec_mma_ok(H, Hkv, D, f32) && dmma_smem(H, H / Hkv, D) + 4 * (size_t)D <= 48 * 1024;
+}
 
 cudaError_t engk_attn_decode_fused_post(const float *qkv, const float *qn, const float *kn, int norm_kind, float eps,
                                         const float *cos_t, const float *sin_t, int rot, int back, float *ctx,

@@ -610,7 +610,10 @@ static int64_t check_post(int kernel, int G, int D, int rot, int norm, int back,
     if (dnk)
         upload(dnk, nk, D * 4);
     const int kind = norm >= 0 ? norm : 0;
-    static const struct { int64_t pos; int window; } ps[] = {{1, 0}, {37, 0}, {63, 0}, {3 * 64 + 5, 6}, {3 * 64 + 63, 64}};
+    /* one live tile each (a window keeps the later ones to one); the new row (the last key) in warps 0, 2 and 3's
+     * groups, at a group's first and last key; {2 * 64, 1}: the new row alone (no row loaded before dep_wait) */
+    static const struct { int64_t pos; int window; } ps[] = {{1, 0}, {37, 0}, {63, 0}, {2 * 64, 1}, {100, 37},
+                                                             {3 * 64 + 5, 6}, {3 * 64 + 63, 64}};
     int64_t fails = 0;
     char what[200];
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
