@@ -2092,48 +2092,36 @@ constexpr int DMMA_WARPS = 4, DMMA_THREADS = DMMA_WARPS * 32, DMMA_N = 8; /* DMM
 constexpr int DMMA_QPAD = 32; /* bf16 padding of a q row in shared memory: 16-byte reads of rows r, r + 1 miss */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-/* N words (2N bf16) from global memory, not kept in L1 (each K/V row is read once per step); zeros when !ok. */
-__device__ __forceinline__ void ld_run(unsigned (&w)[4], const uint16_t *p, bool ok)
+/* N words (2N bf16) from global memory, not kept in L1 (each K/V row is read once per step); zeros when !ok. COH:
+ * the coherent form (no .nc), for a cache row the same launch wrote (k_dec_mma with POST). */
+template <bool COH> __device__ __forceinline__ void ld_run(unsigned (&w)[4], const uint16_t *p, bool ok)
 {
     w[0] = w[1] = w[2] = w[3] = 0u;
-    if (ok)
-        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-            : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-            : "l"(p));
-}
-__device__ __forceinline__ void ld_run(unsigned (&w)[2], const uint16_t *p, bool ok)
-{
-    w[0] = w[1] = 0u;
-    if (ok)
-        asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
-}
-__device__ __forceinline__ void ld_run(unsigned (&w)[1], const uint16_t *p, bool ok)
-{
-    w[0] = 0u;
-    if (ok)
-        asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
-}
-/* ld_run's coherent form (no .nc): for a cache row the same launch wrote (k_dec_mma with POST) */
-__device__ __forceinline__ void ldc_run(unsigned (&w)[4], const uint16_t *p, bool ok)
-{
-    w[0] = w[1] = w[2] = w[3] = 0u;
-    if (ok)
+    if (ok && COH)
         asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                      : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
                      : "l"(p)
                      : "memory");
+    else if (ok)
+        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+            : "l"(p));
 }
-__device__ __forceinline__ void ldc_run(unsigned (&w)[2], const uint16_t *p, bool ok)
+template <bool COH> __device__ __forceinline__ void ld_run(unsigned (&w)[2], const uint16_t *p, bool ok)
 {
     w[0] = w[1] = 0u;
-    if (ok)
+    if (ok && COH)
         asm volatile("ld.global.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p) : "memory");
+    else if (ok)
+        asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
 }
-__device__ __forceinline__ void ldc_run(unsigned (&w)[1], const uint16_t *p, bool ok)
+template <bool COH> __device__ __forceinline__ void ld_run(unsigned (&w)[1], const uint16_t *p, bool ok)
 {
     w[0] = 0u;
-    if (ok)
+    if (ok && COH)
         asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p) : "memory");
+    else if (ok)
+        asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
 }
 __device__ __forceinline__ void lds_run(unsigned (&w)[4], const uint16_t *p)
 {
@@ -2185,6 +2173,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     const int64_t items = thi >= tlo ? (int64_t)(thi - tlo + 1) * Hkv : 0;
     const int64_t kvs = (int64_t)Hkv * D;
     __shared__ __align__(16) uint16_t snew[POST ? 2 * D : 8]; /* POST: the first item's new K and V rows, bf16 */
+    uint16_t *const snew_v = snew + (POST ? D : 0);
     float *pa = part, *pm = pa + (int64_t)max_tiles * H * D, *pl = pm + (int64_t)max_tiles * H;
 
     auto geom = [&](int64_t it, int64_t *base, int *n) { /* item it: K/V offset of its first key, its keys */
@@ -2201,10 +2190,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             const uint16_t *p = Kc + base + (int64_t)jj * kvs + KR * c4;
 #pragma unroll
             for (int c = 0; c < KN; c++)
-                if (POST)
-                    ldc_run(kw[h2][c], p + 4 * KR * c, jj < n);
-                else
-                    ld_run(kw[h2][c], p + 4 * KR * c, jj < n);
+                ld_run<POST>(kw[h2][c], p + 4 * KR * c, jj < n);
         }
     };
     auto load_v = [&](int64_t base, int n, int grp) { /* keys 16 grp + 2 c4 + {0, 1, 8, 9} */
@@ -2214,10 +2200,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             const uint16_t *p = Vc + base + (int64_t)jj * kvs + VR * r;
 #pragma unroll
             for (int j = 0; j < VN; j++)
-                if (POST)
-                    ldc_run(vw[vk][j], p + 8 * VR * j, jj < n);
-                else
-                    ld_run(vw[vk][j], p + 8 * VR * j, jj < n);
+                ld_run<POST>(vw[vk][j], p + 8 * VR * j, jj < n);
         }
     };
 
@@ -2261,19 +2244,18 @@ __global__ void __launch_bounds__(DMMA_THREADS)
          * its items the block posts the group's G q heads into sq (as k_qkv_post_rows would store them, then
          * rounded as the copy below rounds them) and the new K and V rows into the caches; warp w takes tasks w,
          * w + 4, ... of (G q heads, K, V) per item, each in k_qkv_post_rows' arithmetic (head_norm, rope_pair, one
-         * bf16 rounding); then the block's loads of the tile see its rows (ldc_run), and the warp that loaded the
+         * bf16 rounding); then the block's loads of the tile see its rows (ld_run<true>), and the warp that loaded the
          * first item's new row early takes it from snew. */
         float *u = sacc + warp * D; /* free until the merge */
         const int half = post.rot / 2, tasks = G + 2;
         const int64_t prow = (pos - post.back - kv_pos0) * kvs;
         const int64_t mine = (items - blockIdx.x + gridDim.x - 1) / gridDim.x, ntask = mine * tasks;
         constexpr int QV = (D / 4 + 31) / 32; /* float4 of a q|k|v row a lane */
-        auto row_of = [&](int64_t t) { /* task t's row of q|k|v */
-            const int g = (int)(blockIdx.x + (t / tasks) * gridDim.x), j = (int)(t % tasks);
-            return j < G ? g * G + j : j == G ? H + g : H + Hkv + g;
-        };
+        auto item_of = [&](int64_t t) { return (int)(blockIdx.x + (t / tasks) * gridDim.x); }; /* task t's KV head */
+        auto row_of = [&](int g, int j) { return j < G ? g * G + j : j == G ? H + g : H + Hkv + g; }; /* of q|k|v */
         auto load_row = [&](float4 (&v)[QV], int64_t t) {
-            const float4 *src = reinterpret_cast<const float4 *>(post.qkv + (int64_t)row_of(t) * D);
+            const float4 *src =
+                reinterpret_cast<const float4 *>(post.qkv + (int64_t)row_of(item_of(t), (int)(t % tasks)) * D);
 #pragma unroll
             for (int i = 0; i < QV; i++)
                 v[i] = lane + 32 * i < D / 4 ? src[lane + 32 * i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -2282,7 +2264,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
         if (warp < ntask)
             load_row(cur, warp);
         for (int64_t t = warp; t < ntask; t += DMMA_WARPS) {
-            const int g = (int)(blockIdx.x + (t / tasks) * gridDim.x), j = (int)(t % tasks), h = row_of(t);
+            const int g = item_of(t), j = (int)(t % tasks), h = row_of(g, j);
             float4 nxt[QV]; /* the warp's next task's row, in flight while this one is posted */
             const bool more = t + DMMA_WARPS < ntask;
             if (more)
@@ -2337,7 +2319,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
                 if (2 * c4 + (vk & 1) + 8 * (vk >> 1) == last)
 #pragma unroll
                     for (int j = 0; j < VN; j++)
-                        lds_run(vw[vk][j], snew + (POST ? D : 0) + VR * r + 8 * VR * j);
+                        lds_run(vw[vk][j], snew_v + VR * r + 8 * VR * j);
         }
     }
 
@@ -2602,7 +2584,7 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
     const cudaError_t err = held_blocks((const void *)k_dec_mma<D, SPLIT, FUSE, POST>, DMMA_THREADS, smem, h);
     if (err != cudaSuccess)
         return err;
-    int64_t blocks = (int64_t)h.sms * (h.per_sm > 0 ? h.per_sm : 1);
+    int64_t blocks = h.blocks();
     const int64_t items = (int64_t)(kmax - kmin + 1) * Hkv;
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)

@@ -276,8 +276,7 @@ cudaError_t launch(const Args &a, cudaStream_t s)
         const cudaError_t err = held_blocks((const void *)k, WARPS * 32, smem, h);
         if (err != cudaSuccess)
             return err;
-        const int64_t held = (int64_t)h.sms * (h.per_sm > 0 ? h.per_sm : 1);
-        grid = grid < held ? grid : held;
+        grid = grid < h.blocks() ? grid : h.blocks();
     }
     return launch_dep(k, dim3((unsigned)grid), dim3(WARPS * 32), smem, s, a.y, a.xn, a.x, a.nw, a.eps, a.kind,
                       (const W *)a.W, a.b, a.res, a.N, a.K, a.act, a.warm);

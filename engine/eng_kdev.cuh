@@ -178,6 +178,7 @@ __device__ __forceinline__ void dep_launch()
 struct Held {
     int dev = -1, sms = 0, per_sm = 0;
     size_t smem = 0;
+    int64_t blocks() const { return (int64_t)sms * (per_sm > 0 ? per_sm : 1); } /* at least one an SM */
 };
 inline cudaError_t held_blocks(const void *kern, int threads, size_t smem, Held &c)
 {

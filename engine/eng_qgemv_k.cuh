@@ -634,7 +634,7 @@ inline int rows_sets(int RS, const void *kern, int threads, size_t smem, int64_t
     }
     if (c.sms < 1 || c.per_sm < 1)
         return 1;
-    const int64_t wave = (int64_t)c.per_sm * c.sms;
+    const int64_t wave = c.blocks();
     return (int)((blocks1 + wave - 1) / wave);
 }
 
