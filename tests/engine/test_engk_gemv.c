@@ -515,6 +515,7 @@ typedef struct bench_op {
     cudaGraphExec_t graph;     /* kind 6: a captured chain, replayed on stream 0 */
     int64_t warm_max;          /* bench_chain: < 0 the previous picks and no warms, else the engine's, warms capped */
     long long gap;             /* bench_chain: a spin of gap cycles after q|k|v (qkv_post and attention's stand-in) */
+    const int *picks;          /* bench_chain: NULL, or the shapes of norm+q|k|v, o, norm+gate|up+GLU, down; no warms */
 } bench_op;
 
 static cudaError_t run_op(void *p)
@@ -565,28 +566,29 @@ static cudaError_t bench_chain(void *p)
     const int64_t layer = lq + lo + lgu + (int64_t)Hd * I * 2;
     cudaStream_t s = (cudaStream_t)o->handle;
     float *qkv = o->y, *act = o->y + Nq;
-    const int prev = o->warm_max < 0;
+    const int prev = o->warm_max < 0, warm = !prev && !o->picks;
+    const int pq = o->picks ? o->picks[0] : prev ? engk_gemv_pick_prev(ENGK_FUSE_NORM, Nq, Hd) : engk_gemv_pick(ENGK_FUSE_NORM, Nq, Hd);
+    const int po = o->picks ? o->picks[1] : prev ? engk_gemv_pick_prev(0, Hd, Hd) : engk_gemv_pick(0, Hd, Hd);
+    const int pg = o->picks ? o->picks[2] : prev ? engk_gemv_pick_prev(ENGK_FUSE_GLU, I, Hd) : engk_gemv_pick(ENGK_FUSE_GLU, I, Hd);
+    const int pd = o->picks ? o->picks[3] : prev ? engk_gemv_pick_prev(0, Hd, I) : engk_gemv_pick(0, Hd, I);
     cudaError_t err = cudaSuccess;
     for (int l = 0; l < 2 && err == cudaSuccess; l++) {
         const char *W = (const char *)o->W + l * layer, *Wnext = (const char *)o->W + (1 - l) * layer;
         const engk_warm wo = {W + lq, lo < o->warm_max ? lo : o->warm_max, NULL, 0};
         const engk_warm wq = {Wnext, lq < o->warm_max ? lq : o->warm_max, NULL, 0};
-        err = engk_gemv_variant(prev ? engk_gemv_pick_prev(ENGK_FUSE_NORM, Nq, Hd) : engk_gemv_pick(ENGK_FUSE_NORM, Nq, Hd),
-                                ENGK_FUSE_NORM, qkv, NULL, o->x, o->nw, 1e-5f, 0, W, 0, NULL, NULL, Nq, Hd, 0,
-                                prev ? NULL : &wo, s);
+        err = engk_gemv_variant(pq, ENGK_FUSE_NORM, qkv, NULL, o->x, o->nw, 1e-5f, 0, W, 0, NULL, NULL, Nq, Hd, 0,
+                                warm ? &wo : NULL, s);
         if (err == cudaSuccess && o->gap > 0)
             err = engk_spin(o->gap, s);
         if (err == cudaSuccess)
-            err = engk_gemv_variant(prev ? engk_gemv_pick_prev(0, Hd, Hd) : engk_gemv_pick(0, Hd, Hd), ENGK_FUSE_NONE,
-                                    o->x, NULL, qkv, NULL, 0.0f, 0, W + lq, 0, NULL, o->x, Hd, Hd, 0, NULL, s);
+            err = engk_gemv_variant(po, ENGK_FUSE_NONE, o->x, NULL, qkv, NULL, 0.0f, 0, W + lq, 0, NULL, o->x, Hd, Hd, 0,
+                                    NULL, s);
         if (err == cudaSuccess)
-            err = engk_gemv_variant(prev ? engk_gemv_pick_prev(ENGK_FUSE_GLU, I, Hd) : engk_gemv_pick(ENGK_FUSE_GLU, I, Hd),
-                                    ENGK_FUSE_GLU, act, NULL, o->x, o->nw, 1e-5f, 0, W + lq + lo, 0, NULL, NULL, I, Hd,
-                                    0, NULL, s);
+            err = engk_gemv_variant(pg, ENGK_FUSE_GLU, act, NULL, o->x, o->nw, 1e-5f, 0, W + lq + lo, 0, NULL, NULL, I,
+                                    Hd, 0, NULL, s);
         if (err == cudaSuccess)
-            err = engk_gemv_variant(prev ? engk_gemv_pick_prev(0, Hd, I) : engk_gemv_pick(0, Hd, I), ENGK_FUSE_NONE,
-                                    o->x, NULL, act, NULL, 0.0f, 0, W + lq + lo + lgu, 0, NULL, o->x, Hd, I, 0,
-                                    prev ? NULL : &wq, s);
+            err = engk_gemv_variant(pd, ENGK_FUSE_NONE, o->x, NULL, act, NULL, 0.0f, 0, W + lq + lo + lgu, 0, NULL,
+                                    o->x, Hd, I, 0, warm ? &wq : NULL, s);
     }
     return err;
 }
@@ -659,24 +661,35 @@ static void bench(void)
         }
     }
     /* the per-layer chain, directly (stream order) and as a captured graph (programmatic launches on sm_90+):
-     * the previous picks without warms (old), the engine's picks with warms capped at 24 MiB (new, as engine.c)
-     * or whole; without and with a 5 us gap after q|k|v where the engine runs qkv_post and attention (a spin of
-     * 10000 cycles; its own time, measured alone, is printed to subtract) */
+     * the previous picks without warms (old), the picks with warms capped at 24 MiB (new) or whole; without and
+     * with a 5 us gap after q|k|v where the engine runs qkv_post and attention (a spin of 10000 cycles; its own
+     * time, measured alone, is printed to subtract); then other shapes for the four GEMVs without warms, as
+     * engine.c launches its picks (which shapes sit well beside the kernels before and after them) */
     {
         const double lbytes = (double)(6144 + 4096 + 28672 + 14336) * 4096 * 2;
-        static const struct { const char *name; int64_t warm_max; long long gap; } ch_cases[] = {
-            {"old: previous picks, no warm", -1, 0},
-            {"new: picks + warms <= 24 MiB", (int64_t)24 << 20, 0},
-            {"new: picks + whole warms", (int64_t)1 << 40, 0},
-            {"old, 5 us gap after q|k|v", -1, 10000},
-            {"new <= 24 MiB, 5 us gap after q|k|v", (int64_t)24 << 20, 10000},
-            {"new whole, 5 us gap after q|k|v", (int64_t)1 << 40, 10000},
+        static const struct { const char *name; int64_t warm_max; long long gap; int set, p[4]; } ch_cases[] = {
+            {"old: previous picks, no warm", -1, 0, 0, {0}},
+            {"new: picks + warms <= 24 MiB", (int64_t)24 << 20, 0, 0, {0}},
+            {"new: picks + whole warms", (int64_t)1 << 40, 0, 0, {0}},
+            {"old, 5 us gap after q|k|v", -1, 10000, 0, {0}},
+            {"new <= 24 MiB, 5 us gap after q|k|v", (int64_t)24 << 20, 10000, 0, {0}},
+            {"new whole, 5 us gap after q|k|v", (int64_t)1 << 40, 10000, 0, {0}},
+            /* other shapes in the chain, no warms (shape numbers: engk_gemv_variant_name) for q|k|v, o, gate|up, down */
+            {"shapes 1,4,14,4 (engine.c's picks)", 0, 0, 1, {1, 4, 14, 4}},
+            {"shapes 1,0,14,0 (o, down: ring 8, 8 warps)", 0, 0, 1, {1, 0, 14, 0}},
+            {"shapes 1,5,14,5 (o, down: ring 16, 8 warps)", 0, 0, 1, {1, 5, 14, 5}},
+            {"shapes 1,15,14,15 (o, down: persistent)", 0, 0, 1, {1, 15, 14, 15}},
+            {"shapes 1,16,14,16 (o, down: pers., ring 8)", 0, 0, 1, {1, 16, 14, 16}},
+            {"shapes 17,17,14,17 (all persistent)", 0, 0, 1, {17, 17, 14, 17}},
+            {"shapes 0,4,14,4 (q|k|v: 1 out, ring 8)", 0, 0, 1, {0, 4, 14, 4}},
+            {"shapes 7,4,14,4 (q|k|v: 16 warps)", 0, 0, 1, {7, 4, 14, 4}},
+            {"shapes 1,4,16,4 (gate|up: 16 warps)", 0, 0, 1, {1, 4, 16, 4}},
         };
         cudaStream_t cs;
         CU(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
         for (size_t c = 0; c < sizeof ch_cases / sizeof ch_cases[0]; c++) {
             bench_op ch = {.W = W, .x = x, .nw = nw, .y = y, .handle = (void *)0, .warm_max = ch_cases[c].warm_max,
-                           .gap = ch_cases[c].gap};
+                           .gap = ch_cases[c].gap, .picks = ch_cases[c].set ? ch_cases[c].p : NULL};
             const double direct = ekc_time_median_ms(bench_chain, &ch, 20) / 2;
             cudaGraph_t g;
             ch.handle = cs;
@@ -686,7 +699,7 @@ static void bench(void)
             bench_op gr = {.kind = 6};
             CU(cudaGraphInstantiateWithFlags(&gr.graph, g, 0));
             const double graphed = ekc_time_median_ms(run_op, &gr, 20) / 2;
-            char kname[96];
+            char kname[112];
             snprintf(kname, sizeof kname, "%s, direct", ch_cases[c].name);
             printf("%-26s %7s %6s %-40s %9.1f %8.0f %6.1f%%\n", "decode layer, 4 GEMVs", "", "", kname, 1e3 * direct,
                    lbytes / direct / 1e6, 100.0 * lbytes / direct / 1e6 / ceil_gbs);
