@@ -407,6 +407,17 @@ __global__ void k_spin(long long cycles)
     }
 }
 
+/* k_spin as the decode step's short kernels launch (launch_dep): it waits for the kernel before, lets the next one
+ * start (which may then load its weights), then spins: the bench's stand-in for the decode attention. */
+__global__ void k_spin_dep(long long cycles)
+{
+    dep_wait();
+    dep_launch();
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
 template <typename G>
 cudaError_t glu_launch(float *out, uint16_t *outb, const G *gu, int T, int I, int act, cudaStream_t s)
 {
@@ -551,6 +562,11 @@ cudaError_t engk_spin(long long cycles, cudaStream_t s)
 {
     k_spin<<<1, 1, 0, s>>>(cycles);
     return cudaGetLastError();
+}
+
+cudaError_t engk_spin_dep(long long cycles, cudaStream_t s)
+{
+    return launch_dep(k_spin_dep, dim3(1), dim3(1), 0, s, cycles);
 }
 
 } // extern "C"

@@ -51,6 +51,10 @@ cudaError_t engk_glu_bf16(uint16_t *outb, float *out, const float *gu, int T, in
 cudaError_t engk_glu_bf16in(uint16_t *outb, float *out, const uint16_t *gu, int T, int I, int act, cudaStream_t s);
 /* Busy-waits about 'cycles' SM clocks on s (fault builds: makes a missing stream dependency deterministic). */
 cudaError_t engk_spin(long long cycles, cudaStream_t s);
+/* The same as the decode step launches its short kernels (programmatic inside a captured graph on sm_90+): it waits
+ * for the kernel before, lets the next one start, then spins (test_engk_gemv --bench: the decode attention's
+ * stand-in between the q|k|v and o GEMVs). */
+cudaError_t engk_spin_dep(long long cycles, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -579,7 +579,7 @@ static cudaError_t bench_chain(void *p)
         err = engk_gemv_variant(pq, ENGK_FUSE_NORM, qkv, NULL, o->x, o->nw, 1e-5f, 0, W, 0, NULL, NULL, Nq, Hd, 0,
                                 warm ? &wo : NULL, s);
         if (err == cudaSuccess && o->gap > 0)
-            err = engk_spin(o->gap, s);
+            err = o->picks ? engk_spin_dep(o->gap, s) : engk_spin(o->gap, s);
         if (err == cudaSuccess)
             err = engk_gemv_variant(po, ENGK_FUSE_NONE, o->x, NULL, qkv, NULL, 0.0f, 0, W + lq, 0, NULL, o->x, Hd, Hd, 0,
                                     NULL, s);
@@ -684,6 +684,13 @@ static void bench(void)
             {"shapes 0,4,14,4 (q|k|v: 1 out, ring 8)", 0, 0, 1, {0, 4, 14, 4}},
             {"shapes 7,4,14,4 (q|k|v: 16 warps)", 0, 0, 1, {7, 4, 14, 4}},
             {"shapes 1,4,16,4 (gate|up: 16 warps)", 0, 0, 1, {1, 4, 16, 4}},
+            /* with the gap as the engine's attention runs (engk_spin_dep: the o GEMV may start during it): do the
+             * shapes asking L2 for the rest of their rows before their wait fill it? */
+            {"gap as attention; shapes 1,4,14,4", 0, 10000, 1, {1, 4, 14, 4}},
+            {"gap as attention; 1,12,14,4 (o: L2 +4)", 0, 10000, 1, {1, 12, 14, 4}},
+            {"gap as attention; 1,13,14,4 (o: L2 +12)", 0, 10000, 1, {1, 13, 14, 4}},
+            {"gap as attention; 11,13,14,4 (q|k|v too)", 0, 10000, 1, {11, 13, 14, 4}},
+            {"shapes 1,13,14,4 (o: L2 +12), no gap", 0, 0, 1, {1, 13, 14, 4}},
         };
         cudaStream_t cs;
         CU(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
