@@ -57,6 +57,7 @@ struct eng {
     unsigned *d_acnt; /* the fused merge's counters, after the partials in d_part (decode_fusion) */
     int max_tiles, dec_fuse, fuse_max, step_fuse; /* step_fuse: this decode step's form (step_fusion) */
     int dec_post; /* qkv_post folded into the fused decode attention at one live tile (ENG_DECODE_POST) */
+    int gv[4];    /* $REFCHAIN_GEMV_SHAPES: k_gemv launch shapes of a decode layer's GEMVs (GV_*), -1 its pick */
     /* recurrent state of each GDN layer (NULL elsewhere), on the device in every mode: S [Hv, dv, dk] at position
      * gdn_base followed by the pending rows of gdn_base's DeltaNet chunk (engk_gdn_chunked), conv [K-1, C]; fp32 */
     float **d_gS, **d_gcs;
@@ -190,6 +191,44 @@ static int decode_fusion(int opt, rc_err *e)
     if (!strcmp(v, "0") || !strcmp(v, "off"))
         return 0;
     return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_DECODE_FUSION must be 0, 1, off or on, got '%s'", v);
+}
+
+/* The decode GEMVs of a layer whose k_gemv launch shape $REFCHAIN_GEMV_SHAPES may set: the norm-fused input
+ * projection (q|k|v, or the DeltaNet in-projection), the mixer's output projection (o, or the DeltaNet out_proj),
+ * the norm-fused gate|up + GLU, down. */
+enum { GV_IN, GV_OUT, GV_GLU, GV_DOWN };
+
+/* $REFCHAIN_GEMV_SHAPES: unset, empty or "auto" (gv all -1: engk_gemv_pick's shapes), or four engk_gemv shape
+ * numbers in GV_* order, for benchmarking other shapes in the engine. Every shape computes each output in the same
+ * order, so the bits do not change (the identity suite runs some). Quantized matrices keep their own picks. */
+static int gemv_shapes(int gv[4], rc_err *e)
+{
+    for (int i = 0; i < 4; i++)
+        gv[i] = -1;
+    const char *v = getenv("REFCHAIN_GEMV_SHAPES");
+    if (!v || !*v || !strcmp(v, "auto"))
+        return RC_OK;
+    const int n = engk_gemv_variants();
+    const char *p = v;
+    for (int i = 0; i < 4; i++) {
+        int k = 0, digits = 0;
+        for (; *p >= '0' && *p <= '9' && k < n; p++, digits++)
+            k = 10 * k + (*p - '0');
+        if (!digits || k >= n || *p != (i < 3 ? ',' : '\0'))
+            return rc_fail(e, RC_E_USAGE,
+                           "engine: REFCHAIN_GEMV_SHAPES must be auto or four shape numbers 0..%d (norm+q|k|v, o, "
+                           "norm+gate|up+GLU, down), got '%s'",
+                           n - 1, v);
+        gv[i] = k;
+        p++;
+    }
+    return RC_OK;
+}
+
+/* engk_gemv's launch shape for a decode GEMV of role GV_*: $REFCHAIN_GEMV_SHAPES's, else the kernel's pick. */
+static int gv_shape(const eng *E, int role, int fuse, int N, int K)
+{
+    return E->gv[role] >= 0 ? E->gv[role] : engk_gemv_pick(fuse, N, K);
 }
 
 /* The prefill GEMM's widest K and, when a layer has a bias and a residual on one matmul (o, down), the width of
@@ -800,6 +839,10 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     const char *dpost = getenv("REFCHAIN_DECODE_POST");
     if (dpost && *dpost && strcmp(dpost, "0") && strcmp(dpost, "1"))
         return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_DECODE_POST must be 0 or 1, got '%s'", dpost);
+    int gv[4];
+    rc = gemv_shapes(gv, e);
+    if (rc)
+        return rc;
     eng *E = rc_calloc(1, sizeof *E, e, "engine");
     if (!E)
         return e->code;
@@ -808,6 +851,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     E->o = o;
     E->dec_fuse = fuse;
     E->dec_post = dpost && *dpost ? dpost[0] == '1' : ENG_DECODE_POST;
+    memcpy(E->gv, gv, sizeof gv);
     E->ctx_f32 = actx && !strcmp(actx, "f32");
     E->glu16 = glu && *glu ? glu[0] == '1' : ENG_GLU_BF16;
     E->fuse_max = o.fuse_max_tiles > 0 ? o.fuse_max_tiles : ENG_FUSE_MAX_TILES;
@@ -1689,12 +1733,13 @@ int eng_prefill(eng *E, const int32_t *ids, int64_t T, float *logits, const rc_p
  * d_rrel, the RoPE rows, the PLE token rows), so one captured graph replays every step. The GEMVs give
  * engk_matmul's bits for the row, so every layer kind (DeltaNet, gated attention, the gemma4 extras) decodes as its
  * chunk path would at T = 1, fused where it can. ---- */
-/* A decode GEMV on a plain or a packed matrix (q quantized). */
-static cudaError_t dec_gemv(eng *E, float *y, const float *x, const char *W, const eng_qfmt *q, const float *b,
-                            const float *res, int N, int K)
+/* A decode GEMV of role GV_* (gv_shape) on a plain or a packed matrix (q quantized). */
+static cudaError_t dec_gemv(eng *E, int role, float *y, const float *x, const char *W, const eng_qfmt *q,
+                            const float *b, const float *res, int N, int K)
 {
     return q->family ? engk_qgemv(y, x, W, q, b, res, N, K, E->s_comp)
-                     : engk_gemv(y, x, W, E->f32, b, res, N, K, E->s_comp);
+                     : engk_gemv_variant(gv_shape(E, role, ENGK_FUSE_NONE, N, K), ENGK_FUSE_NONE, y, NULL, x, NULL,
+                                         0.0f, 0, W, E->f32, b, res, N, K, 0, NULL, E->s_comp);
 }
 
 /* y = W rmsnorm(d_x) (+ b); the normed row also into xn if not NULL (d_a: what a second GEMV on it reads). */
@@ -1704,7 +1749,8 @@ static int dec_norm_gemv(eng *E, float *y, float *xn, const float *nw, const cha
     const rc_config *c = E->c;
     const int Hd = (int)c->hidden;
     if (engk_gemv_norm_fits(Hd) && !q->family) {
-        CK(engk_gemv_norm(y, xn, E->d_x, nw, c->eps, c->norm, W, E->f32, b, N, Hd, E->s_comp));
+        CK(engk_gemv_variant(gv_shape(E, GV_IN, ENGK_FUSE_NORM, N, Hd), ENGK_FUSE_NORM, y, xn, E->d_x, nw, c->eps,
+                             c->norm, W, E->f32, b, NULL, N, Hd, 0, NULL, E->s_comp));
         return RC_OK;
     }
     if (q->family && engk_qgemv_norm_use(0, q, N, Hd)) { /* the same bits as engk_rmsnorm + its plain form */
@@ -1712,22 +1758,22 @@ static int dec_norm_gemv(eng *E, float *y, float *xn, const float *nw, const cha
         return RC_OK;
     }
     CK(engk_rmsnorm(E->d_a, E->d_x, nw, 1, Hd, c->eps, c->norm, E->s_comp));
-    CK(dec_gemv(E, y, E->d_a, W, q, b, NULL, N, Hd));
+    CK(dec_gemv(E, GV_IN, y, E->d_a, W, q, b, NULL, N, Hd));
     return RC_OK;
 }
 
-/* d_x += out(d_a) or, with a sandwich norm (post >= 0), d_x += norm(out(d_a)). */
-static int dec_out(eng *E, const char *W, int64_t wo, const eng_qfmt *q, int64_t bo, int64_t post, const float *x,
-                   int K, rc_err *e)
+/* d_x += out(d_a) or, with a sandwich norm (post >= 0), d_x += norm(out(d_a)); role GV_OUT or GV_DOWN. */
+static int dec_out(eng *E, int role, const char *W, int64_t wo, const eng_qfmt *q, int64_t bo, int64_t post,
+                   const float *x, int K, rc_err *e)
 {
     const rc_config *c = E->c;
     const int Hd = (int)c->hidden;
     const float *b = bo >= 0 ? (const float *)(W + bo) : NULL;
     if (post < 0) {
-        CK(dec_gemv(E, E->d_x, x, W + wo, q, b, E->d_x, Hd, K));
+        CK(dec_gemv(E, role, E->d_x, x, W + wo, q, b, E->d_x, Hd, K));
         return RC_OK;
     }
-    CK(dec_gemv(E, E->d_a, x, W + wo, q, b, NULL, Hd, K));
+    CK(dec_gemv(E, role, E->d_a, x, W + wo, q, b, NULL, Hd, K));
     CK(engk_norm_add(E->d_x, E->d_a, (const float *)(W + post), 1, Hd, c->eps, c->norm, E->s_comp));
     return RC_OK;
 }
@@ -1772,7 +1818,7 @@ static int attn_decode(eng *E, int l, const char *W, rc_err *e)
     if (gated)
         CK(engk_sigmoid_gate(E->d_ctx, E->d_agate, 1, qd, E->s_comp));
 #undef VEC
-    return dec_out(E, W, Ly->wo, &Ly->qo, Ly->bo, Ly->post_attn_norm, E->d_ctx, qd, e);
+    return dec_out(E, GV_OUT, W, Ly->wo, &Ly->qo, Ly->bo, Ly->post_attn_norm, E->d_ctx, qd, e);
 }
 
 /* The DeltaNet mixer of one row: fused norm + in-projection GEMV, the recurrent step (gdn_core), out_proj GEMV. */
@@ -1782,7 +1828,7 @@ static int gdn_decode(eng *E, int l, const char *W, rc_err *e)
     ATTEMPT(dec_norm_gemv(E, E->d_gin, NULL, (const float *)(W + Ly->attn_norm), W + Ly->gin, &plain_fmt, NULL,
                           Ly->gnin, e));
     ATTEMPT(gdn_core(E, l, W, 1, NULL, e));
-    CK(engk_gemv(E->d_x, E->d_gcore, W + Ly->gout, E->f32, NULL, E->d_x, (int)E->c->hidden, Ly->gvd, E->s_comp));
+    CK(dec_gemv(E, GV_OUT, E->d_x, E->d_gcore, W + Ly->gout, &plain_fmt, NULL, E->d_x, (int)E->c->hidden, Ly->gvd));
     return RC_OK;
 }
 
@@ -1802,15 +1848,17 @@ static int layer_decode(eng *E, int l, rc_err *e)
         CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), 1, Hd, c->eps, c->norm, E->s_comp));
         CK(engk_qgemv_glu(E->d_act, E->d_a, W + Ly->wgu, &Ly->qgu, VEC(Ly->bgu), Ly->inter, Hd, c->act, E->s_comp));
     } else if (engk_gemv_norm_fits(Hd))
-        CK(engk_gemv_glu(E->d_act, NULL, E->d_x, VEC(Ly->mlp_norm), c->eps, c->norm, W + Ly->wgu, E->f32,
-                         VEC(Ly->bgu), Ly->inter, Hd, c->act, E->s_comp));
+        CK(engk_gemv_variant(gv_shape(E, GV_GLU, ENGK_FUSE_GLU, Ly->inter, Hd), ENGK_FUSE_GLU, E->d_act, NULL, E->d_x,
+                             VEC(Ly->mlp_norm), c->eps, c->norm, W + Ly->wgu, E->f32, VEC(Ly->bgu), NULL, Ly->inter,
+                             Hd, c->act, NULL, E->s_comp));
     else {
         CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), 1, Hd, c->eps, c->norm, E->s_comp));
-        CK(engk_gemv_glu(E->d_act, NULL, E->d_a, NULL, 0.0f, -1, W + Ly->wgu, E->f32, VEC(Ly->bgu), Ly->inter, Hd,
-                         c->act, E->s_comp));
+        CK(engk_gemv_variant(gv_shape(E, GV_GLU, ENGK_FUSE_GLU, Ly->inter, Hd), ENGK_FUSE_GLU, E->d_act, NULL, E->d_a,
+                             NULL, 0.0f, -1, W + Ly->wgu, E->f32, VEC(Ly->bgu), NULL, Ly->inter, Hd, c->act, NULL,
+                             E->s_comp));
     }
 #undef VEC
-    ATTEMPT(dec_out(E, W, Ly->wdown, &Ly->qdown, Ly->bdown, Ly->post_mlp_norm, E->d_act, Ly->inter, e));
+    ATTEMPT(dec_out(E, GV_DOWN, W, Ly->wdown, &Ly->qdown, Ly->bdown, Ly->post_mlp_norm, E->d_act, Ly->inter, e));
     ATTEMPT(layer_end(E, l, W, 1, NULL, e));
     return release_layer(E, l, e);
 }

@@ -153,7 +153,8 @@ identity | identity-synth)
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
             "fusion off+no-graph|--decode-fusion off --no-graph" "post off|REFCHAIN_DECODE_POST=0" \
-            "post off+no-graph|REFCHAIN_DECODE_POST=0 --no-graph" "${CTX_MODES[@]}"
+            "post off+no-graph|REFCHAIN_DECODE_POST=0 --no-graph" "${CTX_MODES[@]}" \
+            "gemv shapes|REFCHAIN_GEMV_SHAPES=0,0,16,0" "gemv shapes+no-graph|REFCHAIN_GEMV_SHAPES=17,15,14,5 --no-graph"
         # the bf16 gate|up GEMM (ENG_GLU_BF16; other bits than the default): every mode the same bits among itself
         run_group 8 "glu16 full|REFCHAIN_GLU_BF16=1" "glu16 chunk 5|REFCHAIN_GLU_BF16=1 --prefill-chunk 5" \
             "glu16 rl1+kv-offload|REFCHAIN_GLU_BF16=1 --resident-layers 1 --kv-offload" \
@@ -225,7 +226,7 @@ identity | identity-synth)
             "rl2+kv-offload+chunk 5|--resident-layers 2 --kv-offload --prefill-chunk 5" \
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "fusion off+no-graph|--decode-fusion off --no-graph"
+            "fusion off+no-graph|--decode-fusion off --no-graph" "gemv shapes|REFCHAIN_GEMV_SHAPES=13,0,16,17"
         run_group 512 "full|" "kv-offload+chunk 3|--kv-offload --prefill-chunk 3"
         run_cross
     else
@@ -282,6 +283,10 @@ bad-input)
     REFCHAIN_PREFILL_ATTN=fast check bad_prefill_attn 'REFCHAIN_PREFILL_ATTN must be auto or mma' --model "$L" --prompt-golden
     REFCHAIN_GLU_BF16=yes check bad_glu_bf16 'REFCHAIN_GLU_BF16 must be 0 or 1' --model "$L" --prompt-golden
     REFCHAIN_DECODE_POST=2 check bad_decode_post 'REFCHAIN_DECODE_POST must be 0 or 1' --model "$L" --prompt-golden
+    REFCHAIN_GEMV_SHAPES=1,2,3 check bad_gemv_shapes 'REFCHAIN_GEMV_SHAPES must be auto or four shape numbers' \
+        --model "$L" --prompt-golden
+    REFCHAIN_GEMV_SHAPES=1,2,3,99 check gemv_shape_range 'REFCHAIN_GEMV_SHAPES must be auto or four shape numbers' \
+        --model "$L" --prompt-golden
     check bad_prompt 'token ids' --model "$L" --prompt "1 two 3"
     check bad_ids 'token ids' --model "$L" --ids "1 two 3"
     check no_prompt 'exactly one' --model "$L"
