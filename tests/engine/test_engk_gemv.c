@@ -567,10 +567,9 @@ static cudaError_t bench_chain(void *p)
     cudaStream_t s = (cudaStream_t)o->handle;
     float *qkv = o->y, *act = o->y + Nq;
     const int prev = o->warm_max < 0, warm = !prev && !o->picks;
-    const int pq = o->picks ? o->picks[0] : prev ? engk_gemv_pick_prev(ENGK_FUSE_NORM, Nq, Hd) : engk_gemv_pick(ENGK_FUSE_NORM, Nq, Hd);
-    const int po = o->picks ? o->picks[1] : prev ? engk_gemv_pick_prev(0, Hd, Hd) : engk_gemv_pick(0, Hd, Hd);
-    const int pg = o->picks ? o->picks[2] : prev ? engk_gemv_pick_prev(ENGK_FUSE_GLU, I, Hd) : engk_gemv_pick(ENGK_FUSE_GLU, I, Hd);
-    const int pd = o->picks ? o->picks[3] : prev ? engk_gemv_pick_prev(0, Hd, I) : engk_gemv_pick(0, Hd, I);
+    int (*const pick)(int, int, int) = prev ? engk_gemv_pick_prev : engk_gemv_pick;
+    const int pq = o->picks ? o->picks[0] : pick(ENGK_FUSE_NORM, Nq, Hd), po = o->picks ? o->picks[1] : pick(0, Hd, Hd);
+    const int pg = o->picks ? o->picks[2] : pick(ENGK_FUSE_GLU, I, Hd), pd = o->picks ? o->picks[3] : pick(0, Hd, I);
     cudaError_t err = cudaSuccess;
     for (int l = 0; l < 2 && err == cudaSuccess; l++) {
         const char *W = (const char *)o->W + l * layer, *Wnext = (const char *)o->W + (1 - l) * layer;
