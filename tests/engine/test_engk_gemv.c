@@ -514,7 +514,9 @@ typedef struct bench_op {
     int64_t mbytes, nslot, it; /* the matrix rotates over nslot copies mbytes apart: no launch finds it in L2 */
     cudaGraphExec_t graph;     /* kind 6: a captured chain, replayed on stream 0 */
     int64_t warm_max;          /* bench_chain: < 0 the previous picks and no warms, else the engine's, warms capped */
-    long long gap;             /* bench_chain: a spin of gap cycles after q|k|v (qkv_post and attention's stand-in) */
+    long long gap;             /* bench_chain: a spin of gap cycles after q|k|v (qkv_post and attention's stand-in):
+                                * engk_spin (plain launch) for the picks-NULL rows, engk_spin_dep (launched as the
+                                * attention is) where picks is set */
     const int *picks;          /* bench_chain: NULL, or the shapes of norm+q|k|v, o, norm+gate|up+GLU, down; no warms */
 } bench_op;
 
