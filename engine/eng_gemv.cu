@@ -406,7 +406,8 @@ int engk_gemv_pick(int fuse, int N, int K)
     (void)K;
     if (fuse == ENGK_FUSE_GLU)
         return 14;
-    /* the L2-prefetching shapes (10, 12) lost to 1 and 4 on the H200 (q|k|v+norm 20.7 vs 18.9 us, o 14.3 vs 13.4) */
+    /* the L2-prefetching shapes (10, 12) lost to 1 and 4 on the H200 (q|k|v+norm 20.7 vs 18.9 us, o 14.3 vs 13.4),
+     * alone; o after the decode attention takes engk_gemv_pick_o */
     if (fuse == ENGK_FUSE_NORM)
         return N >= 16384 ? 7 : 1;
     return N >= 32768 ? 1 : 4;
@@ -420,6 +421,21 @@ int engk_gemv_pick_prev(int fuse, int N, int K)
     if (fuse == ENGK_FUSE_NORM)
         return N >= 16384 ? 7 : 1;
     return N >= 32768 ? 1 : 4;
+}
+
+/* The attention's output projection in a decode step (o, launched after the decode attention): shape 13, which asks
+ * L2 for the whole of each of its rows before its wait, so o's bytes stream while the attention (a short chain of
+ * dependent loads at short contexts) runs. Alone it loses to 4 (15.0 against 13.2 us: the prefetches are issued
+ * ahead of the loads that need them); in the engine's graph after the attention it wins: `engine bench --shape
+ * llama3-8b --prompt-len 16 --steps 32 --rounds 3`, two runs each, alternating, one call (H200, session 18):
+ * REFCHAIN_GEMV_SHAPES=1,13,14,4 4.025 / 4.050 ms/token, 1,12,14,4 4.034 / 4.041, the picks 1,4,14,4 4.063 / 4.069;
+ * with 13 as the pick, next call: 4.055 / 4.052 against 1,4,14,4 4.081 / 4.109 (down on 13 too: 4.126 / 4.143);
+ * test_engk_gemv --bench's chain with the gap launched as the attention is: 115.8 against 118.2 us a layer. */
+int engk_gemv_pick_o(int N, int K)
+{
+    (void)N;
+    (void)K;
+    return 13;
 }
 
 int engk_gemv_variants(void) { return NSHAPES; }

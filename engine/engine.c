@@ -194,9 +194,9 @@ static int decode_fusion(int opt, rc_err *e)
 }
 
 /* The decode GEMVs of a layer whose k_gemv launch shape $REFCHAIN_GEMV_SHAPES may set: the norm-fused input
- * projection (q|k|v, or the DeltaNet in-projection), the mixer's output projection (o, or the DeltaNet out_proj),
- * the norm-fused gate|up + GLU, down. */
-enum { GV_IN, GV_OUT, GV_GLU, GV_DOWN };
+ * projection (q|k|v, or the DeltaNet in-projection), the mixer's output projection (o, or GV_GDN_OUT: the DeltaNet
+ * out_proj, which the variable sets with o), the norm-fused gate|up + GLU, down. */
+enum { GV_IN, GV_OUT, GV_GLU, GV_DOWN, GV_GDN_OUT };
 
 /* $REFCHAIN_GEMV_SHAPES: unset, empty or "auto" (gv all -1: engk_gemv_pick's shapes), or four engk_gemv shape
  * numbers in GV_* order, for benchmarking other shapes in the engine. Every shape computes each output in the same
@@ -225,10 +225,12 @@ static int gemv_shapes(int gv[4], rc_err *e)
     return RC_OK;
 }
 
-/* engk_gemv's launch shape for a decode GEMV of role GV_*: $REFCHAIN_GEMV_SHAPES's, else the kernel's pick. */
+/* engk_gemv's launch shape for a decode GEMV of role GV_*: $REFCHAIN_GEMV_SHAPES's, else the kernel's pick (the
+ * attention's o: engk_gemv_pick_o, the one launched after the decode attention). */
 static int gv_shape(const eng *E, int role, int fuse, int N, int K)
 {
-    return E->gv[role] >= 0 ? E->gv[role] : engk_gemv_pick(fuse, N, K);
+    const int set = E->gv[role == GV_GDN_OUT ? GV_OUT : role];
+    return set >= 0 ? set : role == GV_OUT ? engk_gemv_pick_o(N, K) : engk_gemv_pick(fuse, N, K);
 }
 
 /* The prefill GEMM's widest K and, when a layer has a bias and a residual on one matmul (o, down), the width of
@@ -1828,7 +1830,8 @@ static int gdn_decode(eng *E, int l, const char *W, rc_err *e)
     ATTEMPT(dec_norm_gemv(E, E->d_gin, NULL, (const float *)(W + Ly->attn_norm), W + Ly->gin, &plain_fmt, NULL,
                           Ly->gnin, e));
     ATTEMPT(gdn_core(E, l, W, 1, NULL, e));
-    CK(dec_gemv(E, GV_OUT, E->d_x, E->d_gcore, W + Ly->gout, &plain_fmt, NULL, E->d_x, (int)E->c->hidden, Ly->gvd));
+    CK(dec_gemv(E, GV_GDN_OUT, E->d_x, E->d_gcore, W + Ly->gout, &plain_fmt, NULL, E->d_x, (int)E->c->hidden,
+                Ly->gvd));
     return RC_OK;
 }
 

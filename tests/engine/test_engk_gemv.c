@@ -570,7 +570,8 @@ static cudaError_t bench_chain(void *p)
     float *qkv = o->y, *act = o->y + Nq;
     const int prev = o->warm_max < 0, warm = !prev && !o->picks;
     int (*const pick)(int, int, int) = prev ? engk_gemv_pick_prev : engk_gemv_pick;
-    const int pq = o->picks ? o->picks[0] : pick(ENGK_FUSE_NORM, Nq, Hd), po = o->picks ? o->picks[1] : pick(0, Hd, Hd);
+    const int pq = o->picks ? o->picks[0] : pick(ENGK_FUSE_NORM, Nq, Hd),
+              po = o->picks ? o->picks[1] : prev ? pick(0, Hd, Hd) : engk_gemv_pick_o(Hd, Hd);
     const int pg = o->picks ? o->picks[2] : pick(ENGK_FUSE_GLU, I, Hd), pd = o->picks ? o->picks[3] : pick(0, Hd, I);
     cudaError_t err = cudaSuccess;
     for (int l = 0; l < 2 && err == cudaSuccess; l++) {
@@ -637,7 +638,8 @@ static void bench(void)
         const int N = shapes[s].N, K = shapes[s].K, kind = shapes[s].kind;
         const double bytes = (double)N * K * 2;
         const int fuse = kind == 1 ? ENGK_FUSE_NORM : kind == 2 ? ENGK_FUSE_GLU : ENGK_FUSE_NONE;
-        const int pick = engk_gemv_pick(fuse, kind == 2 ? N / 2 : N, K);
+        const int pick = !strcmp(shapes[s].name, "o") ? engk_gemv_pick_o(N, K)
+                                                       : engk_gemv_pick(fuse, kind == 2 ? N / 2 : N, K);
         const int prev = engk_gemv_pick_prev(fuse, kind == 2 ? N / 2 : N, K);
         const int nv = engk_gemv_variants() + (!kind && handle ? 1 : 0);
         { /* what a plain read of this many bytes reaches: the ramp and tail every kernel of this size pays */
@@ -676,7 +678,7 @@ static void bench(void)
             {"new <= 24 MiB, 5 us gap after q|k|v", (int64_t)24 << 20, 10000, 0, {0}},
             {"new whole, 5 us gap after q|k|v", (int64_t)1 << 40, 10000, 0, {0}},
             /* other shapes in the chain, no warms (shape numbers: engk_gemv_variant_name) for q|k|v, o, gate|up, down */
-            {"shapes 1,4,14,4 (engine.c's picks)", 0, 0, 1, {1, 4, 14, 4}},
+            {"shapes 1,4,14,4 (session 17's picks)", 0, 0, 1, {1, 4, 14, 4}},
             {"shapes 1,0,14,0 (o, down: ring 8, 8 warps)", 0, 0, 1, {1, 0, 14, 0}},
             {"shapes 1,5,14,5 (o, down: ring 16, 8 warps)", 0, 0, 1, {1, 5, 14, 5}},
             {"shapes 1,15,14,15 (o, down: persistent)", 0, 0, 1, {1, 15, 14, 15}},
