@@ -4,6 +4,14 @@ per configuration; prints the prompt logits', teacher-forced steps' and probes' 
 (scaled max-abs, nmse as harness compare computes them). engine/README.md, "Bounds against HF", quotes it.
 
     /opt/hfenv/bin/python golden/bf16_emulate.py qwen3_5 qwen3_5_short
+
+With --hf-bf16 it runs HuggingFace's own bf16 forward instead (the fp32 model cast to bfloat16, every tensor and
+activation in bf16, as `dtype=torch.bfloat16` loads it) on each preset's golden (golden/<preset>.h5): teacher-forced
+on the golden's greedy tokens, the steps whose top-1 differs from the golden's token (with the golden's top-2
+margin there), the largest |logit| difference, and how many tokens its own greedy run keeps. It answers whether a
+greedy flip of the engine's bf16 stage at a golden's near-tie is something any bf16 forward does:
+
+    /opt/hfenv/bin/python golden/bf16_emulate.py --hf-bf16 llama qwen3 qwen3_5 qwen3_5_short gemma4
 """
 import sys
 
@@ -84,8 +92,38 @@ def emulate(model, cfg):
                 m.register_forward_hook(qhook)
 
 
+def hf_bf16(preset):
+    import os
+
+    import h5py
+    import numpy as np
+    p = gen.PRESETS[preset]
+    with h5py.File(os.path.join(os.path.dirname(os.path.abspath(__file__)), preset + ".h5"), "r") as f:
+        gtok = torch.from_numpy(np.asarray(f["greedy/tokens"], dtype=np.int64))
+        glog = torch.from_numpy(np.asarray(f["greedy/logits"], dtype=np.float32))
+    ref, ids = gen.build_model(p)
+    toks, _ = gen.run_greedy(ref, ids, p["steps"])
+    if not torch.equal(toks, gtok):
+        sys.exit(f"{preset}: this torch/transformers does not reproduce the golden's greedy tokens")
+    model = ref.to(torch.bfloat16)
+    _, steps = teacher_forced(model, ids, gtok)
+    steps = steps.float()
+    top2 = glog.topk(2, dim=-1).values
+    flips = [(i, (top2[i, 0] - top2[i, 1]).item()) for i in range(len(gtok)) if steps[i].argmax().item() != gtok[i]]
+    free, _ = gen.run_greedy(model, ids, p["steps"])
+    kept = next((i for i in range(len(gtok)) if free[i] != gtok[i]), len(gtok))
+    print(f"{preset} / HF bf16 forward: teacher-forced top-1 differs at steps "
+          f"{', '.join(f'{i} (golden margin {m:.3e})' for i, m in flips) or 'none'}; max |logit diff| "
+          f"{(steps - glog).abs().max().item():.3e} (max |logit| {glog.abs().max().item():.2f}); its own greedy run "
+          f"keeps {kept}/{len(gtok)} tokens", flush=True)
+
+
 def main():
     torch.set_num_threads(2)
+    if sys.argv[1:2] == ["--hf-bf16"]:
+        for preset in sys.argv[2:] or ["qwen3_5", "qwen3_5_short"]:
+            hf_bf16(preset)
+        return
     for preset in sys.argv[1:] or ["qwen3_5", "qwen3_5_short"]:
         p = gen.PRESETS[preset]
         ref, ids = gen.build_model(p)
