@@ -1744,6 +1744,16 @@ static cudaError_t dec_gemv(eng *E, int role, float *y, const float *x, const ch
                                          0.0f, 0, W, E->f32, b, res, N, K, 0, NULL, E->s_comp);
 }
 
+/* d_act = GLU(W [gate; up] h (+ b)) on the plain gate|up matrix (role GV_GLU): h = rmsnorm(x) of the model's norm
+ * kind with the weight nw fused in, or with kind < 0 h = x as it is (already normed; nw unused). */
+static cudaError_t dec_glu(eng *E, const float *x, const float *nw, int kind, const char *W, const float *b, int I)
+{
+    const rc_config *c = E->c;
+    const int Hd = (int)c->hidden;
+    return engk_gemv_variant(gv_shape(E, GV_GLU, ENGK_FUSE_GLU, I, Hd), ENGK_FUSE_GLU, E->d_act, NULL, x, nw,
+                             kind >= 0 ? c->eps : 0.0f, kind, W, E->f32, b, NULL, I, Hd, c->act, NULL, E->s_comp);
+}
+
 /* y = W rmsnorm(d_x) (+ b); the normed row also into xn if not NULL (d_a: what a second GEMV on it reads). */
 static int dec_norm_gemv(eng *E, float *y, float *xn, const float *nw, const char *W, const eng_qfmt *q, const float *b,
                          int N, rc_err *e)
@@ -1851,14 +1861,10 @@ static int layer_decode(eng *E, int l, rc_err *e)
         CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), 1, Hd, c->eps, c->norm, E->s_comp));
         CK(engk_qgemv_glu(E->d_act, E->d_a, W + Ly->wgu, &Ly->qgu, VEC(Ly->bgu), Ly->inter, Hd, c->act, E->s_comp));
     } else if (engk_gemv_norm_fits(Hd))
-        CK(engk_gemv_variant(gv_shape(E, GV_GLU, ENGK_FUSE_GLU, Ly->inter, Hd), ENGK_FUSE_GLU, E->d_act, NULL, E->d_x,
-                             VEC(Ly->mlp_norm), c->eps, c->norm, W + Ly->wgu, E->f32, VEC(Ly->bgu), NULL, Ly->inter,
-                             Hd, c->act, NULL, E->s_comp));
+        CK(dec_glu(E, E->d_x, VEC(Ly->mlp_norm), c->norm, W + Ly->wgu, VEC(Ly->bgu), Ly->inter));
     else {
         CK(engk_rmsnorm(E->d_a, E->d_x, VEC(Ly->mlp_norm), 1, Hd, c->eps, c->norm, E->s_comp));
-        CK(engk_gemv_variant(gv_shape(E, GV_GLU, ENGK_FUSE_GLU, Ly->inter, Hd), ENGK_FUSE_GLU, E->d_act, NULL, E->d_a,
-                             NULL, 0.0f, -1, W + Ly->wgu, E->f32, VEC(Ly->bgu), NULL, Ly->inter, Hd, c->act, NULL,
-                             E->s_comp));
+        CK(dec_glu(E, E->d_a, NULL, -1, W + Ly->wgu, VEC(Ly->bgu), Ly->inter));
     }
 #undef VEC
     ATTEMPT(dec_out(E, GV_DOWN, W, Ly->wdown, &Ly->qdown, Ly->bdown, Ly->post_mlp_norm, E->d_act, Ly->inter, e));
