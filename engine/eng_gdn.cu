@@ -1104,15 +1104,23 @@ cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, 
 }
 
 /* Synthetic inputs (zeros: finite, no NaN) timed with events; phase 0 the step as the engine runs it, 1-4 the
- * fused forms V1-V4 (where they apply), then unfused and the launch floor (eng_gdn.h). */
-cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[ENG_GDN_STEP_NTIMES],
+ * fused forms V1-V4 (where they apply), then unfused and the launch floor (eng_gdn.h). layers = 1: one graph of 200
+ * steps of one layer (each step reads the state the one before wrote, from L2). layers > 1: the layers' own states
+ * and conv states, one step of each in a graph (as the engine's decode graph holds them: a layer's state comes back
+ * from DRAM when the other layers' have passed through L2), the graph replayed until at least 200 steps ran. */
+cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, int layers, double us[ENG_GDN_STEP_NTIMES],
                                 int *fused_out)
 {
     const int fused = engk_gdn_step_fits(Hk, Hv, dk, dv, K);
     *fused_out = fused;
-    const int C = 2 * Hk * dk + Hv * dv, nin = C + Hv * dv + 2 * Hv, reps = 200;
-    const int64_t ns = (int64_t)Hv * dv * dk;
-    const int64_t n = (int64_t)nin + C + 2 * (int64_t)Hk * dk + 2 * Hv + Hv * dv + ns + (int64_t)(K - 1) * C +
+    for (int i = 0; i < ENG_GDN_STEP_NTIMES; i++)
+        us[i] = 0.0;
+    if (layers < 1)
+        return cudaErrorInvalidValue;
+    const int C = 2 * Hk * dk + Hv * dv, nin = C + Hv * dv + 2 * Hv;
+    const int per = layers > 1 ? layers : 200, replays = layers > 1 ? (200 + layers - 1) / layers : 1;
+    const int64_t ns = (int64_t)Hv * dv * dk, ncs = (int64_t)(K - 1) * C;
+    const int64_t n = (int64_t)nin + C + 2 * (int64_t)Hk * dk + 2 * Hv + Hv * dv + (ns + ncs) * layers +
                       (int64_t)C * K + 2 * Hv + dv;
     float *buf = NULL;
     cudaEvent_t t[2] = {NULL, NULL};
@@ -1125,33 +1133,36 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
     if (err == cudaSuccess)
         err = cudaMemsetAsync(buf, 0, (size_t)n * sizeof(float), s); /* zero inputs: exact, finite, no NaN */
     float *gin = buf, *u = gin + nin, *qn = u + C, *kn = qn + (int64_t)Hk * dk, *beta = kn + (int64_t)Hk * dk,
-          *g = beta + Hv, *core = g + Hv, *S = core + (int64_t)Hv * dv, *cst = S + ns, *cw = cst + (int64_t)(K - 1) * C,
-          *alog = cw + (int64_t)C * K, *dt = alog + Hv, *nw = dt + Hv;
+          *g = beta + Hv, *core = g + Hv, *S = core + (int64_t)Hv * dv, *cst = S + ns * layers,
+          *cw = cst + ncs * layers, *alog = cw + (int64_t)C * K, *dt = alog + Hv, *nw = dt + Hv;
     float ms[ENG_GDN_STEP_NTIMES] = {0.0f};
     const int unfused = ENG_GDN_TIME_UNFUSED;
     cudaError_t first = err, ferr = cudaSuccess; /* setup error; a phase's (it reads -1, the others still run) */
     for (int phase = 0; phase < ENG_GDN_STEP_NTIMES && first == cudaSuccess; phase++) {
         if (phase > 0 && phase != unfused && !fused)
             continue; /* the steps captured as one graph, as decode */
+        const int form = phase == unfused || !fused          ? 0
+                         : phase == 0                        ? ENG_GDN_STEP_FORM
+                         : phase == ENG_GDN_TIME_NOP         ? STEP_NOP
+                         : phase == ENG_GDN_TIME_NOP_PDL     ? STEP_NOP_PDL
+                                                             : phase;
         cudaGraph_t graph = NULL;
         cudaGraphExec_t exec = NULL;
         err = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
         const int capturing = err == cudaSuccess;
-        for (int i = 0; i < reps && err == cudaSuccess; i++) {
-            if (phase != unfused && fused) {
-                const int form = phase == 0                  ? ENG_GDN_STEP_FORM
-                                 : phase == ENG_GDN_TIME_NOP     ? STEP_NOP
-                                 : phase == ENG_GDN_TIME_NOP_PDL ? STEP_NOP_PDL
-                                                                 : phase;
-                err = step_launch(form, core, S, cst, gin, cw, alog, dt, nw, Hk, Hv, dk, dv, K, 1.0f, 1e-6f, 0, s);
+        for (int i = 0; i < per && err == cudaSuccess; i++) {
+            const int l = layers > 1 ? i : 0;
+            float *Sl = S + ns * l, *cl = cst + ncs * l;
+            if (form) {
+                err = step_launch(form, core, Sl, cl, gin, cw, alog, dt, nw, Hk, Hv, dk, dv, K, 1.0f, 1e-6f, 0, s);
                 continue;
             }
-            err = engk_gdn_conv(u, cst, gin, nin, cw, 1, C, K, 0, s);
+            err = engk_gdn_conv(u, cl, gin, nin, cw, 1, C, K, 0, s);
             if (err == cudaSuccess)
                 err = engk_gdn_prep(qn, kn, beta, g, u, gin, nin, C + (int64_t)Hv * dv, alog, dt, 1, Hk, Hv, dk, dv,
                                     1.0f, s);
             if (err == cudaSuccess)
-                err = engk_gdn_delta(core, S, qn, kn, u, beta, g, 1, C, Hk, Hv, dk, dv, 0, s);
+                err = engk_gdn_delta(core, Sl, qn, kn, u, beta, g, 1, C, Hk, Hv, dk, dv, 0, s);
             if (err == cudaSuccess)
                 err = engk_gdn_norm_gate(core, core, gin + C, nin, nw, 1, Hv, dv, 1e-6f, s);
         }
@@ -1165,7 +1176,7 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
             err = cudaGraphLaunch(exec, s); /* warm-up */
         if (err == cudaSuccess)
             err = cudaEventRecord(t[0], s);
-        if (err == cudaSuccess)
+        for (int r = 0; r < replays && err == cudaSuccess; r++)
             err = cudaGraphLaunch(exec, s);
         if (err == cudaSuccess)
             err = cudaEventRecord(t[1], s);
@@ -1178,7 +1189,7 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
         if (graph)
             cudaGraphDestroy(graph);
         if (err != cudaSuccess) {
-            ms[phase] = -1e-3f * reps;
+            ms[phase] = -1e-3f * per * replays;
             ferr = ferr != cudaSuccess ? ferr : err;
             (void)cudaGetLastError(); /* a launch refused is not sticky: the next phases still run */
             if (cudaDeviceSynchronize() != cudaSuccess)
@@ -1186,7 +1197,7 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
         }
     }
     for (int i = 0; i < ENG_GDN_STEP_NTIMES; i++)
-        us[i] = 1e3 * ms[i] / reps;
+        us[i] = 1e3 * ms[i] / ((double)per * replays);
     for (int i = 0; i < 2; i++)
         if (t[i])
             cudaEventDestroy(t[i]);
@@ -1196,11 +1207,11 @@ cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us
     return first != cudaSuccess ? first : ferr;
 }
 
-cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *step_us, double *unfused_us,
-                                int *fused)
+cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, int layers, double *step_us,
+                                double *unfused_us, int *fused)
 {
     double us[ENG_GDN_STEP_NTIMES];
-    const cudaError_t err = engk_gdn_step_times(Hk, Hv, dk, dv, K, us, fused);
+    const cudaError_t err = engk_gdn_step_times(Hk, Hv, dk, dv, K, layers, us, fused);
     *step_us = us[0];
     *unfused_us = us[ENG_GDN_TIME_UNFUSED];
     return err;

@@ -72,18 +72,21 @@ cudaError_t engk_gdn_step_form(int form, float *y, float *state, float *conv_sta
                                int Hk, int Hv, int dk, int dv, int K, float qmul, float eps, int fresh, cudaStream_t s);
 /* engine bench: device time of one decode step's DeltaNet kernels of a linear layer of this shape as the engine
  * runs them (the fused step where engk_gdn_step_fits says so: *fused = 1) and of the four unfused kernels (conv,
- * prep, delta, norm_gate at T = 1), no GEMVs; mean over 200 steps replayed as one CUDA graph, in us. */
-cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, double *step_us, double *unfused_us,
-                                int *fused);
+ * prep, delta, norm_gate at T = 1), no GEMVs; `layers` linear layers of their own states, one step of each in a CUDA
+ * graph as in the engine's decode graph, replayed until at least 200 steps ran; mean in us a step. */
+cudaError_t engk_gdn_step_bench(int Hk, int Hv, int dk, int dv, int K, int layers, double *step_us,
+                                double *unfused_us, int *fused);
 /* The same timing for us[0] the step as the engine runs it, us[f] form f (ENG_GDN_STEP_V1 .. V4; 0 where no fused
  * form applies), us[ENG_GDN_TIME_UNFUSED] the four unfused kernels, and the launch floor of the fused step's grid:
  * us[ENG_GDN_TIME_NOP] a kernel of its grid and clusters that only passes one cluster barrier, us[.._NOP_PDL] the
- * same launched as V3 is (0 where no fused form applies). */
+ * same launched as V3 is (0 where no fused form applies). layers = 1: one graph of 200 steps of a single layer (its
+ * state stays in L2); layers > 1: as engk_gdn_step_bench. */
 #define ENG_GDN_TIME_UNFUSED (ENG_GDN_STEP_NFORMS + 1)
 #define ENG_GDN_TIME_NOP (ENG_GDN_STEP_NFORMS + 2)
 #define ENG_GDN_TIME_NOP_PDL (ENG_GDN_STEP_NFORMS + 3)
 #define ENG_GDN_STEP_NTIMES (ENG_GDN_TIME_NOP_PDL + 1)
-cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, double us[ENG_GDN_STEP_NTIMES], int *fused);
+cudaError_t engk_gdn_step_times(int Hk, int Hv, int dk, int dv, int K, int layers, double us[ENG_GDN_STEP_NTIMES],
+                                int *fused);
 /* y[T, Hv, dv] = rmsnorm_w(x[T, Hv, dv]; w [dv], eps) * silu(z), z rows of stride zs (z[t, h, i] at
  * z[t * zs + h * dv + i]); y may alias x. */
 cudaError_t engk_gdn_norm_gate(float *y, const float *x, const float *z, int64_t zs, const float *w, int T, int Hv,

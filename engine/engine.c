@@ -58,6 +58,7 @@ struct eng {
     int max_tiles, dec_fuse, fuse_max, step_fuse; /* step_fuse: this decode step's form (step_fusion) */
     int dec_post; /* qkv_post folded into the fused decode attention at one live tile (ENG_DECODE_POST) */
     int gv[4];    /* $REFCHAIN_GEMV_SHAPES: k_gemv launch shapes of a decode layer's GEMVs (GV_*), -1 its pick */
+    int gdn_form; /* the fused DeltaNet step's form (ENG_GDN_STEP_*; $REFCHAIN_GDN_STEP_FORM) */
     /* recurrent state of each GDN layer (NULL elsewhere), on the device in every mode: S [Hv, dv, dk] at position
      * gdn_base followed by the pending rows of gdn_base's DeltaNet chunk (engk_gdn_chunked), conv [K-1, C]; fp32 */
     float **d_gS, **d_gcs;
@@ -845,6 +846,16 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     rc = gemv_shapes(gv, e);
     if (rc)
         return rc;
+    /* $REFCHAIN_GDN_STEP_FORM: the fused DeltaNet decode step's form (ENG_GDN_STEP_V1 .. V4, eng_gdn.h) for
+     * benchmarking them in the engine; every form gives the same bits. Unset: ENG_GDN_STEP_FORM. */
+    const char *gform = getenv("REFCHAIN_GDN_STEP_FORM");
+    int gdn_form = ENG_GDN_STEP_FORM;
+    if (gform && *gform) {
+        if (gform[0] < '0' + ENG_GDN_STEP_V1 || gform[0] > '0' + ENG_GDN_STEP_NFORMS || gform[1])
+            return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_GDN_STEP_FORM must be a form %d..%d, got '%s'",
+                           ENG_GDN_STEP_V1, ENG_GDN_STEP_NFORMS, gform);
+        gdn_form = gform[0] - '0';
+    }
     eng *E = rc_calloc(1, sizeof *E, e, "engine");
     if (!E)
         return e->code;
@@ -854,6 +865,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     E->dec_fuse = fuse;
     E->dec_post = dpost && *dpost ? dpost[0] == '1' : ENG_DECODE_POST;
     memcpy(E->gv, gv, sizeof gv);
+    E->gdn_form = gdn_form;
     E->ctx_f32 = actx && !strcmp(actx, "f32");
     E->glu16 = glu && *glu ? glu[0] == '1' : ENG_GLU_BF16;
     E->fuse_max = o.fuse_max_tiles > 0 ? o.fuse_max_tiles : ENG_FUSE_MAX_TILES;
@@ -1267,9 +1279,9 @@ static int gdn_core(eng *E, int l, const char *W, int T, probes *P, rc_err *e)
     const int fresh = E->pos == 0 || (E->decoding && rc_fault_active("gdn_state_not_carried"));
 #define GVEC(off) ((const float *)(W + (off)))
     if (E->decoding && !P && engk_gdn_step_fits(Hk, Hv, dk, dv, d->gdn_conv_kernel)) { /* one fused launch, same bits */
-        CK(engk_gdn_step(E->d_gcore, E->d_gS[l], E->d_gcs[l], E->d_gin, GVEC(Ly->gconv), GVEC(Ly->galog),
-                         GVEC(Ly->gdt), GVEC(Ly->gnorm), Hk, Hv, dk, dv, d->gdn_conv_kernel,
-                         (float)pow((double)dk, -0.5), c->eps, fresh, E->s_comp));
+        CK(engk_gdn_step_form(E->gdn_form, E->d_gcore, E->d_gS[l], E->d_gcs[l], E->d_gin, GVEC(Ly->gconv),
+                              GVEC(Ly->galog), GVEC(Ly->gdt), GVEC(Ly->gnorm), Hk, Hv, dk, dv, d->gdn_conv_kernel,
+                              (float)pow((double)dk, -0.5), c->eps, fresh, E->s_comp));
         return RC_OK;
     }
     CK(engk_gdn_conv(E->d_gconv, E->d_gcs[l], E->d_gin, nin, GVEC(Ly->gconv), T, C, d->gdn_conv_kernel, fresh,
