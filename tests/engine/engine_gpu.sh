@@ -226,7 +226,8 @@ identity | identity-synth)
             "rl2+kv-offload+chunk 5|--resident-layers 2 --kv-offload --prefill-chunk 5" \
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "fusion off+no-graph|--decode-fusion off --no-graph" "gemv shapes|REFCHAIN_GEMV_SHAPES=13,0,16,17"
+            "fusion off+no-graph|--decode-fusion off --no-graph" "gemv shapes|REFCHAIN_GEMV_SHAPES=13,0,16,17" \
+            "gdn step V4|REFCHAIN_GDN_STEP_FORM=4" "gdn step V1+no-graph|REFCHAIN_GDN_STEP_FORM=1 --no-graph"
         run_group 512 "full|" "kv-offload+chunk 3|--kv-offload --prefill-chunk 3"
         run_cross
     else
@@ -283,6 +284,8 @@ bad-input)
     REFCHAIN_PREFILL_ATTN=fast check bad_prefill_attn 'REFCHAIN_PREFILL_ATTN must be auto or mma' --model "$L" --prompt-golden
     REFCHAIN_GLU_BF16=yes check bad_glu_bf16 'REFCHAIN_GLU_BF16 must be 0 or 1' --model "$L" --prompt-golden
     REFCHAIN_DECODE_POST=2 check bad_decode_post 'REFCHAIN_DECODE_POST must be 0 or 1' --model "$L" --prompt-golden
+    REFCHAIN_GDN_STEP_FORM=7 check bad_gdn_step_form 'REFCHAIN_GDN_STEP_FORM must be a form 1..4' --model "$L" \
+        --prompt-golden
     REFCHAIN_GEMV_SHAPES=1,2,3 check bad_gemv_shapes 'REFCHAIN_GEMV_SHAPES must be auto or four shape numbers' \
         --model "$L" --prompt-golden
     REFCHAIN_GEMV_SHAPES=1,2,3,99 check gemv_shape_range 'REFCHAIN_GEMV_SHAPES must be auto or four shape numbers' \
