@@ -353,6 +353,7 @@ static void gdn_step_line(const rc_config *c, double read)
     int nlin = 0;
     for (int l = 0; l < c->n_layers; l++)
         nlin += c->layers[l].mixer == RC_MIXER_GDN;
+    const int layers = nlin > 1 ? nlin : 2; /* 1 would time one layer's 200 steps instead */
     for (int l = 0; l < c->n_layers; l++) {
         const rc_layer_desc *d = &c->layers[l];
         if (d->mixer != RC_MIXER_GDN)
@@ -360,7 +361,7 @@ static void gdn_step_line(const rc_config *c, double read)
         double step = 0.0, unfused = 0.0;
         int fused = 0;
         const cudaError_t err = engk_gdn_step_bench(d->gdn_k_heads, d->gdn_v_heads, d->gdn_k_dim, d->gdn_v_dim,
-                                                    d->gdn_conv_kernel, nlin > 1 ? nlin : 2, &step, &unfused, &fused);
+                                                    d->gdn_conv_kernel, layers, &step, &unfused, &fused);
         if (err != cudaSuccess) {
             printf("deltanet decode step: FAILED (%s)\n", cudaGetErrorString(err));
             return;
@@ -369,7 +370,7 @@ static void gdn_step_line(const rc_config *c, double read)
         printf("deltanet decode step per linear layer: %.2f us (%s; the four unfused kernels %.2f us; %d layers' "
                "states, a step of each per graph; state %.1f MiB read + written: %.2f us at %.0f GB/s, %.0f%%); anchor "
                "llama.cpp ~24.5 us/layer, target <= 4 us/layer\n",
-               step, fused ? "fused, one launch" : "unfused", unfused, nlin > 1 ? nlin : 2, st / 2 / (1 << 20),
+               step, fused ? "fused, one launch" : "unfused", unfused, layers, st / 2 / (1 << 20),
                1e6 * st / read, read / 1e9, 100.0 * (1e6 * st / read) / step);
         return;
     }

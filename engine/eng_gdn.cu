@@ -1032,14 +1032,6 @@ static cudaError_t step_launch(int form, float *y, float *state, float *conv_sta
     return err != cudaSuccess ? err : cudaGetLastError();
 }
 
-cudaError_t engk_gdn_step(float *y, float *state, float *conv_state, const float *gin, const float *conv_w,
-                          const float *A_log, const float *dt_bias, const float *norm_w, int Hk, int Hv, int dk, int dv,
-                          int K, float qmul, float eps, int fresh, cudaStream_t s)
-{
-    return step_launch(ENG_GDN_STEP_FORM, y, state, conv_state, gin, conv_w, A_log, dt_bias, norm_w, Hk, Hv, dk, dv,
-                       K, qmul, eps, fresh, s);
-}
-
 cudaError_t engk_gdn_step_form(int form, float *y, float *state, float *conv_state, const float *gin,
                                const float *conv_w, const float *A_log, const float *dt_bias, const float *norm_w,
                                int Hk, int Hv, int dk, int dv, int K, float qmul, float eps, int fresh, cudaStream_t s)

@@ -52,14 +52,12 @@ cudaError_t engk_gdn_chunked(float *core, float *state, float *pend, float *ws, 
  * z [Hv, dv]; b, a [Hv]). engk_gdn_step_fits says whether the device and shape take it (else cudaErrorNotSupported:
  * run the four kernels). */
 int engk_gdn_step_fits(int Hk, int Hv, int dk, int dv, int K);
-cudaError_t engk_gdn_step(float *y, float *state, float *conv_state, const float *gin, const float *conv_w,
-                          const float *A_log, const float *dt_bias, const float *norm_w, int Hk, int Hv, int dk, int dv,
-                          int K, float qmul, float eps, int fresh, cudaStream_t s);
 /* The forms of the fused step, one contract and the same bits (eng_gdn.cu says how each runs): V1 a warp per state
  * column, outputs pulled from the peers (kept to hold the others to); V2 a column over 8 threads, outputs pushed,
  * one cluster barrier before the norm; V3 V2 launched programmatically inside a captured graph (weights loaded,
  * the next kernel let go, before dep_wait); V4 V3 with the outputs sent by st.async to an mbarrier per block, so
- * the norm waits for its head alone. ENG_GDN_STEP_FORM, the switch, is the form engk_gdn_step runs. (V5-V7 and V3's
+ * the norm waits for its head alone. ENG_GDN_STEP_FORM, the switch, is the form the engine runs unless
+ * $REFCHAIN_GDN_STEP_FORM names another (engk_gdn_step_form launches form `form`). (V5-V7 and V3's
  * ablations measured slower or served timing alone and were removed: engine/README.md, "Recurrent layers".) */
 #define ENG_GDN_STEP_V1 1
 #define ENG_GDN_STEP_V2 2

@@ -194,6 +194,22 @@ static int decode_fusion(int opt, rc_err *e)
     return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_DECODE_FUSION must be 0, 1, off or on, got '%s'", v);
 }
 
+/* $REFCHAIN_GDN_STEP_FORM: the fused DeltaNet decode step's form (ENG_GDN_STEP_V1 .. V4, eng_gdn.h), for
+ * benchmarking them in the engine; every form gives the same bits. Unset or empty: ENG_GDN_STEP_FORM. -1 (e set) if
+ * it names no form. */
+static int gdn_step_form(rc_err *e)
+{
+    const char *v = getenv("REFCHAIN_GDN_STEP_FORM");
+    if (!v || !*v)
+        return ENG_GDN_STEP_FORM;
+    if (v[0] < '0' + ENG_GDN_STEP_V1 || v[0] > '0' + ENG_GDN_STEP_NFORMS || v[1]) {
+        rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_GDN_STEP_FORM must be a form %d..%d, got '%s'", ENG_GDN_STEP_V1,
+                ENG_GDN_STEP_NFORMS, v);
+        return -1;
+    }
+    return v[0] - '0';
+}
+
 /* The decode GEMVs of a layer whose k_gemv launch shape $REFCHAIN_GEMV_SHAPES may set: the norm-fused input
  * projection (q|k|v, or the DeltaNet in-projection), the mixer's output projection (o, or GV_GDN_OUT: the DeltaNet
  * out_proj, which the variable sets with o), the norm-fused gate|up + GLU, down. */
@@ -846,16 +862,9 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     rc = gemv_shapes(gv, e);
     if (rc)
         return rc;
-    /* $REFCHAIN_GDN_STEP_FORM: the fused DeltaNet decode step's form (ENG_GDN_STEP_V1 .. V4, eng_gdn.h) for
-     * benchmarking them in the engine; every form gives the same bits. Unset: ENG_GDN_STEP_FORM. */
-    const char *gform = getenv("REFCHAIN_GDN_STEP_FORM");
-    int gdn_form = ENG_GDN_STEP_FORM;
-    if (gform && *gform) {
-        if (gform[0] < '0' + ENG_GDN_STEP_V1 || gform[0] > '0' + ENG_GDN_STEP_NFORMS || gform[1])
-            return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_GDN_STEP_FORM must be a form %d..%d, got '%s'",
-                           ENG_GDN_STEP_V1, ENG_GDN_STEP_NFORMS, gform);
-        gdn_form = gform[0] - '0';
-    }
+    const int gdn_form = gdn_step_form(e);
+    if (gdn_form < 0)
+        return e->code;
     eng *E = rc_calloc(1, sizeof *E, e, "engine");
     if (!E)
         return e->code;
