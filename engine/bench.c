@@ -15,6 +15,7 @@
 #include "eng_gdn.h"
 #include "eng_qpack.h"
 #include "eng_sample.h"
+#include "eng_trace.h"
 
 #define MAX_PROMPTS 8
 #define READ_BYTES ((size_t)1 << 30)
@@ -159,11 +160,20 @@ static int measure(eng *E, const bench_run *b, int P, row *r, rc_err *e)
         rc = eng_prefill(E, ids, P, lg, NULL, e);
         tp[k] = eng_now() - t0;
         int32_t tok = eng_argmax(lg, V);
+        if (r && eng_trace_built() && eng_trace_reset() != 0)
+            rc = rc_fail(e, RC_E_DEVICE, "trace: reset failed");
         for (int s = 0; s < S && !rc; s++) { /* greedy on the device: no logits copy, no host argmax */
             double t1 = eng_now();
             rc = eng_decode_greedy(E, tok, &tok, NULL, e);
             td[k * S + s] = eng_now() - t1;
         }
+        if (!rc && r && eng_trace_built() && eng_trace_collect(S) != 0)
+            rc = rc_fail(e, RC_E_DEVICE, "trace: collecting the notes failed");
+    }
+    if (!rc && r && eng_trace_built()) {
+        char title[64];
+        snprintf(title, sizeof title, "decode after %d tokens", P);
+        eng_trace_print(stdout, title);
     }
     if (!rc && r) {
         stats_of(tp, R, 1, &r->pre);

@@ -463,6 +463,7 @@ __global__ void __launch_bounds__(MERGE_THREADS) k_dec_merge(const float *part, 
     __syncthreads();
     if (tid < MERGE_DIMS && blockIdx.y * MERGE_DIMS + tid < D)
         ctx[(int64_t)h * D + blockIdx.y * MERGE_DIMS + tid] = tot[tid] / tot[MERGE_DIMS];
+    trace_mark();
 }
 
 int dec_blocks_cap = 0; /* tests (engk_attn_decode_blocks) */
@@ -2306,6 +2307,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
                     cur[i] = nxt[i];
         }
         __syncthreads();
+        trace_mark();
         const int last = n0 - 1 - 16 * warp; /* the new row in this warp's early group: its lanes' words of it */
         if (early && pit == it && last < 16) {
 #pragma unroll
@@ -2356,6 +2358,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
         }
     }
     __syncthreads();
+    trace_mark();
     for (; it < items; it += gridDim.x) {
         int64_t base;
         int n;
@@ -2475,6 +2478,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             pgrp = ngp;
         }
         /* the block's merge of its warps */
+        trace_mark();
 #pragma unroll
         for (int j = 0; j < 2; j++) {
             l[j] += __shfl_xor_sync(FULL, l[j], 4);
@@ -2486,6 +2490,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             swm[warp * DMMA_N + 2 * c4 + 1] = m[1];
         }
         __syncthreads();
+        trace_mark();
         float f[2];
 #pragma unroll
         for (int j = 0; j < 2; j++) {
@@ -2535,6 +2540,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
         }
         if (FUSE && !one)
             merge_tail<DMMA_THREADS>(part, ctx, cnt, g, G, tlo, thi, max_tiles, H, D, sacc, DMMA_WARPS * G * D);
+        trace_mark();
     }
 #else
     __trap(); /* the host launches this only on sm_80+ (dec_mma_ok) */

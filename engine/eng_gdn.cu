@@ -582,7 +582,9 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
         wn[lane] = hv[1][0];
     }
     __syncthreads();
+    trace_mark();
     const float oo = delta_cols<NPL>(s, kn, qn, col ? vv[e] : 0.0f, gates[1], gates[0], g);
+    trace_mark();
     const unsigned dst0 = (unsigned)((y % a.r) * a.ns); /* cluster rank of slice 0 of this value head */
     __cluster_barrier_wait(); /* every peer has started (AX: its mbarrier is armed): it takes our stores */
     if (AX)
@@ -608,11 +610,13 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
                 a.cst[(int64_t)j * C + cb + lane] = a.shift ? hv[j][0] : hv[j + 1][0];
     if (!AX)
         __cluster_barrier_wait(); /* the peers' outputs are here */
+    trace_mark();
     if (warp == 2) { /* the gated RMSNorm of head h as k_gdn_norm_gate, from the head's dv outputs here */
         if (AX)
             mbar_wait0(&xbar);
         norm_slice(a, full, wn, zs, h, x, W, lane);
     }
+    trace_mark();
     if (AX)
         __cluster_barrier_wait(); /* every block of the cluster has read the old conv state */
     if (warp < 2 && __clusterRelativeBlockRank() == 0) /* the q/k conv state of key head kh */

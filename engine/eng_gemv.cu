@@ -213,6 +213,7 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
                 }
             }
         if (!more) {
+            trace_mark();
             if (PER)
                 warm_next(warm, lane);
             return;
@@ -226,6 +227,7 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
         if (!cross)
             fill();
     }
+    trace_mark();
     warm_next(warm, lane);
 }
 

@@ -6,6 +6,10 @@
 #include <math.h>
 #include <stdint.h>
 
+#if RC_TRACE
+#include "eng_trace.h"
+#endif
+
 namespace {
 
 constexpr unsigned FULL = 0xffffffffu;
@@ -159,12 +163,58 @@ __device__ __forceinline__ float glu_apply(float gate, float up, int act)
  * launched by launch_dep may start while the kernel before it in the stream runs; it must not read or write
  * anything those kernels touch until dep_wait() returns (they are complete, their writes visible). dep_launch()
  * lets the next programmatic kernel start (once every block of this one has called it). */
-__device__ __forceinline__ void dep_wait()
+#if RC_TRACE
+/* The kernel trace (eng_trace.h, meson -Dtrace=kernels|marks): this unit's pointer to the one buffer and its index. */
+__device__ eng_trace_buf *trace_buf;
+__device__ unsigned trace_unit_id;
+int trace_attach(eng_trace_buf *buf, unsigned unit)
+{
+    return cudaMemcpyToSymbol(trace_buf, &buf, sizeof buf) == cudaSuccess &&
+                   cudaMemcpyToSymbol(trace_unit_id, &unit, sizeof unit) == cudaSuccess
+               ? 0
+               : -1;
+}
+__attribute__((unused)) const int trace_unit = eng_trace_register(__BASE_FILE__, trace_attach);
+#endif
+
+/* The trace's note (RC_TRACE builds; nothing otherwise): thread 0 of block (0, 0, 0) notes the global timer, this
+ * unit, the source line and the grid's width (which tells apart the launches of one template). */
+__device__ __forceinline__ void trace_note(unsigned line)
+{
+#if RC_TRACE && defined(__CUDA_ARCH__)
+    if ((blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
+        eng_trace_buf *tb = trace_buf;
+        if (tb) {
+            unsigned long long now;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)::"memory");
+            const unsigned i = atomicAdd(&tb->n, 1u);
+            if (i < ENG_TRACE_CAP) {
+                tb->t[i] = now;
+                tb->site[i] = trace_unit_id << 16 | line;
+                tb->grid[i] = gridDim.x;
+            }
+        }
+    }
+#else
+    (void)line;
+#endif
+}
+/* a note inside a kernel (after the dep_wait's): where block 0 has got to (RC_TRACE >= 2 only: each note's atomic
+ * lengthens block 0's path by a round trip to L2) */
+#if RC_TRACE >= 2
+#define trace_mark() trace_note(__LINE__)
+#else
+#define trace_mark() ((void)0)
+#endif
+
+__device__ __forceinline__ void dep_wait_at(unsigned line)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+    trace_note(line);
 }
+#define dep_wait() dep_wait_at(__LINE__)
 __device__ __forceinline__ void dep_launch()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -956,6 +956,7 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
     if (threadIdx.x < NQ * 8)
         xq[S * NQ * 8 + threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
     __syncthreads();
+    trace_mark();
     /* B: lanes g = 0 (hi), 1 (lo) read their pieces of step j at xb + j xst; the others the zero block */
     const uint4 *xb = g < 2 ? xq + g * 4 + t : xq + S * NQ * 8 + t;
     const int xst = g < 2 ? NQ * 8 : 0;
@@ -984,6 +985,7 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
             if (jj + U < nj)
                 load(u, (unsigned)(j + KS * U));
         }
+    trace_mark();
     if (t == 0) { /* columns 0 (hi) and 1 (lo) of rows g, g + 8; the other lanes hold the zero columns */
         red[warp][g] = acca;
         red[warp][g + 8] = accb;
