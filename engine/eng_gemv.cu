@@ -94,13 +94,25 @@ template <> struct Chunk<float> {
  * chunks per row are a multiple of U, the ring's refills past a row's end load the next rows' first chunks, so
  * the loads stay in flight across rows and the norm runs once per block (not once per wave of blocks). The same
  * per-row order, hence the same bits. Then warm_next. */
-template <typename W, int R, int U, int WARPS, bool NORM, bool GLU, int PF, bool PER>
+/* ROPE (engk_gemv_norm_qkv_rope): the q|k|v rows [H q heads | Hkv k heads | Hkv v heads] x D, a warp's two
+ * outputs the RoPE pair (i, i + D / 2) of one head, and in the epilogue qkv_post's decode work for them. */
+struct GemvRope {
+    float *q;                   /* roped q, fp32 [H][D] */
+    uint16_t *kc, *vc;          /* the caches: row p at p * pos_row, bf16 [Hkv][D] */
+    const float *cos_t, *sin_t; /* the decode row's [D / 2] */
+    const int64_t *pos_dev;     /* the row written: *pos_dev - back */
+    int64_t pos_row, row_off; /* row_off: D / 2 rows of the matrix, in elements */
+    int qd, kd, D, back;
+};
+
+template <typename W, int R, int U, int WARPS, bool NORM, bool GLU, int PF, bool PER, bool ROPE = false>
 __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 1024 / (WARPS * 32) : 1)
     k_gemv(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const W *Wm, const float *b,
-           const float *res, int N, int K, int act, engk_warm warm)
+           const float *res, int N, int K, int act, engk_warm warm, GemvRope rp)
 {
     static_assert(!NORM || WARPS >= NORM_THREADS / 32, "the fused norm needs k_rmsnorm's 256 threads");
     static_assert(!GLU || R % 2 == 0, "GLU rows come in gate|up pairs");
+    static_assert(!ROPE || (R == 2 && !GLU && !PER), "ROPE: one RoPE pair a warp");
     extern __shared__ float xs[];
     __shared__ float part[WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -110,13 +122,30 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
     const int nc = K >> 3, nj = lane < nc ? (nc - lane + 31) >> 5 : 0; /* this lane's chunks */
     const W *wr[R];
     bool ok[R];
+    const int hp = ROPE ? rp.D / 2 : 1;
+    /* ROPE: outputs 2 m, 2 m + 1 are rows A = (m / hp) D + m % hp and A + hp (the same order per row, so the same
+     * bits as the rows in order) */
+    auto row_a = [&](int64_t first) -> int64_t { /* 32-bit arithmetic: N < 2^31 */
+        const int m = (int)(first >> 1);
+        return ROPE ? (int64_t)(m / hp * rp.D + m % hp) : first;
+    };
     auto rows = [&](int64_t first, const W *(&w)[R], bool (&in)[R]) { /* the rows of outputs first .. + RP - 1 */
+        if (ROPE) { /* the pair: A, A + hp (both in or both out: heads are whole) */
+            const int64_t A = row_a(first);
+            const bool on = A < N;
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            const int64_t o = first + (GLU ? r % RP : r);
-            in[r] = o < N;
-            const int64_t row = GLU && r >= RP ? N + o : o;
-            w[r] = Wm + (in[r] ? row : 0) * K + (int64_t)lane * 8;
+            for (int r = 0; r < R; r++) {
+                in[r] = on;
+                w[r] = Wm + (on ? A : 0) * K + (int64_t)lane * 8 + (on ? r * rp.row_off : 0);
+            }
+        } else {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int64_t o = first + (GLU ? r % RP : r);
+                in[r] = o < N;
+                const int64_t row = GLU && r >= RP ? N + o : o;
+                w[r] = Wm + (in[r] ? row : 0) * K + (int64_t)lane * 8;
+            }
         }
     };
     rows(o0, wr, ok);
@@ -136,6 +165,18 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
         for (int r = 0; r < R; r++)
             if (lane == r && ok[r] && k1 > k0) /* wr[r] - lane * 8: the row's start */
                 l2_prefetch(wr[r] - lane * 8 + k0, (unsigned)((k1 - k0) * (int64_t)sizeof(W)));
+    }
+    /* ROPE: the warp's pair's cos and sin and the cache row it writes, read before the wait (no kernel of the step
+     * writes them: the decode graph's memcpy nodes do, before its first kernel), kept in shared memory so that no
+     * register is held across the loop (the 64-register bound: held, they spilled) */
+    __shared__ float rcs[ROPE ? WARPS : 1][2];
+    __shared__ int64_t rrow[ROPE ? WARPS : 1];
+    if (ROPE && lane == 0) {
+        const int64_t A = row_a(o0);
+        const bool rot = A < N && A < rp.qd + rp.kd;
+        rcs[warp][0] = rot ? rp.cos_t[A % rp.D] : 0.0f;
+        rcs[warp][1] = rot ? rp.sin_t[A % rp.D] : 0.0f;
+        rrow[warp] = (*rp.pos_dev - rp.back) * rp.pos_row;
     }
     dep_launch();
     dep_wait(); /* x, nw, b, res and y belong to the kernels before */
@@ -190,7 +231,30 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
             acc[r] = warp_sum(acc[r]);
         if (!PER)
             warm_next(warm, lane);
-        if (lane == 0)
+        if (ROPE && lane == 0 && ok[0]) { /* as k_qkv_post_rows: + b, rope_pair for q and K, then q fp32, K/V bf16 */
+            const int64_t A = row_a(o0), B = A + hp;
+            float x1 = acc[0], x2 = acc[1];
+            if (b) {
+                x1 = x1 + b[A];
+                x2 = x2 + b[B];
+            }
+            if (A < rp.qd + rp.kd) {
+                const float rc = rcs[warp][0], rs = rcs[warp][1];
+                const float a1 = x1 * rc, b1 = -x2 * rs;
+                const float a2 = x2 * rc, b2 = x1 * rs;
+                x1 = a1 + b1;
+                x2 = a2 + b2;
+            }
+            if (A < rp.qd) {
+                rp.q[A] = x1;
+                rp.q[B] = x2;
+            } else {
+                uint16_t *d = A < rp.qd + rp.kd ? rp.kc + rrow[warp] + (A - rp.qd)
+                                                : rp.vc + rrow[warp] + (A - rp.qd - rp.kd);
+                d[0] = (uint16_t)bf16_rne(x1);
+                d[hp] = (uint16_t)bf16_rne(x2);
+            }
+        } else if (!ROPE && lane == 0)
 #pragma unroll
             for (int q = 0; q < RP; q++) {
                 const int64_t o = o0 + q;
@@ -264,13 +328,14 @@ struct Args {
     const float *b, *res;
     int N, K, act;
     engk_warm warm;
+    GemvRope rp;
 };
 
-template <typename W, int RO, int U, int WARPS, int PF, bool NORM, bool GLU, bool PER>
+template <typename W, int RO, int U, int WARPS, int PF, bool NORM, bool GLU, bool PER, bool ROPE = false>
 cudaError_t launch(const Args &a, cudaStream_t s)
 {
     constexpr int R = GLU ? 2 * RO : RO;
-    auto k = k_gemv<W, R, U, WARPS, NORM, GLU, PF, PER>;
+    auto k = k_gemv<W, R, U, WARPS, NORM, GLU, PF, PER, ROPE>;
     const size_t smem = NORM ? (size_t)a.K * sizeof(float) : 0;
     int64_t grid = ((int64_t)a.N + WARPS * RO - 1) / (WARPS * RO);
     if (PER) { /* at most the blocks the device holds at once at this shared memory */
@@ -281,7 +346,7 @@ cudaError_t launch(const Args &a, cudaStream_t s)
         grid = grid < h.blocks() ? grid : h.blocks();
     }
     return launch_dep(k, dim3((unsigned)grid), dim3(WARPS * 32), smem, s, a.y, a.xn, a.x, a.nw, a.eps, a.kind,
-                      (const W *)a.W, a.b, a.res, a.N, a.K, a.act, a.warm);
+                      (const W *)a.W, a.b, a.res, a.N, a.K, a.act, a.warm, a.rp);
 }
 
 template <int V, bool NORM, bool GLU> cudaError_t launch_v(int f32, const Args &a, cudaStream_t s)
@@ -454,7 +519,7 @@ cudaError_t engk_gemv_variant(int v, int fuse, float *y, float *xn, const float 
     if (warm && warm->p && ((uintptr_t)warm->p % 16 || warm->bytes < 0))
         return cudaErrorInvalidValue;
     Args a = {y, norm ? xn : nullptr, x, norm ? nw : nullptr, norm ? eps : 0.0f, norm ? kind : 0, W, b,
-              fuse == ENGK_FUSE_NONE ? res : nullptr, N, K, fuse == ENGK_FUSE_GLU ? act : 0, {}};
+              fuse == ENGK_FUSE_NONE ? res : nullptr, N, K, fuse == ENGK_FUSE_GLU ? act : 0, {}, {}};
     if (warm)
         a.warm = *warm;
     if (fuse == ENGK_FUSE_GLU)
@@ -487,6 +552,23 @@ cudaError_t engk_gemv_norm(float *y, float *xn, const float *x, const float *nw,
                            int f32, const float *b, int N, int K, cudaStream_t s)
 {
     return engk_gemv_norm_w(y, xn, x, nw, eps, kind, W, f32, b, N, K, nullptr, s);
+}
+
+cudaError_t engk_gemv_norm_qkv_rope(float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
+                                    const float *b, int K, int H, int Hkv, int D, const float *cos_t,
+                                    const float *sin_t, float *q, void *kc, void *vc, const int64_t *pos_dev, int back,
+                                    cudaStream_t s)
+{
+    if (H < 1 || Hkv < 1 || D < 2 || D % 2 || K < 8 || K % 8 || !engk_gemv_norm_fits(K) || !x || !W ||
+        !cos_t || !sin_t || !q || !kc || !vc || !pos_dev || back < 0)
+        return cudaErrorInvalidValue;
+    const int N = (H + 2 * Hkv) * D;
+    Args a = {nullptr, xn, x, nw, eps, kind, W, b, nullptr, N, K, 0, {}, {}};
+    a.rp = {q,           static_cast<uint16_t *>(kc), static_cast<uint16_t *>(vc), cos_t, sin_t, pos_dev,
+            (int64_t)Hkv * D, (int64_t)(D / 2) * K, H * D, Hkv * D, D, back};
+    constexpr Shape sh = shapes[ENGK_QKV_ROPE_SHAPE];
+    static_assert(sh.ro == 2 && !sh.per && sh.pf == 0, "the RoPE epilogue's shape: 2 outputs a warp");
+    return launch<uint16_t, sh.ro, sh.u, sh.warps, sh.pf, true, false, false, true>(a, s);
 }
 
 cudaError_t engk_gemv_glu(float *out, float *xn, const float *x, const float *nw, float eps, int kind,

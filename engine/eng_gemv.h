@@ -73,6 +73,20 @@ cudaError_t engk_gemv_variant(int v, int fuse, float *y, float *xn, const float 
                               int kind, const void *W, int f32, const float *b, const float *res, int N, int K,
                               int act, const engk_warm *warm, cudaStream_t s);
 
+/* The decode q|k|v GEMV with qkv_post's work in its epilogue, for llama-style heads (bf16 weights and KV, full
+ * rotary, no q/k norm): rows [H q heads | Hkv k heads | Hkv v heads] x D of W (bf16) times rmsnorm(x) (the normed
+ * row into xn if not NULL), + b, on shape ENGK_QKV_ROPE_SHAPE with each warp's two outputs the RoPE pair (i, i +
+ * D / 2) of one head; then as engk_qkv_post_dev: q and K roped by cos_t/sin_t ([D / 2], the decode row), q into q
+ * (fp32 [H][D]), K and V rounded to bf16 into row *pos_dev - back of the caches kc, vc ([Hkv][D] a row). The same
+ * bits as engk_gemv_variant(ENGK_QKV_ROPE_SHAPE, ENGK_FUSE_NORM, ...) followed by engk_qkv_post_dev; the q|k|v row
+ * itself is not stored. cos_t, sin_t and *pos_dev are read before the kernel's dependency wait: no kernel launched
+ * before it in the stream may write them (the decode graph's memcpy nodes do). */
+#define ENGK_QKV_ROPE_SHAPE 1
+cudaError_t engk_gemv_norm_qkv_rope(float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
+                                    const float *b, int K, int H, int Hkv, int D, const float *cos_t,
+                                    const float *sin_t, float *q, void *kc, void *vc, const int64_t *pos_dev, int back,
+                                    cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -57,6 +57,7 @@ struct eng {
     unsigned *d_acnt; /* the fused merge's counters, after the partials in d_part (decode_fusion) */
     int max_tiles, dec_fuse, fuse_max, step_fuse; /* step_fuse: this decode step's form (step_fusion) */
     int dec_post; /* qkv_post folded into the fused decode attention at one live tile (ENG_DECODE_POST) */
+    int qkv_rope; /* qkv_post in the q|k|v GEMV's epilogue where a layer allows it (ENG_QKV_ROPE) */
     int gv[4];    /* $REFCHAIN_GEMV_SHAPES: k_gemv launch shapes of a decode layer's GEMVs (GV_*), -1 its pick */
     int gdn_form; /* the fused DeltaNet step's form (ENG_GDN_STEP_*; $REFCHAIN_GDN_STEP_FORM) */
     /* recurrent state of each GDN layer (NULL elsewhere), on the device in every mode: S [Hv, dv, dk] at position
@@ -858,6 +859,9 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     const char *dpost = getenv("REFCHAIN_DECODE_POST");
     if (dpost && *dpost && strcmp(dpost, "0") && strcmp(dpost, "1"))
         return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_DECODE_POST must be 0 or 1, got '%s'", dpost);
+    const char *qrope = getenv("REFCHAIN_QKV_ROPE");
+    if (qrope && *qrope && strcmp(qrope, "0") && strcmp(qrope, "1"))
+        return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_QKV_ROPE must be 0 or 1, got '%s'", qrope);
     int gv[4];
     rc = gemv_shapes(gv, e);
     if (rc)
@@ -873,6 +877,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     E->o = o;
     E->dec_fuse = fuse;
     E->dec_post = dpost && *dpost ? dpost[0] == '1' : ENG_DECODE_POST;
+    E->qkv_rope = qrope && *qrope ? qrope[0] == '1' : ENG_QKV_ROPE;
     memcpy(E->gv, gv, sizeof gv);
     E->gdn_form = gdn_form;
     E->ctx_f32 = actx && !strcmp(actx, "f32");
@@ -1811,6 +1816,21 @@ static int dec_out(eng *E, int role, const char *W, int64_t wo, const eng_qfmt *
     return RC_OK;
 }
 
+/* 1 if layer l's decode step runs qkv_post in the q|k|v GEMV's epilogue (ENG_QKV_ROPE, engk_gemv_norm_qkv_rope):
+ * bf16 plain q|k|v weights on the fused-norm GEMV at the epilogue's shape, full rotary, no q/k/v norm, no output
+ * gate, its KV a plain cache resident on the device. */
+static int qkv_rope_ok(const eng *E, int l)
+{
+    const rc_config *c = E->c;
+    const rc_layer_desc *d = &c->layers[l];
+    const eng_layer_layout *Ly = &E->w->lay[l];
+    const int Hd = (int)c->hidden, D = d->head_dim;
+    return E->qkv_rope && !E->f32 && !E->plan.kv_offload && d->state == RC_STATE_KV && !Ly->qqkv.family &&
+           Ly->wgate < 0 && !d->v_norm && Ly->q_norm < 0 && Ly->k_norm < 0 && c->ropes[d->rope].rot_dim == D &&
+           Ly->qd == d->n_heads * D && Ly->kd == d->n_kv_heads * D && Ly->nqkv == Ly->qd + 2 * Ly->kd &&
+           engk_gemv_norm_fits(Hd) && gv_shape(E, GV_IN, ENGK_FUSE_NORM, Ly->nqkv, Hd) == ENGK_QKV_ROPE_SHAPE;
+}
+
 static int attn_decode(eng *E, int l, const char *W, rc_err *e)
 {
     const rc_config *c = E->c;
@@ -1819,14 +1839,23 @@ static int attn_decode(eng *E, int l, const char *W, rc_err *e)
     const int Hd = (int)c->hidden, H = d->n_heads, Hkv = d->n_kv_heads, D = d->head_dim, qd = Ly->qd, kd = Ly->kd;
 #define VEC(off) ((off) >= 0 ? (const float *)(W + (off)) : NULL)
     const int gated = Ly->wgate >= 0;
+    const float *cs = E->d_rope + (int64_t)d->rope * 2 * E->C * E->half_max;
+    const int rot = c->ropes[d->rope].rot_dim;
+    if (qkv_rope_ok(E, l)) { /* qkv_post in the GEMV's epilogue; the attention reads d_q and the caches */
+        /* fault: a decode step writes its K/V row into the previous slot, leaving its own stale */
+        const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");
+        CK(engk_gemv_norm_qkv_rope(NULL, E->d_x, VEC(Ly->attn_norm), c->eps, c->norm, W + Ly->wqkv, VEC(Ly->bqkv), Hd,
+                                   H, Hkv, D, cs, cs + rot / 2, E->d_q, E->d_k[l], E->d_v[l], E->d_pos, back,
+                                   E->s_comp));
+        ATTEMPT(attention(E, l, 1, NULL, NULL, NULL, e));
+        return dec_out(E, GV_OUT, W, Ly->wo, &Ly->qo, Ly->bo, Ly->post_attn_norm, E->d_ctx, qd, e);
+    }
     ATTEMPT(dec_norm_gemv(E, E->d_qkv, gated ? E->d_a : NULL, VEC(Ly->attn_norm), W + Ly->wqkv, &Ly->qqkv,
                           VEC(Ly->bqkv), Ly->nqkv, e));
     if (gated) /* output gate: the gate halves of q_proj on the same normed row */
         CK(engk_gemv(E->d_agate, E->d_a, W + Ly->wgate, E->f32, VEC(Ly->bgate), NULL, qd, Hd, E->s_comp));
     if (d->v_norm)
         CK(engk_head_norm(E->d_qkv + qd + kd, Ly->nqkv, 1, Hkv, D, NULL, c->eps, c->v_norm, E->s_comp));
-    const float *cs = E->d_rope + (int64_t)d->rope * 2 * E->C * E->half_max;
-    const int rot = c->ropes[d->rope].rot_dim;
     if (d->state == RC_STATE_KV_RING)
         ATTEMPT(ring_decode(E, l, cs, rot, VEC(Ly->q_norm), VEC(Ly->k_norm), e));
     else if (E->plan.kv_offload) {

@@ -29,6 +29,12 @@ extern "C" {
  * (q/k norms, RoPE, the new K/V row) runs inside the attention kernel instead of a launch of its own
  * (engk_attn_decode_fused_post). The same bits. $REFCHAIN_DECODE_POST=0|1 overrides. */
 #define ENG_DECODE_POST 1
+/* 1: at decode steps of llama-style attention layers (bf16 weights and KV resident on the device, full rotary, no
+ * q/k/v norms, no output gate), the norm + q|k|v GEMV does qkv_post's work in its epilogue (engk_gemv_norm_qkv_rope:
+ * each warp's two outputs are a RoPE pair), and the attention reads the roped q and the caches; this replaces both
+ * the qkv_post kernel and the post folded into the fused attention (ENG_DECODE_POST). The same bits. Off: measured
+ * slower on the H200 (engine/README.md, "qkv_post in the q|k|v GEMV's epilogue"). $REFCHAIN_QKV_ROPE=0|1 overrides. */
+#define ENG_QKV_ROPE 0
 /* 1: a prefill chunk's gate|up GEMM writes bf16 (its own pinned algorithm) and the GLU reads that, half the bytes of
  * the fp32 path; one more rounding (gate and up to bf16, as HF's bf16 models), so a change of numerics: off until its
  * bounds are measured on the GPU (engine/README.md). $REFCHAIN_GLU_BF16=0|1 overrides. */

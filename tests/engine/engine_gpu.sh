@@ -154,7 +154,9 @@ identity | identity-synth)
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
             "fusion off+no-graph|--decode-fusion off --no-graph" "post off|REFCHAIN_DECODE_POST=0" \
             "post off+no-graph|REFCHAIN_DECODE_POST=0 --no-graph" "${CTX_MODES[@]}" \
-            "gemv shapes|REFCHAIN_GEMV_SHAPES=0,0,16,0" "gemv shapes+no-graph|REFCHAIN_GEMV_SHAPES=17,15,14,5 --no-graph"
+            "gemv shapes|REFCHAIN_GEMV_SHAPES=0,0,16,0" "gemv shapes+no-graph|REFCHAIN_GEMV_SHAPES=17,15,14,5 --no-graph" \
+            "qkv rope on|REFCHAIN_QKV_ROPE=1" "qkv rope on+fusion off|REFCHAIN_QKV_ROPE=1 --decode-fusion off" \
+            "qkv rope on+no-graph|REFCHAIN_QKV_ROPE=1 --no-graph"
         # the bf16 gate|up GEMM (ENG_GLU_BF16; other bits than the default): every mode the same bits among itself
         run_group 8 "glu16 full|REFCHAIN_GLU_BF16=1" "glu16 chunk 5|REFCHAIN_GLU_BF16=1 --prefill-chunk 5" \
             "glu16 rl1+kv-offload|REFCHAIN_GLU_BF16=1 --resident-layers 1 --kv-offload" \
@@ -162,7 +164,7 @@ identity | identity-synth)
         run_group 512 "full|" "kv-offload|--kv-offload" \
             "rl1+kv-offload+vocab-on-cpu|--resident-layers 1 --kv-offload --vocab-on-cpu" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "post off|REFCHAIN_DECODE_POST=0"
+            "post off|REFCHAIN_DECODE_POST=0" "qkv rope on|REFCHAIN_QKV_ROPE=1"
         # sampling: same seed, same tokens in every mode (identical logits, deterministic sampler)
         s=(--temperature 0.8 --top-k 20 --top-p 0.9 --seed 7)
         run_group 16 "sample full|${s[*]}" \
@@ -284,6 +286,7 @@ bad-input)
     REFCHAIN_PREFILL_ATTN=fast check bad_prefill_attn 'REFCHAIN_PREFILL_ATTN must be auto or mma' --model "$L" --prompt-golden
     REFCHAIN_GLU_BF16=yes check bad_glu_bf16 'REFCHAIN_GLU_BF16 must be 0 or 1' --model "$L" --prompt-golden
     REFCHAIN_DECODE_POST=2 check bad_decode_post 'REFCHAIN_DECODE_POST must be 0 or 1' --model "$L" --prompt-golden
+    REFCHAIN_QKV_ROPE=on check bad_qkv_rope 'REFCHAIN_QKV_ROPE must be 0 or 1' --model "$L" --prompt-golden
     REFCHAIN_GDN_STEP_FORM=7 check bad_gdn_step_form 'REFCHAIN_GDN_STEP_FORM must be a form 1..4' --model "$L" \
         --prompt-golden
     REFCHAIN_GEMV_SHAPES=1,2,3 check bad_gemv_shapes 'REFCHAIN_GEMV_SHAPES must be auto or four shape numbers' \
