@@ -161,14 +161,14 @@ static int measure(eng *E, const bench_run *b, int P, row *r, rc_err *e)
         tp[k] = eng_now() - t0;
         int32_t tok = eng_argmax(lg, V);
         if (r && eng_trace_built() && eng_trace_reset() != 0)
-            rc = rc_fail(e, RC_E_DEVICE, "trace: reset failed");
+            rc = rc_fail(e, RC_E_DEVICE, "trace: %s", eng_trace_error());
         for (int s = 0; s < S && !rc; s++) { /* greedy on the device: no logits copy, no host argmax */
             double t1 = eng_now();
             rc = eng_decode_greedy(E, tok, &tok, NULL, e);
             td[k * S + s] = eng_now() - t1;
         }
         if (!rc && r && eng_trace_built() && eng_trace_collect(S) != 0)
-            rc = rc_fail(e, RC_E_DEVICE, "trace: collecting the notes failed");
+            rc = rc_fail(e, RC_E_DEVICE, "trace: %s", eng_trace_error());
     }
     if (!rc && r && eng_trace_built()) {
         char title[64];

@@ -169,10 +169,10 @@ __device__ eng_trace_buf *trace_buf;
 __device__ unsigned trace_unit_id;
 int trace_attach(eng_trace_buf *buf, unsigned unit)
 {
-    return cudaMemcpyToSymbol(trace_buf, &buf, sizeof buf) == cudaSuccess &&
-                   cudaMemcpyToSymbol(trace_unit_id, &unit, sizeof unit) == cudaSuccess
-               ? 0
-               : -1;
+    cudaError_t err = cudaMemcpyToSymbol(trace_buf, &buf, sizeof buf);
+    if (err == cudaSuccess)
+        err = cudaMemcpyToSymbol(trace_unit_id, &unit, sizeof unit);
+    return (int)err;
 }
 __attribute__((unused)) const int trace_unit = eng_trace_register(__BASE_FILE__, trace_attach);
 #endif

@@ -14,6 +14,20 @@ static struct {
 } units[MAX_UNITS];
 static int n_units;
 static eng_trace_buf *dbuf; /* device */
+static char err_msg[256];   /* the failed CUDA call, where, and CUDA's message */
+
+/* call, checked: on failure err_msg names it and the function returns -1 */
+#define TR(call)                                                                                                   \
+    do {                                                                                                           \
+        const cudaError_t err_ = (call);                                                                           \
+        if (err_ != cudaSuccess) {                                                                                 \
+            snprintf(err_msg, sizeof err_msg, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__,                 \
+                     cudaGetErrorString(err_));                                                                    \
+            return -1;                                                                                             \
+        }                                                                                                          \
+    } while (0)
+
+const char *eng_trace_error(void) { return err_msg; }
 
 struct site {
     unsigned site, grid;
@@ -40,18 +54,16 @@ int eng_trace_built(void) { return n_units > 0; }
 int eng_trace_reset(void)
 {
     if (!dbuf) {
-        if (cudaMalloc((void **)&dbuf, sizeof *dbuf) != cudaSuccess) {
-            dbuf = NULL;
-            return -1;
-        }
+        eng_trace_buf *b = NULL;
+        TR(cudaMalloc((void **)&b, sizeof *b));
+        dbuf = b;
         for (int u = 0; u < n_units; u++)
-            if (units[u].attach(dbuf, (unsigned)u) != 0)
-                return -1;
+            TR(units[u].attach(dbuf, (unsigned)u));
     }
-    return cudaDeviceSynchronize() == cudaSuccess && cudaMemset(dbuf, 0, sizeof(unsigned)) == cudaSuccess &&
-                   cudaDeviceSynchronize() == cudaSuccess
-               ? 0
-               : -1;
+    TR(cudaDeviceSynchronize());
+    TR(cudaMemset(dbuf, 0, sizeof(unsigned)));
+    TR(cudaDeviceSynchronize());
+    return 0;
 }
 
 static struct site *site_of(unsigned id, unsigned grid)
@@ -88,29 +100,35 @@ int eng_trace_add(const uint64_t *t, const uint32_t *site, const uint32_t *grid,
     return rc;
 }
 
+static int fetch(int steps, uint64_t *t, uint32_t *id, uint32_t *gr)
+{
+    unsigned n = 0;
+    TR(cudaDeviceSynchronize());
+    TR(cudaMemcpy(&n, dbuf, sizeof n, cudaMemcpyDeviceToHost));
+    overflow |= n > ENG_TRACE_CAP;
+    n = n < ENG_TRACE_CAP ? n : ENG_TRACE_CAP;
+    if (n) {
+        TR(cudaMemcpy(t, dbuf->t, n * sizeof *t, cudaMemcpyDeviceToHost));
+        TR(cudaMemcpy(id, dbuf->site, n * sizeof *id, cudaMemcpyDeviceToHost));
+        TR(cudaMemcpy(gr, dbuf->grid, n * sizeof *gr, cudaMemcpyDeviceToHost));
+    }
+    overflow |= eng_trace_add(t, id, gr, n, steps) != 0;
+    return eng_trace_reset();
+}
+
 int eng_trace_collect(int steps)
 {
-    if (!dbuf)
+    if (!dbuf) {
+        snprintf(err_msg, sizeof err_msg, "eng_trace_collect before eng_trace_reset");
         return -1;
-    unsigned n = 0;
+    }
     uint64_t *t = malloc(ENG_TRACE_CAP * sizeof *t);
     uint32_t *id = malloc(ENG_TRACE_CAP * sizeof *id), *gr = malloc(ENG_TRACE_CAP * sizeof *gr);
-    int rc = t && id && gr && cudaDeviceSynchronize() == cudaSuccess &&
-                     cudaMemcpy(&n, dbuf, sizeof n, cudaMemcpyDeviceToHost) == cudaSuccess
-                 ? 0
-                 : -1;
-    if (!rc) {
-        overflow |= n > ENG_TRACE_CAP;
-        n = n < ENG_TRACE_CAP ? n : ENG_TRACE_CAP;
-        if (n && (cudaMemcpy(t, dbuf->t, n * sizeof *t, cudaMemcpyDeviceToHost) != cudaSuccess ||
-                  cudaMemcpy(id, dbuf->site, n * sizeof *id, cudaMemcpyDeviceToHost) != cudaSuccess ||
-                  cudaMemcpy(gr, dbuf->grid, n * sizeof *gr, cudaMemcpyDeviceToHost) != cudaSuccess))
-            rc = -1;
-    }
-    if (!rc) {
-        overflow |= eng_trace_add(t, id, gr, n, steps) != 0;
-        rc = eng_trace_reset();
-    }
+    int rc = -1;
+    if (t && id && gr)
+        rc = fetch(steps, t, id, gr);
+    else
+        snprintf(err_msg, sizeof err_msg, "out of host memory for %u notes", ENG_TRACE_CAP);
     free(gr);
     free(id);
     free(t);

@@ -24,7 +24,7 @@ typedef struct {
     unsigned grid[ENG_TRACE_CAP]; /* gridDim.x of the noting launch */
 } eng_trace_buf;
 
-/* a traced unit points its device symbol at buf with its index; 0 or -1 (CUDA error) */
+/* a traced unit points its device symbol at buf with its index; returns its cudaError_t (0: success) */
 typedef int (*eng_trace_attach_fn)(eng_trace_buf *buf, unsigned unit);
 
 /* called by each traced unit's static initializer; returns its index */
@@ -32,10 +32,13 @@ int eng_trace_register(const char *unit, eng_trace_attach_fn attach);
 
 /* 1 if this build notes anything (some unit registered) */
 int eng_trace_built(void);
-/* empty the buffer (allocated and attached on the first call) before the timed region; 0 or -1 */
+/* empty the buffer (allocated and attached on the first call) before the timed region; 0, or -1 with
+ * eng_trace_error() naming the failed CUDA call */
 int eng_trace_reset(void);
-/* add the notes since the last reset to the table (a run of `steps` decode steps), then reset; 0 or -1 */
+/* add the notes since the last reset to the table (a run of `steps` decode steps), then reset; 0 or -1 (as reset) */
 int eng_trace_collect(int steps);
+/* the last failure of reset or collect: the CUDA call, file:line and CUDA's message */
+const char *eng_trace_error(void);
 /* print the table (per noting site: launches a step, mean and total us a step) and forget it */
 void eng_trace_print(FILE *f, const char *title);
 
