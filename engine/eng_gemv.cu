@@ -231,20 +231,15 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
             acc[r] = warp_sum(acc[r]);
         if (!PER)
             warm_next(warm, lane);
-        if (ROPE && lane == 0 && ok[0]) { /* as k_qkv_post_rows: + b, rope_pair for q and K, then q fp32, K/V bf16 */
+        if (ROPE && lane == 0 && ok[0]) { /* as k_qkv_post_rows: + b, rope_rot for q and K, then q fp32, K/V bf16 */
             const int64_t A = row_a(o0), B = A + hp;
             float x1 = acc[0], x2 = acc[1];
             if (b) {
                 x1 = x1 + b[A];
                 x2 = x2 + b[B];
             }
-            if (A < rp.qd + rp.kd) {
-                const float rc = rcs[warp][0], rs = rcs[warp][1];
-                const float a1 = x1 * rc, b1 = -x2 * rs;
-                const float a2 = x2 * rc, b2 = x1 * rs;
-                x1 = a1 + b1;
-                x2 = a2 + b2;
-            }
+            if (A < rp.qd + rp.kd)
+                rope_rot(x1, x2, rcs[warp][0], rcs[warp][1]);
             if (A < rp.qd) {
                 rp.q[A] = x1;
                 rp.q[B] = x2;

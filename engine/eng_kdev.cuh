@@ -103,15 +103,23 @@ __device__ __forceinline__ void head_norm(float *u, int D, const float *nw, int 
     __syncwarp();
 }
 
-/* RoPE of the pair (i, i + half) of u in place, as ref_rope_apply: x1 c - x2 s, x2 c + x1 s (separate products:
- * the engine's units build with -fmad=false). */
-__device__ __forceinline__ void rope_pair(float *u, int i, int half, float ci, float si)
+/* RoPE of one pair (x1, x2) in place, as ref_rope_apply: x1 c - x2 s, x2 c + x1 s (separate products: the
+ * engine's units build with -fmad=false). */
+__device__ __forceinline__ void rope_rot(float &x1, float &x2, float ci, float si)
 {
-    const float x1 = u[i], x2 = u[i + half];
     const float a = x1 * ci, b = -x2 * si;
     const float a2 = x2 * ci, b2 = x1 * si;
-    u[i] = a + b;
-    u[i + half] = a2 + b2;
+    x1 = a + b;
+    x2 = a2 + b2;
+}
+
+/* rope_rot of the pair (i, i + half) of u in place. */
+__device__ __forceinline__ void rope_pair(float *u, int i, int half, float ci, float si)
+{
+    float x1 = u[i], x2 = u[i + half];
+    rope_rot(x1, x2, ci, si);
+    u[i] = x1;
+    u[i + half] = x2;
 }
 
 /* x[0:K] normalized exactly as k_rmsnorm (its first NORM_THREADS threads sum fmaf(v, v) over i = tid, tid +

@@ -1841,9 +1841,9 @@ static int attn_decode(eng *E, int l, const char *W, rc_err *e)
     const int gated = Ly->wgate >= 0;
     const float *cs = E->d_rope + (int64_t)d->rope * 2 * E->C * E->half_max;
     const int rot = c->ropes[d->rope].rot_dim;
+    /* fault: a decode step writes its K/V row (resident cache) into the previous slot, leaving its own stale */
+    const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");
     if (qkv_rope_ok(E, l)) { /* qkv_post in the GEMV's epilogue; the attention reads d_q and the caches */
-        /* fault: a decode step writes its K/V row into the previous slot, leaving its own stale */
-        const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");
         CK(engk_gemv_norm_qkv_rope(NULL, E->d_x, VEC(Ly->attn_norm), c->eps, c->norm, W + Ly->wqkv, VEC(Ly->bqkv), Hd,
                                    H, Hkv, D, cs, cs + rot / 2, E->d_q, E->d_k[l], E->d_v[l], E->d_pos, back,
                                    E->s_comp));
@@ -1863,8 +1863,6 @@ static int attn_decode(eng *E, int l, const char *W, rc_err *e)
                              VEC(Ly->k_norm), c->qk_norm, c->eps, cs, cs + rot / 2, H, Hkv, D, rot, E->s_comp));
         ATTEMPT(attention(E, l, 1, E->d_knew, E->d_vnew, NULL, e));
     } else {
-        /* fault: a decode step writes its K/V row into the previous slot, leaving its own stale */
-        const int back = E->pos > 0 && rc_fault_active("kv_stale_slot");
         if (E->step_fuse && E->dec_post && E->fuse_max <= 1 && engk_attn_decode_post_ok(H, Hkv, D, E->f32)) {
             /* one live tile in every layer at this step (step_fusion): qkv_post inside the fused attention */
             CK(engk_attn_decode_fused_post(E->d_qkv, VEC(Ly->q_norm), VEC(Ly->k_norm), c->qk_norm, c->eps, cs,
