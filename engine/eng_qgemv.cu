@@ -141,6 +141,16 @@ static bool int8_qkv_shape(const eng_qfmt *q, int N, int K) { return q->bits == 
 static const int MMA4_WIDE = 1;
 static bool int4_wide_shape(const eng_qfmt *q, int N, int K) { return q->bits == 4 && N > 4096 && K <= 8192; }
 
+/* 1: where MMA4_WIDE takes the fused gate|up (plain and fused-norm), its persistent form m8t2u2op (the grid the device
+ * holds at once, x's prologue once a block instead of once in each of its ~3.4 waves of blocks; the same bits);
+ * 0: m8t2u2o. Measured on the H200 (session 21, one call, llama3-8b, int4 g128 affine): `test_engk_qgemv --bench`,
+ * graph times, fused gate|up with the norm 28.1 us against 37.1 (plain 28.1 against 33.7); `engine bench --shape
+ * llama3-8b --weights int4-g128 --prompt-len 16 --steps 32 --rounds 2 --no-stream`, alternating runs: 2.325 / 2.326
+ * ms/token (430 tok/s) against 2.654 / 2.653. q|k|v (N 6144: one wave of blocks) keeps m8t2u2o (9.1 against 10.4
+ * us with the norm). */
+static const int MMA4_GLU_PER = 1;
+static const char *int4_wide_pick(int glu) { return glu && MMA4_GLU_PER ? "m8t2u2op" : "m8t2u2o"; }
+
 /* The k_qgemv_s variant for a shape (plain, GLU or fused norm: k_qgemv_s's best was the same for both forms).
  * Measured on the H200 (test_engk_qgemv --bench, graph times, llama3-8b shapes), us, int8 per row: q|k|v s1u2w16
  * 6.8 (m8u4 6.2), o s1u2w16 4.9, fused gate|up s1u4w16 33.7 (s1u2w16 33.8, m8u4 34.0), down s1u4w16 16.6 (m8u8
@@ -168,7 +178,7 @@ extern "C" int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K)
             return vindex("m8t2u4"); /* int4 down */
     }
     if (USE_MMA && MMA4_WIDE && N >= 1 && int4_wide_shape(q, N, K) && mma_runs(q, rows, K))
-        return vindex("m8t2u2o"); /* int4 q|k|v, gate|up */
+        return vindex(int4_wide_pick(glu)); /* int4 q|k|v, gate|up */
     return s_runs(q, rows, K, false) ? vindex(s_pick(glu, q, K)) : OLD_DEFAULT;
 }
 
@@ -196,7 +206,7 @@ extern "C" int engk_qgemv_pick_norm(int glu, const eng_qfmt *q, int N, int K)
     if (USE_MMA && NORM_MMA && N >= 1 && !glu && int8_qkv_shape(q, N, K) && mma_norm_runs(q, N, K))
         return vindex("m8u4");
     if (USE_MMA && MMA4_WIDE && N >= 1 && int4_wide_shape(q, N, K) && mma_norm_runs(q, glu ? 2 * (int64_t)N : N, K))
-        return vindex("m8t2u2o");
+        return vindex(int4_wide_pick(glu));
     return engk_qgemv_norm_fits(glu, q, N, K) ? vindex(s_pick(glu, q, K)) : -1;
 }
 

@@ -848,8 +848,13 @@ __host__ __device__ inline int mma_xf_unit(int K, int bits, int family)
  * flight per lane (loaded before dep_wait: weights); MINB > 0: at least that many blocks an SM (the registers capped
  * to fit; 0: no minimum, the compiler's own choice). Per row: each step's MMAs from zero, v = (c0 + c1) 2^e, then
  * acc = fma(s, v, acc) (+ fma(m, sum of the step's x, acc)) in the warp's step order (PERROW: acc += v, times s at
- * the end); the KS warps' accs summed in warp order; + b, res +. None of it depends on the grid or on U. */
-template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM, int MINB>
+ * the end); the KS warps' accs summed in warp order; + b, res +. None of it depends on the grid or on U.
+ * PER (persistent): the grid is what the device holds at once, and block b takes the units (TILES tiles each) b,
+ * b + grid, ... in turn: x's prologue (copy, norm, max, fp16 pieces) runs once a block instead of once a wave of
+ * blocks, and where a warp's steps a tile are a multiple of U the ring's refills past a unit's last step load the
+ * next unit's first steps, so the loads stay in flight across units. Each row's order is the same, hence the same
+ * bits as the form without PER. */
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM, int MINB, bool PER = false>
 __global__ void __launch_bounds__(KS * TILES * 32, MINB)
     k_qgemv_mma(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift,
                 QNorm nm)
@@ -858,42 +863,65 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int WARPS = KS * TILES, NT = WARPS * 32, SK = mma_stepk<BITS>(), NQ = SK / 32, PPS = SK / 8;
     extern __shared__ uint4 xq[];
-    __shared__ float red[WARPS][16], wmx[WARPS];
+    __shared__ float red[PER ? 2 : 1][WARPS][16], wmx[WARPS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int tile = warp / KS, ks = warp % KS;
     const int S = K / SK, nj = ks < S ? (S - ks + KS - 1) / KS : 0; /* this warp's steps */
-    const int64_t tl0 = (int64_t)blockIdx.x * TILES + tile;
-    /* the lane's A rows g and g + 8; a row past N computes row 0's (or N's) sums, never stored */
-    int64_t ra, rb;
-    if (GLU) {
-        const int64_t o = tl0 * 8 + g;
-        ra = o < N ? o : 0;
-        rb = o < N ? N + o : N;
-    } else {
-        const int64_t oa = tl0 * 16 + g, ob = oa + 8;
-        ra = oa < N ? oa : 0;
-        rb = ob < N ? ob : 0;
-    }
+    const int units = ((GLU ? (N + 7) / 8 : (N + 15) / 16) + TILES - 1) / TILES; /* 32-bit: N < 2^31 - 15 */
+    int un = blockIdx.x; /* the block's unit: tiles un TILES .. + TILES - 1 */
     const uint4 *w16 = reinterpret_cast<const uint4 *>(m.codes);
-    const unsigned wa0 = (unsigned)(ra * (m.row_bytes / 16)) + t, wb0 = (unsigned)(rb * (m.row_bytes / 16)) + t;
-    const unsigned sa0 = (unsigned)(ra * m.ng), sb0 = (unsigned)(rb * m.ng);
+    struct Rows {
+        unsigned wa, wb, sa, sb; /* the lane's A rows g and g + 8: their first 16 bytes (uint4 units), first groups */
+    };
+    /* a row past N computes row 0's (or N's) sums, never stored */
+    const auto rows_of = [&](int u) {
+        const int64_t tl0 = (int64_t)u * TILES + tile;
+        int64_t ra, rb;
+        if (GLU) {
+            const int64_t o = tl0 * 8 + g;
+            ra = o < N ? o : 0;
+            rb = o < N ? N + o : N;
+        } else {
+            const int64_t oa = tl0 * 16 + g, ob = oa + 8;
+            ra = oa < N ? oa : 0;
+            rb = ob < N ? ob : 0;
+        }
+        return Rows{(unsigned)(ra * (m.row_bytes / 16)) + t, (unsigned)(rb * (m.row_bytes / 16)) + t,
+                    (unsigned)(ra * m.ng), (unsigned)(rb * m.ng)};
+    };
+    Rows cur = rows_of(un);
     uint4 cha[U], chb[U];
     float csa[U], csb[U], cma[U], cmb[U];
-    /* ring slot u <- step j: the two rows' 16 bytes and (not PERROW) their group's scales and offsets */
-    const auto load = [&](int u, unsigned j) {
-        cha[u] = ld_stream16(w16 + wa0 + 4 * j);
-        chb[u] = ld_stream16(w16 + wb0 + 4 * j);
+    /* ring slot u <- step j of rows rw: the two rows' 16 bytes and (not PERROW) their group's scales and offsets */
+    const auto load = [&](int u, unsigned j, const Rows &rw) {
+        cha[u] = ld_stream16(w16 + rw.wa + 4 * j);
+        chb[u] = ld_stream16(w16 + rw.wb + 4 * j);
         if (!PERROW) {
-            csa[u] = __ldg(m.scale + sa0 + (j >> gshift));
-            csb[u] = __ldg(m.scale + sb0 + (j >> gshift));
-            cma[u] = FAM == 2 ? __ldg(m.offset + sa0 + (j >> gshift)) : 0.0f;
-            cmb[u] = FAM == 2 ? __ldg(m.offset + sb0 + (j >> gshift)) : 0.0f;
+            csa[u] = __ldg(m.scale + rw.sa + (j >> gshift));
+            csb[u] = __ldg(m.scale + rw.sb + (j >> gshift));
+            cma[u] = FAM == 2 ? __ldg(m.offset + rw.sa + (j >> gshift)) : 0.0f;
+            cmb[u] = FAM == 2 ? __ldg(m.offset + rw.sb + (j >> gshift)) : 0.0f;
         }
     };
+    const auto fill = [&]() {
 #pragma unroll
-    for (int u = 0; u < U; u++)
-        if (u < nj)
-            load(u, (unsigned)(ks + KS * u));
+        for (int u = 0; u < U; u++)
+            if (u < nj)
+                load(u, (unsigned)(ks + KS * u), cur);
+    };
+    /* PER with the fused norm: the ring's first steps asked of L2 only (no register held across the prologue: held,
+     * they spilled into the loop), loaded after it */
+    constexpr bool L2FIRST = PER && NORM;
+    if (L2FIRST) {
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (u < nj) {
+                const unsigned j = (unsigned)(ks + KS * u);
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(w16 + cur.wa + 4 * j));
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(w16 + cur.wb + 4 * j));
+            }
+    } else
+        fill();
     dep_launch(); /* the codes and scales above are weights; x, b, res and y belong to the kernels before */
     dep_wait();
     const float4 *x4 = reinterpret_cast<const float4 *>(x);
@@ -960,57 +988,69 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
     /* B: lanes g = 0 (hi), 1 (lo) read their pieces of step j at xb + j xst; the others the zero block */
     const uint4 *xb = g < 2 ? xq + g * 4 + t : xq + S * NQ * 8 + t;
     const int xst = g < 2 ? NQ * 8 : 0;
-    float acca = 0.0f, accb = 0.0f;
-    for (int j0 = 0; j0 < nj; j0 += U)
+    if (L2FIRST)
+        fill();
+    for (int par = 0;; par ^= 1) {
+        const int unx = un + (PER ? (int)gridDim.x : 0); /* PER: the block's next unit */
+        const bool more = PER && unx < units, cross = more && nj % U == 0; /* cross: refills run into unit unx */
+        float acca = 0.0f, accb = 0.0f;
+        for (int j0 = 0; j0 < nj; j0 += U)
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int jj = j0 + u, j = ks + KS * jj;
-            if (jj >= nj)
-                break;
-            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            mma_step<FAM, BITS>(c, cha[u], chb[u], xb + j * xst);
-            const float va = __fmul_rn(__fadd_rn(c[0], c[1]), up), vb = __fmul_rn(__fadd_rn(c[2], c[3]), up);
-            if (PERROW) {
-                acca = __fadd_rn(acca, va);
-                accb = __fadd_rn(accb, vb);
-            } else {
-                acca = __fmaf_rn(csa[u], va, acca);
-                accb = __fmaf_rn(csb[u], vb, accb);
-                if (FAM == 2) {
-                    const float xs = xsum[j];
-                    acca = __fmaf_rn(cma[u], xs, acca);
-                    accb = __fmaf_rn(cmb[u], xs, accb);
+            for (int u = 0; u < U; u++) {
+                const int jj = j0 + u, j = ks + KS * jj;
+                if (jj >= nj)
+                    break;
+                float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                mma_step<FAM, BITS>(c, cha[u], chb[u], xb + j * xst);
+                const float va = __fmul_rn(__fadd_rn(c[0], c[1]), up), vb = __fmul_rn(__fadd_rn(c[2], c[3]), up);
+                if (PERROW) {
+                    acca = __fadd_rn(acca, va);
+                    accb = __fadd_rn(accb, vb);
+                } else {
+                    acca = __fmaf_rn(csa[u], va, acca);
+                    accb = __fmaf_rn(csb[u], vb, accb);
+                    if (FAM == 2) {
+                        const float xs = xsum[j];
+                        acca = __fmaf_rn(cma[u], xs, acca);
+                        accb = __fmaf_rn(cmb[u], xs, accb);
+                    }
                 }
+                if (jj + U < nj)
+                    load(u, (unsigned)(j + KS * U), cur);
+                else if (PER && cross) /* slot u holds step jj + U - nj of the next unit next */
+                    load(u, (unsigned)(ks + KS * (jj + U - nj)), rows_of(unx));
             }
-            if (jj + U < nj)
-                load(u, (unsigned)(j + KS * U));
+        if (!more)
+            trace_mark();
+        if (t == 0) { /* columns 0 (hi) and 1 (lo) of rows g, g + 8; the other lanes hold the zero columns */
+            red[par][warp][g] = acca;
+            red[par][warp][g + 8] = accb;
         }
-    trace_mark();
-    if (t == 0) { /* columns 0 (hi) and 1 (lo) of rows g, g + 8; the other lanes hold the zero columns */
-        red[warp][g] = acca;
-        red[warp][g + 8] = accb;
+        __syncthreads(); /* PER: red[par] is written again two units on, after the next unit's barrier */
+        const int r = threadIdx.x & 15, tr = threadIdx.x >> 4; /* tile tr's row r */
+        const int64_t tt0 = (int64_t)un * TILES + tr, o = GLU ? tt0 * 8 + r : tt0 * 16 + r;
+        if (threadIdx.x < TILES * 16 && !(GLU && r >= 8) && o < N) {
+            float va = red[par][tr * KS][r], vb = GLU ? red[par][tr * KS][r + 8] : 0.0f;
+            for (int w = 1; w < KS; w++) {
+                va = __fadd_rn(va, red[par][tr * KS + w][r]);
+                if (GLU)
+                    vb = __fadd_rn(vb, red[par][tr * KS + w][r + 8]);
+            }
+            if (PERROW) { /* one group a row: m.ng == 1 */
+                va = __fmul_rn(va, __ldg(m.scale + o));
+                if (GLU)
+                    vb = __fmul_rn(vb, __ldg(m.scale + N + o));
+            }
+            const float acc[2] = {va, vb};
+            store_rows<1, GLU>(y, acc, o, b, res, N, act);
+        }
+        if (!more)
+            break;
+        un = unx;
+        cur = rows_of(un);
+        if (!cross)
+            fill();
     }
-    __syncthreads();
-    const int r = threadIdx.x & 15, tr = threadIdx.x >> 4; /* tile tr's row r */
-    if (threadIdx.x >= TILES * 16 || (GLU && r >= 8))
-        return;
-    const int64_t tt0 = (int64_t)blockIdx.x * TILES + tr;
-    float va = red[tr * KS][r], vb = GLU ? red[tr * KS][r + 8] : 0.0f;
-    for (int w = 1; w < KS; w++) {
-        va = __fadd_rn(va, red[tr * KS + w][r]);
-        if (GLU)
-            vb = __fadd_rn(vb, red[tr * KS + w][r + 8]);
-    }
-    const int64_t o = GLU ? tt0 * 8 + r : tt0 * 16 + r;
-    if (o >= N)
-        return;
-    if (PERROW) { /* one group a row: m.ng == 1 */
-        va = __fmul_rn(va, __ldg(m.scale + o));
-        if (GLU)
-            vb = __fmul_rn(vb, __ldg(m.scale + N + o));
-    }
-    const float acc[2] = {va, vb};
-    store_rows<1, GLU>(y, acc, o, b, res, N, act);
 #endif
 }
 
@@ -1039,40 +1079,47 @@ inline bool mma_runs(const eng_qfmt *q, int64_t rows, int K)
     return major >= 8 && optin >= 0 && mma_smem(K, q->bits, q->family) + 2048 <= (size_t)optin; /* + red, wmx */
 }
 
-template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM, int MINB>
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM, int MINB, bool PER>
 cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, const float *res, int N, int K, int act,
                      const QNorm &nm, cudaStream_t s)
 {
-    const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW, NORM, MINB>;
+    const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW, NORM, MINB, PER>;
     const size_t smem = NORM ? (size_t)mma_xf_unit(K, BITS, FAM) * 16 + (size_t)K * 4 : mma_smem(K, BITS, FAM);
     if (smem > 32 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess)
             return err;
     }
-    const int64_t tiles = GLU ? ((int64_t)N + 7) / 8 : ((int64_t)N + 15) / 16;
-    const unsigned grid = (unsigned)((tiles + TILES - 1) / TILES);
-    return launch_dep(kern, dim3(grid), dim3(KS * TILES * 32), smem, s, y, x, m, b, res, N, K, act,
+    const int64_t tiles = GLU ? ((int64_t)N + 7) / 8 : ((int64_t)N + 15) / 16, units = (tiles + TILES - 1) / TILES;
+    int64_t grid = units;
+    if (PER) { /* what the device holds at once (which block sums a row never changes its bits) */
+        static Held h;
+        const cudaError_t err = held_blocks((const void *)kern, KS * TILES * 32, smem, h);
+        if (err != cudaSuccess)
+            return err;
+        grid = h.blocks() < units ? h.blocks() : units;
+    }
+    return launch_dep(kern, dim3((unsigned)grid), dim3(KS * TILES * 32), smem, s, y, x, m, b, res, N, K, act,
                       mma_shift(m.group, K, mma_stepk<BITS>()), nm);
 }
 
 /* k_qgemv_mma for q's family, bits and grouping (mma_runs). */
-template <int KS, int TILES, int U, bool GLU, bool NORM, int MINB>
+template <int KS, int TILES, int U, bool GLU, bool NORM, int MINB, bool PER>
 cudaError_t launch_mf(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
                       int N, int K, int act, const QNorm &nm, cudaStream_t s)
 {
     const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
     if (q->family == 2)
-        return launch_m<2, 4, KS, TILES, U, GLU, false, NORM, MINB>(y, x, m, b, res, N, K, act, nm, s);
+        return launch_m<2, 4, KS, TILES, U, GLU, false, NORM, MINB, PER>(y, x, m, b, res, N, K, act, nm, s);
     if (q->bits == 4)
-        return q->group == K ? launch_m<1, 4, KS, TILES, U, GLU, true, NORM, MINB>(y, x, m, b, res, N, K, act, nm, s)
-                             : launch_m<1, 4, KS, TILES, U, GLU, false, NORM, MINB>(y, x, m, b, res, N, K, act, nm, s);
-    return q->group == K ? launch_m<1, 8, KS, TILES, U, GLU, true, NORM, MINB>(y, x, m, b, res, N, K, act, nm, s)
-                         : launch_m<1, 8, KS, TILES, U, GLU, false, NORM, MINB>(y, x, m, b, res, N, K, act, nm, s);
+        return q->group == K ? launch_m<1, 4, KS, TILES, U, GLU, true, NORM, MINB, PER>(y, x, m, b, res, N, K, act, nm, s)
+                             : launch_m<1, 4, KS, TILES, U, GLU, false, NORM, MINB, PER>(y, x, m, b, res, N, K, act, nm, s);
+    return q->group == K ? launch_m<1, 8, KS, TILES, U, GLU, true, NORM, MINB, PER>(y, x, m, b, res, N, K, act, nm, s)
+                         : launch_m<1, 8, KS, TILES, U, GLU, false, NORM, MINB, PER>(y, x, m, b, res, N, K, act, nm, s);
 }
 
 /* The tensor-core kernel where mma_runs, else k_qgemv_s's s2u2w8 (eng_qdot_model's order). */
-template <int KS, int TILES, int U, bool GLU, int MINB = 0>
+template <int KS, int TILES, int U, bool GLU, int MINB = 0, bool PER = false>
 cudaError_t launch_mq(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
                       int N, int K, int act, cudaStream_t s)
 {
@@ -1080,8 +1127,8 @@ cudaError_t launch_mq(float *y, const float *x, const void *W, const eng_qfmt *q
         return cudaErrorInvalidValue;
     if (!mma_runs(q, GLU ? 2 * (int64_t)N : N, K))
         return launch_sq<2, 2, 8, GLU>(y, x, W, q, b, res, N, K, act, s);
-    return launch_mf<KS, TILES, U, GLU, false, MINB>(y, x, W, q, b, res, N, K, act, QNorm{nullptr, nullptr, 0.0f, 0},
-                                                     s);
+    return launch_mf<KS, TILES, U, GLU, false, MINB, PER>(y, x, W, q, b, res, N, K, act,
+                                                          QNorm{nullptr, nullptr, 0.0f, 0}, s);
 }
 
 /* 1 if the fused-norm form of k_qgemv_mma runs q at [rows, K]: mma_runs, and x's flat copy fits too. */
@@ -1094,7 +1141,7 @@ inline bool mma_norm_runs(const eng_qfmt *q, int64_t rows, int K)
 
 /* The fused-norm form of launch_mq: the same kernel (or the same fallback, s2u2w8) on rmsnorm(x); refused where
  * mma_runs but the copy does not fit (its plain form would run the tensor cores). */
-template <int KS, int TILES, int U, bool GLU, int MINB = 0>
+template <int KS, int TILES, int U, bool GLU, int MINB = 0, bool PER = false>
 cudaError_t launch_mn(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
                       const eng_qfmt *q, const float *b, int N, int K, int act, cudaStream_t s)
 {
@@ -1105,7 +1152,8 @@ cudaError_t launch_mn(float *y, float *xn, const float *x, const float *nw, floa
         return launch_sn<2, 2, 8, GLU>(y, xn, x, nw, eps, kind, W, q, b, N, K, act, s);
     if (kind < 0 || kind > 3 || (kind != 3 && !nw) || !mma_norm_runs(q, rows, K))
         return cudaErrorInvalidValue;
-    return launch_mf<KS, TILES, U, GLU, true, MINB>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind}, s);
+    return launch_mf<KS, TILES, U, GLU, true, MINB, PER>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind},
+                                                         s);
 }
 
 typedef cudaError_t (*QFn)(float *, const float *, const void *, const eng_qfmt *, const float *, const float *, int,

@@ -26,5 +26,9 @@ const QVariant eng_qgemv_vm[] = {
      launch_mn<8, 1, 2, false, 4>, launch_mn<8, 1, 2, true, 4>},
     {"m8t2u2o", launch_mq<8, 2, 2, false, 2>, launch_mq<8, 2, 2, true, 2>, true,
      launch_mn<8, 2, 2, false, 2>, launch_mn<8, 2, 2, true, 2>},
+    /* ...p: persistent (k_qgemv_mma's PER): the grid the device holds at once, each block's units in turn, x's
+     * prologue once a block; m8t2u2o's order, so its bits */
+    {"m8t2u2op", launch_mq<8, 2, 2, false, 2, true>, launch_mq<8, 2, 2, true, 2, true>, true,
+     launch_mn<8, 2, 2, false, 2, true>, launch_mn<8, 2, 2, true, 2, true>},
 };
 const int eng_qgemv_nvm = (int)(sizeof eng_qgemv_vm / sizeof eng_qgemv_vm[0]);

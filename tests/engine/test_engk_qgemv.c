@@ -210,8 +210,35 @@ static const qcase mma_cases[] = {
     {"int4 g256 affine", RC_QF_AFFINE, 4, 256, 1, 0}, /* two steps a group (K = 128: skipped) */
 };
 
+/* The k-split of an m* variant (m<KS>...): the only thing its order depends on, so variants of one KS (ring, tiles a
+ * block, registers, a persistent grid) give the same bits. */
+static int mma_ks(int v)
+{
+    const char *n = engk_qgemv_variant_name(v);
+    return n[0] == 'm' ? atoi(n + 1) : 0;
+}
+
+/* y of variant v against the first variant of its KS (ks_y[KS], kept on the first call): bit for bit. */
+static int check_mma_ks(int v, const char *what0, const float *got, float **ks_y, int *ks_v, int n)
+{
+    const int ks = mma_ks(v);
+    if (ks < 1 || ks > 16)
+        return 0;
+    if (!ks_y[ks]) {
+        ks_y[ks] = ekc_hmalloc(n, 4);
+        memcpy(ks_y[ks], got, (size_t)n * 4);
+        ks_v[ks] = v;
+        return 0;
+    }
+    char what[240];
+    snprintf(what, sizeof what, "%s: %s vs %s (the same KS)", what0, engk_qgemv_variant_name(v),
+             engk_qgemv_variant_name(ks_v[ks]));
+    return ekc_check(what, got, ks_y[ks], NULL, "bit equality", n);
+}
+
 /* Every m* variant on one format and shape: plain (bound, tripwire, run twice), with and without b / res; the fused
- * GLU (I = N) against the same variant's plain rows + engk_glu, bit for bit. */
+ * GLU (I = N) against the same variant's plain rows + engk_glu, bit for bit; every variant bit-equal to the first of
+ * its KS (plain with b and res, or the fused GLU). */
 static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
 {
     if (c->group && K % c->group)
@@ -228,7 +255,10 @@ static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
     void *dm = ekc_to_dev(hm, eng_qmat_bytes(rows, K, &q), 1);
     float *dx = ekc_to_dev(x, K, 4), *db = ekc_to_dev(b, rows, 4), *dres = ekc_to_dev(res, N, 4);
     float *dy = ekc_dev_alloc(rows, 4), *dg = ekc_dev_alloc(N, 4);
-    int fails = 0, ran = 0;
+    int fails = 0, ran = 0, ks_v[17] = {0};
+    float *ks_y[17] = {0}, *ky = ekc_hmalloc(N, 4);
+    char kwhat[160];
+    snprintf(kwhat, sizeof kwhat, "mma%s %s N=%d K=%d x %s", glu ? " glu" : "", c->name, N, K, xs);
     /* plain: without and with b / res; GLU: the 2N plain rows with b */
     mref r0 = mma_ref(&t, x, glu ? b : NULL, NULL, rows, K), r1 = {0};
     if (!glu)
@@ -240,6 +270,10 @@ static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
         if (!glu) {
             fails += check_mma_run(v, c->name, &r0, dy, dx, dm, &q, NULL, NULL, N, K, xs);
             fails += check_mma_run(v, c->name, &r1, dy, dx, dm, &q, db, dres, N, K, xs);
+            ekc_poison(dy, N, 4);
+            EKC_CU(engk_qgemv_variant(v, 0, dy, dx, dm, &q, db, dres, N, K, 0, 0));
+            ekc_from_dev(ky, dy, N, 4);
+            fails += check_mma_ks(v, kwhat, ky, ks_y, ks_v, N);
             continue;
         }
         /* GLU: the 2N plain rows (with b) under the bound, then the fused kernel bit-equal to them + engk_glu */
@@ -257,10 +291,15 @@ static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
             snprintf(what, sizeof what, "mma glu %s %s I=%d K=%d x %s act=%d vs plain + engk_glu",
                      engk_qgemv_variant_name(v), c->name, N, K, xs, act);
             fails += ekc_check(what, got, want, NULL, "bit equality", N);
+            if (act == 0)
+                fails += check_mma_ks(v, kwhat, got, ks_y, ks_v, N);
         }
         free(got);
         free(want);
     }
+    for (int k = 0; k < 17; k++)
+        free(ks_y[k]);
+    free(ky);
     int major = 0;
     EKC_CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
     if (!ran) { /* every format and shape here runs on sm_80+ */
@@ -948,10 +987,16 @@ int main(int argc, char **argv)
         for (int ki = 0; ki < 3; ki++)
             fails += check_mma(&mma_cases[c], 17, mk[ki], ki % 2, 1);
         fails += check_mma(&mma_cases[c], 4099, 4096, 1, 1);
+        /* past one wave of the persistent forms' blocks (two 16-warp blocks an SM on up to 140 SMs): several units a
+         * block, the ring running on into the next unit (K = 4096: 4 steps a warp of 8, a multiple of the ring) or
+         * refilled there (K = 1152 at int4: 2 and 1 steps a warp; int8: 3 and 2) */
+        fails += check_mma(&mma_cases[c], 9001, 4096, 0, 1);
+        fails += check_mma(&mma_cases[c], 9001, 1152, 1, 1);
+        fails += check_mma(&mma_cases[c], 20011, 1152, 0, 0);
         fails += check_mma_grid(&mma_cases[c], 4099, 17, 4096);
     }
     for (size_t c = 0; c < sizeof norm_cases / sizeof norm_cases[0]; c++) {
-        static const int nsh[][2] = {{1, 128}, {37, 128}, {131, 4096}, {4099, 4096}, {19, 14336}};
+        static const int nsh[][2] = {{1, 128}, {37, 128}, {131, 4096}, {4099, 4096}, {19, 14336}, {9001, 4096}};
         for (size_t i = 0; i < sizeof nsh / sizeof nsh[0]; i++)
             for (int glu = 0; glu < 2; glu++)
                 fails += check_norm(&norm_cases[c], nsh[i][0], nsh[i][1], glu);
