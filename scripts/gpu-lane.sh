@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU lane, step 2 (ON the GPU machine, from the repo root): unpack .debs into a private prefix, build with CUDA,
-# run every meson suite (gpu included) and compute-sanitizer over the cuda stage and the engine's long-chunk prefill
-# attention (test_engk_attn --sanitize); logs + summary.json to $OUT.
+# run every meson suite (gpu included) and compute-sanitizer over the cuda stage, the engine's long-chunk prefill
+# attention (test_engk_attn --sanitize) and its wide-shape quantized decode pick (test_engk_qgemv --sanitize);
+# logs + summary.json to $OUT.
 #   bash scripts/gpu-lane-fetch.sh            # here, once: fills .debs/ (gitignored; carry it to the GPU machine)
 #   OUT=/tmp/out bash scripts/gpu-lane.sh     # there
 # Knobs: GPU_ARCH (90), RC_PREFIX (/tmp/rcprefix), RC_BUILD (build-gpu), RC_MESON_OPTS (extra meson options),
@@ -137,6 +138,13 @@ else
         STEP_LOG=$SANLOG step "sanitizer.attn_$tool" "$SAN" --tool "$tool" --error-exitcode 86 "$ATTN" --sanitize
     done
 fi
+
+# the quantized decode pick that only wide shapes reach (int4's persistent gate|up): test_engk_qgemv --sanitize
+# launches it once on a llama3-8b-like shape
+QG=$BUILD/tests/engine/test_engk_qgemv
+for tool in $SANITIZERS; do
+    STEP_LOG=$SANLOG step "sanitizer.qgemv_$tool" "$SAN" --tool "$tool" --error-exitcode 86 "$QG" --sanitize
+done
 
 if [ "${RC_ENGINE_EXTRA:-0}" = 1 ]; then  # engine sanitizer runs and the llama3-8b bench
     RC_SKIP_TESTS=1 STEP_LOG=$OUT/engine.log step engine-extra bash scripts/gpu-engine.sh "$BUILD"
