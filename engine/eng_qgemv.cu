@@ -141,15 +141,16 @@ static bool int8_qkv_shape(const eng_qfmt *q, int N, int K) { return q->bits == 
 static const int MMA4_WIDE = 1;
 static bool int4_wide_shape(const eng_qfmt *q, int N, int K) { return q->bits == 4 && N > 4096 && K <= 8192; }
 
-/* 1: where MMA4_WIDE takes the fused gate|up (plain and fused-norm), its persistent form m8t2u2op (the grid the device
- * holds at once, x's prologue once a block instead of once in each of its ~3.4 waves of blocks; the same bits);
- * 0: m8t2u2o. Measured on the H200 (session 21, one call, llama3-8b, int4 g128 affine): `test_engk_qgemv --bench`,
- * graph times, fused gate|up with the norm 28.1 us against 37.1 (plain 28.1 against 33.7); `engine bench --shape
- * llama3-8b --weights int4-g128 --prompt-len 16 --steps 32 --rounds 2 --no-stream`, alternating runs: 2.325 / 2.326
- * ms/token (430 tok/s) against 2.654 / 2.653. q|k|v (N 6144: one wave of blocks) keeps m8t2u2o (9.1 against 10.4
- * us with the norm). */
+/* 1: where MMA4_WIDE takes the fused gate|up (plain and fused-norm), a persistent k_qgemv_mma form, m8u4p (the grid
+ * the device holds at once, x's prologue once a block instead of once in each wave of blocks; m8u4's bits, the order
+ * of every KS = 8 form); 0: m8t2u2o. Measured on the H200 (session 21, llama3-8b, int4 g128 affine, `engine bench
+ * --shape llama3-8b --weights int4-g128 --prompt-len 16 --steps 32 --rounds 2 --no-stream`, binaries alternating in
+ * one call): m8t2u2o 2.654 / 2.653 ms/token against the persistent m8t2u2op 2.325 / 2.326; in a later call
+ * m8t2u2op 2.321 / 2.329 against m8u4p 2.292 / 2.302 (436 tok/s). `test_engk_qgemv --bench`, graph times, fused
+ * gate|up with the norm: m8t2u2o 37.1 us, m8t2u2op 27.9, m8u4p 27.2. q|k|v (N 6144: one wave of blocks) keeps
+ * m8t2u2o (9.1 against m8t2u2op's 10.4 us with the norm). */
 static const int MMA4_GLU_PER = 1;
-static const char *int4_wide_pick(int glu) { return glu && MMA4_GLU_PER ? "m8t2u2op" : "m8t2u2o"; }
+static const char *int4_wide_pick(int glu) { return glu && MMA4_GLU_PER ? "m8u4p" : "m8t2u2o"; }
 
 /* The k_qgemv_s variant for a shape (plain, GLU or fused norm: k_qgemv_s's best was the same for both forms).
  * Measured on the H200 (test_engk_qgemv --bench, graph times, llama3-8b shapes), us, int8 per row: q|k|v s1u2w16

@@ -30,5 +30,8 @@ const QVariant eng_qgemv_vm[] = {
      * prologue once a block; m8t2u2o's order, so its bits */
     {"m8t2u2op", launch_mq<8, 2, 2, false, 2, true>, launch_mq<8, 2, 2, true, 2, true>, true,
      launch_mn<8, 2, 2, false, 2, true>, launch_mn<8, 2, 2, true, 2, true>},
+    /* m8u4's persistent form (128 registers at most: one ring of 4 steps a warp, 8 warps a block) */
+    {"m8u4p", launch_mq<8, 1, 4, false, 0, true>, launch_mq<8, 1, 4, true, 0, true>, true,
+     launch_mn<8, 1, 4, false, 0, true>, launch_mn<8, 1, 4, true, 0, true>},
 };
 const int eng_qgemv_nvm = (int)(sizeof eng_qgemv_vm / sizeof eng_qgemv_vm[0]);

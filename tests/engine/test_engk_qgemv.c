@@ -957,7 +957,7 @@ static int check_nib8(void)
 }
 
 /* ---- --sanitize: the engine's wide-shape decode pick once a format, for compute-sanitizer ----
- * The persistent gate|up (m8t2u2op: several units a block, the ring crossing units, two reduction buffers) runs in
+ * The persistent gate|up (m8u4p: several units a block, the ring crossing units, two reduction buffers) runs in
  * the engine only on wide int4 shapes, which no golden reaches: so int4 g128 affine (and int8 per row, whose pick is
  * k_qgemv_s's) at I = 9001, K = 4096 through engk_qgemv_glu_norm (the engine's fused-norm pick), against engk_rmsnorm
  * + the same variant's plain GLU form bit for bit. */
