@@ -139,6 +139,9 @@ int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *me
  * global_head_dim 512, rope_parameters per layer type, no PLE above the E-sizes: hidden_size_per_layer_input 0).
  * tiny-d128: the identity suite's llama of head dim 128 (4 query heads on one KV head), the size the wgmma prefill
  * attention serves.
+ * tiny-wide: the identity suite's llama whose fused gate|up is wide (4608 outputs of 4096, as llama3-8b's rows), so
+ * quantized to int4 it takes the persistent k_qgemv_mma form the 8B shape takes (several units a block, the ring
+ * crossing units); 4 layers, so 1, 2 and 3 streaming slots wrap as in tiny.
  * tiny-hybrid / tiny-gemma: the identity suite's 8-layer 3:1 hybrid and 7-layer stack (S S F S S S F), window 12,
  * PLE of 16, so slots wrap over mixed layers and a 70-token prompt wraps every ring. */
 typedef enum { FAM_LLAMA, FAM_QWEN3_5, FAM_GEMMA4 } shape_family;
@@ -162,6 +165,8 @@ static const shape shapes[] = {
      .inter = 512, .vocab = 1000, .theta = 10000.0},
     {.name = "tiny-d128", .fam = FAM_LLAMA, .hidden = 512, .layers = 3, .heads = 4, .kv_heads = 1, .head_dim = 128,
      .inter = 512, .vocab = 1000, .theta = 10000.0},
+    {.name = "tiny-wide", .fam = FAM_LLAMA, .hidden = 4096, .layers = 4, .heads = 4, .kv_heads = 1, .head_dim = 128,
+     .inter = 4608, .vocab = 1000, .theta = 10000.0},
     {.name = "qwen3.5-9b", .fam = FAM_QWEN3_5, .hidden = 4096, .layers = 32, .heads = 16, .kv_heads = 4,
      .head_dim = 256, .inter = 12288, .vocab = 248320, .theta = 10000000.0, .lk_heads = 16, .lv_heads = 32,
      .lk_dim = 128, .lv_dim = 128},

@@ -6,7 +6,8 @@
 #                                                          tiny-hybrid (8 layers, 3:1 DeltaNet/attention); slots wrap;
 #                                                          or tiny-gemma (7 layers S S F S S S F, window 12: rings wrap)
 #                                                          or tiny-d128 (head dim 128: the wgmma + TMA prefill attention)
-#                                                          WEIGHTS (tiny): --weights int8|int4-g32|... packed matrices
+#                                                          or tiny-wide (gate|up 4608 x 4096: the wide quantized picks)
+#                                                          WEIGHTS (tiny, tiny-wide): --weights int8|int4-g32|... packed matrices
 #   engine_gpu.sh bad-input                                bad inputs: exit 2, one error line (no GPU needed)
 #   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs; its --json has every row
 #   engine_gpu.sh text                                     a text prompt: same logits as its ids, streamed text =
@@ -62,6 +63,10 @@ identity | identity-synth)
         g=synth-tiny prec=$1
         src=(--synth tiny --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
         [ -n "${3:-}" ] && g=synth-tiny-$3 && src+=(--weights "$3") # quantized random matrices
+    elif [ "$2" = tiny-wide ]; then # 4 layers, gate|up 4608 x 4096: int4's wide fused gate|up pick (persistent)
+        g=synth-wide prec=$1
+        src=(--synth tiny-wide --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
+        [ -n "${3:-}" ] && g=synth-wide-$3 && src+=(--weights "$3")
     elif [ "$2" = tiny-d128 ]; then # 3 layers of head dim 128 (4 query heads on 1 KV head, as llama3-8b's GQA 4): the
         # prefill attention's wgmma + TMA kernel on an sm_90a GPU; 300 tokens cross its 128-row blocks and 64-key steps
         g=synth-d128 prec=$1
