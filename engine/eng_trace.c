@@ -30,7 +30,7 @@ static char err_msg[256];   /* the failed CUDA call, where, and CUDA's message *
 const char *eng_trace_error(void) { return err_msg; }
 
 struct site {
-    unsigned site, grid;
+    unsigned site, grid, prev; /* prev: the site noted just before (ENG_TRACE_NONE: a run's first note) */
     uint64_t n;    /* deltas attributed */
     double sum_ns; /* their sum */
     double max_ns;
@@ -66,10 +66,10 @@ int eng_trace_reset(void)
     return 0;
 }
 
-static struct site *site_of(unsigned id, unsigned grid)
+static struct site *site_of(unsigned id, unsigned grid, unsigned prev)
 {
     for (int i = 0; i < n_sites; i++)
-        if (sites[i].site == id && sites[i].grid == grid)
+        if (sites[i].site == id && sites[i].grid == grid && sites[i].prev == prev)
             return &sites[i];
     if (n_sites >= MAX_SITES)
         return NULL;
@@ -77,6 +77,7 @@ static struct site *site_of(unsigned id, unsigned grid)
     memset(s, 0, sizeof *s);
     s->site = id;
     s->grid = grid;
+    s->prev = prev;
     return s;
 }
 
@@ -85,7 +86,7 @@ int eng_trace_add(const uint64_t *t, const uint32_t *site, const uint32_t *grid,
     int rc = 0;
     for (uint32_t i = 0; i + 1 < n; i++) { /* in the counter's order: each kernel waited for the one before */
         const uint64_t dt = t[i + 1] >= t[i] ? t[i + 1] - t[i] : 0;
-        struct site *s = site_of(site[i], grid[i]);
+        struct site *s = site_of(site[i], grid[i], i ? site[i - 1] : ENG_TRACE_NONE);
         if (!s) {
             rc = -1;
             continue;
@@ -145,6 +146,9 @@ int eng_trace_row_get(int i, eng_trace_row *out)
     const unsigned u = s->site >> 16;
     out->unit = u < (unsigned)n_units ? units[u].name : "?";
     out->line = s->site & 0xffffu;
+    const unsigned pu = s->prev >> 16;
+    out->prev_unit = s->prev == ENG_TRACE_NONE ? NULL : pu < (unsigned)n_units ? units[pu].name : "?";
+    out->prev_line = s->prev == ENG_TRACE_NONE ? 0 : s->prev & 0xffffu;
     out->grid = s->grid;
     out->per_step = steps_total ? (double)s->n / steps_total : 0.0;
     out->us_each = s->n ? 1e-3 * s->sum_ns / (double)s->n : 0.0;
@@ -161,15 +165,19 @@ void eng_trace_print(FILE *f, const char *title)
     fprintf(f, "trace (%s): %d steps, %.1f us a step between the first and last note; shortest gap %.0f ns%s\n",
             title, steps_total, steps_total ? 1e-3 * tot / steps_total : 0.0,
             min_dt == UINT64_MAX ? 0.0 : (double)min_dt, overflow ? "; notes were dropped (buffer or table full)" : "");
-    fprintf(f, "  %-24s %6s %8s %10s %10s %10s\n", "site (unit:line)", "grid", "a step", "us each", "us a step",
-            "max us");
+    fprintf(f, "  %-24s %6s %-24s %8s %10s %10s %10s\n", "site (unit:line)", "grid", "after (unit:line)", "a step",
+            "us each", "us a step", "max us");
     for (int i = 0; i < n_sites; i++) {
         eng_trace_row r;
         (void)eng_trace_row_get(i, &r);
-        char name[64];
+        char name[64], after[64];
         snprintf(name, sizeof name, "%s:%u", r.unit, r.line);
-        fprintf(f, "  %-24s %6u %8.2f %10.3f %10.2f %10.2f\n", name, r.grid, r.per_step, r.us_each, r.us_step,
-                r.max_us);
+        if (r.prev_unit)
+            snprintf(after, sizeof after, "%s:%u", r.prev_unit, r.prev_line);
+        else
+            snprintf(after, sizeof after, "-");
+        fprintf(f, "  %-24s %6u %-24s %8.2f %10.3f %10.2f %10.2f\n", name, r.grid, after, r.per_step, r.us_each,
+                r.us_step, r.max_us);
     }
     n_sites = 0;
     steps_total = 0;

@@ -39,16 +39,22 @@ int eng_trace_reset(void);
 int eng_trace_collect(int steps);
 /* the last failure of reset or collect: the CUDA call, file:line and CUDA's message */
 const char *eng_trace_error(void);
-/* print the table (per noting site: launches a step, mean and total us a step) and forget it */
+/* print the table (per noting site and the site before it: launches a step, mean and total us a step) and forget
+ * it */
 void eng_trace_print(FILE *f, const char *title);
 
 /* The table itself (no CUDA; what collect and print use). add: n notes in the counter's order (t ns, site = unit
  * << 16 | line, grid), a run of `steps` decode steps: the time from each note to the next goes to the first one's
- * (site, grid) row; 0, or -1 when the table is full (those notes' time is dropped). */
+ * (site, grid, the site noted before it) row, so one launch site in two places of a step (the o and down GEMVs:
+ * after the attention, after gate|up) gets two rows; 0, or -1 when the table is full (those notes' time is
+ * dropped). */
+#define ENG_TRACE_NONE 0xffffffffu /* no note before (a run's first) */
 int eng_trace_add(const uint64_t *t, const uint32_t *site, const uint32_t *grid, uint32_t n, int steps);
 typedef struct {
     const char *unit; /* the registered unit's file name, or "?" */
     unsigned line, grid;
+    const char *prev_unit; /* the site noted just before: its unit ("?" unregistered), NULL for a run's first */
+    unsigned prev_line;
     double per_step;  /* notes a step */
     double us_each;   /* mean time to the next note */
     double us_step;   /* their sum a step */
