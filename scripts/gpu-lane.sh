@@ -127,29 +127,24 @@ for tool in $SANITIZERS; do
     STEP_LOG=$SANLOG step "sanitizer.$tool" "$SAN" --tool "$tool" "${extra[@]}" --error-exitcode 86 \
         "$BUILD/harness/harness" compare --stage cuda --golden "$GOLDEN"
 done
+# sanitize_self NAME BIN WHY: BIN --sanitize (each kernel form once, small enough for compute-sanitizer) under each
+# tool of $SANITIZERS as steps sanitizer.NAME_TOOL; skipped, and said, where BIN --sanitize exits 77 (WHY)
+sanitize_self() {
+    local name=$1 bin=$2 why=$3 tool
+    "$bin" --sanitize > /dev/null 2>&1
+    if [ $? = 77 ]; then
+        say "sanitizer.${name}_*: skipped ($(basename "$bin") --sanitize: $why)"
+        return 0
+    fi
+    for tool in $SANITIZERS; do
+        STEP_LOG=$SANLOG step "sanitizer.${name}_$tool" "$SAN" --tool "$tool" --error-exitcode 86 "$bin" --sanitize
+    done
+}
 # the engine's long-chunk prefill attention forms (256-row blocks; the pipelined one syncs by mbarriers), which no
-# golden run picks: test_engk_attn --sanitize launches each once on llama3-8b-shaped heads (exit 77: no tensor cores)
-ATTN=$BUILD/tests/engine/test_engk_attn
-"$ATTN" --sanitize > /dev/null 2>&1
-if [ $? = 77 ]; then
-    say "sanitizer.attn_*: skipped (test_engk_attn --sanitize: no tensor-core prefill on this GPU)"
-else
-    for tool in $SANITIZERS; do
-        STEP_LOG=$SANLOG step "sanitizer.attn_$tool" "$SAN" --tool "$tool" --error-exitcode 86 "$ATTN" --sanitize
-    done
-fi
-
-# the quantized decode pick that only wide shapes reach (int4's persistent gate|up): test_engk_qgemv --sanitize
-# launches it once on a llama3-8b-like shape
-QG=$BUILD/tests/engine/test_engk_qgemv
-"$QG" --sanitize > /dev/null 2>&1
-if [ $? = 77 ]; then
-    say "sanitizer.qgemv_*: skipped (test_engk_qgemv --sanitize: no GPU)"
-else
-    for tool in $SANITIZERS; do
-        STEP_LOG=$SANLOG step "sanitizer.qgemv_$tool" "$SAN" --tool "$tool" --error-exitcode 86 "$QG" --sanitize
-    done
-fi
+# golden run picks, launched once each on llama3-8b-shaped heads
+sanitize_self attn "$BUILD/tests/engine/test_engk_attn" "no tensor-core prefill on this GPU"
+# the quantized decode pick that only wide shapes reach (int4's persistent gate|up), once on a llama3-8b-like shape
+sanitize_self qgemv "$BUILD/tests/engine/test_engk_qgemv" "no GPU"
 
 if [ "${RC_ENGINE_EXTRA:-0}" = 1 ]; then  # engine sanitizer runs and the llama3-8b bench
     RC_SKIP_TESTS=1 STEP_LOG=$OUT/engine.log step engine-extra bash scripts/gpu-engine.sh "$BUILD"

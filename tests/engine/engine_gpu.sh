@@ -59,14 +59,12 @@ identity | identity-synth)
     if [ "$cmd" = identity ]; then
         g=$1 prec=$2
         src=(--model "$GOLDEN_DIR/$g.h5" --prompt-golden --steps 16)
-    elif [ "${2:-tiny}" = tiny ]; then # 4 layers (slots 1, 2, 3 wrap), 4 query heads per KV head, 31 positions = 8 tiles of 4
-        g=synth-tiny prec=$1
-        src=(--synth tiny --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
-        [ -n "${3:-}" ] && g=synth-tiny-$3 && src+=(--weights "$3") # quantized random matrices
-    elif [ "$2" = tiny-wide ]; then # 4 layers, gate|up 4608 x 4096: int4's wide fused gate|up pick (persistent)
-        g=synth-wide prec=$1
-        src=(--synth tiny-wide --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
-        [ -n "${3:-}" ] && g=synth-wide-$3 && src+=(--weights "$3")
+    elif [ "${2:-tiny}" = tiny ] || [ "$2" = tiny-wide ]; then # 4 layers (slots 1, 2, 3 wrap), 4 query heads per KV
+        # head, 31 positions = 8 tiles of 4; tiny-wide: gate|up 4608 x 4096, int4's wide fused gate|up pick (persistent)
+        shape=${2:-tiny}
+        g=synth-${shape#tiny-} prec=$1 # synth-tiny, synth-wide
+        src=(--synth "$shape" --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
+        [ -n "${3:-}" ] && g=$g-$3 && src+=(--weights "$3") # quantized random matrices
     elif [ "$2" = tiny-d128 ]; then # 3 layers of head dim 128 (4 query heads on 1 KV head, as llama3-8b's GQA 4): the
         # prefill attention's wgmma + TMA kernel on an sm_90a GPU; 300 tokens cross its 128-row blocks and 64-key steps
         g=synth-d128 prec=$1
