@@ -19,6 +19,9 @@ __device__ __forceinline__ float silu(float x)
 
 __device__ __forceinline__ float sigmoid(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
 
+/* torch's softplus (threshold 20) */
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : (float)log1p(exp((double)x)); }
+
 /* A warp's q or k head: dst = src / sqrt(lane-strided fmaf sum of squares + 1e-6), times qmul for q. */
 __device__ __forceinline__ void l2norm_head(float *dst, const float *src, int dk, int lane, bool isq, float qmul)
 {
@@ -78,7 +81,7 @@ __global__ void __launch_bounds__(PREP_WARPS * 32) k_gdn_prep(float *qn, float *
     const float *row = gin + (int64_t)t * xs + boff;
     for (int h = blockIdx.y ? Hv : threadIdx.x; h < Hv; h += PREP_WARPS * 32) {
         const float x = row[Hv + h] + dt_bias[h];
-        const float sp = x > 20.0f ? x : (float)log1p(exp((double)x)); /* torch softplus, threshold 20 */
+        const float sp = softplus(x);
         g[(int64_t)t * Hv + h] = -(float)exp((double)A_log[h]) * sp;
         beta[(int64_t)t * Hv + h] = sigmoid(row[h]);
     }
@@ -216,7 +219,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step_v1(StepArgs a)
     if (tid == STEP_THREADS - 1) { /* the gates, as k_gdn_prep */
         const float *row = a.gin + C + (int64_t)a.Hv * dv;
         const float x = row[a.Hv + h] + a.dt[h];
-        const float sp = x > 20.0f ? x : (float)log1p(exp((double)x));
+        const float sp = softplus(x);
         gates[0] = sigmoid(row[h]);
         gates[1] = -(float)exp((double)a.A_log[h]) * sp;
     }
@@ -311,7 +314,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step_v1(StepArgs a)
  * (p_g+8 + p_g+24) in the thread, then xor 4, 2, 1 over the column's 8 threads: the same sums (every lane of a
  * butterfly holds the same bits), so the same result. The prologue runs in parallel warps whose loads issue before
  * the state's: q (warp 0) and k (1) of key head kh (conv + silu, then the L2 norm in the warp), the slice's v (2),
- * the gates and exp(g) (3), silu(z) and the norm weight (4); one __syncthreads. Each block then stores its outputs
+ * g and exp(g) (3), silu(z) and the norm weight (4), beta (6); one __syncthreads. Each block then stores its outputs
  * into the shared memory of its value head's ns slices, and every block computes the gated norm of its slice from
  * the head's dv outputs there. Three forms, the same arithmetic (ENG_GDN_STEP_*):
  *  V2 (PDL = AX = false): a cluster barrier armed at the start says the peers run; the outputs go by plain stores
@@ -326,7 +329,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step_v1(StepArgs a)
  *     outputs alone, not for the whole cluster; the cluster barrier that orders the q/k conv state rewrite after
  *     every block's reads is armed before the sends and waited on at the end only. */
 constexpr int STEP_TPC = 8;
-static_assert(STEP_TPC * STEP_MAXW == STEP_THREADS && STEP_WARPS >= 5, "k_gdn_step: a thread per (column, group)");
+static_assert(STEP_TPC * STEP_MAXW == STEP_THREADS && STEP_WARPS >= 7, "k_gdn_step: a thread per (column, group)");
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 /* sm_90: clusters, st.async, mbarrier tx counts */
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -475,7 +478,7 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
     const int h = RC_FAULTS_BUILT && a.hm ? (y % a.r) * a.Hk + kh : y; /* fault gdn_key_head_modulo */
     const int64_t C = 2 * (int64_t)a.Hk * dk + (int64_t)a.Hv * dv;
     /* the prologue's loads: warps 0-2 a conv channel per (lane, i), its K taps of history (as k_gdn_step_v1) and
-     * weights; warps 3 and 4 their few values. PDL: the weights (no kernel writes them) before dep_wait. */
+     * weights; warps 3, 4 and 6 their few values. PDL: the weights (no kernel writes them) before dep_wait. */
     const int lim = warp < 2 ? dk : warp == 2 ? W : 0;
     const int64_t cb = warp == 0   ? (int64_t)kh * dk
                        : warp == 1 ? (int64_t)a.Hk * dk + (int64_t)kh * dk
@@ -502,9 +505,11 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
             hist(i, j, c, on);
             wts(i, j, c, on);
         });
-        if (warp == 3 && lane < 3) {
-            hv[0][0] = lane == 0 ? row[h] : lane == 1 ? row[a.Hv + h] : a.A_log[h];
+        if (warp == 3 && (lane == 1 || lane == 2)) {
+            hv[0][0] = lane == 1 ? row[a.Hv + h] : a.A_log[h];
             hv[1][0] = lane == 1 ? a.dt[h] : 0.0f;
+        } else if (warp == 6 && lane == 0) {
+            hv[0][0] = row[h];
         } else if (warp == 4 && lane < W) {
             hv[0][0] = a.gin[C + (int64_t)h * dv + e0 + lane];
             hv[1][0] = a.nw[e0 + lane];
@@ -512,8 +517,8 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
     } else { /* the weights, L2 prefetches (no value read, so no order to keep), dep_wait, then the rest */
         taps(wts);
         float wg = 0.0f; /* dt_bias, A_log (warp 3), norm weight (4) */
-        if (warp == 3 && lane < 3)
-            wg = lane == 1 ? a.dt[h] : lane == 2 ? a.A_log[h] : 0.0f;
+        if (warp == 3 && (lane == 1 || lane == 2))
+            wg = lane == 1 ? a.dt[h] : a.A_log[h];
         else if (warp == 4 && lane < W)
             wg = a.nw[e0 + lane];
         if (!a.fresh) {
@@ -526,9 +531,11 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
         }
         dep_wait(); /* gin, the conv state and S belong to the kernels before */
         taps(hist);
-        if (warp == 3 && lane < 3) {
-            hv[0][0] = lane == 0 ? row[h] : lane == 1 ? row[a.Hv + h] : wg;
+        if (warp == 3 && (lane == 1 || lane == 2)) {
+            hv[0][0] = lane == 1 ? row[a.Hv + h] : wg;
             hv[1][0] = lane == 1 ? wg : 0.0f;
+        } else if (warp == 6 && lane == 0) {
+            hv[0][0] = row[h];
         } else if (warp == 4 && lane < W) {
             hv[0][0] = a.gin[C + (int64_t)h * dv + e0 + lane];
             hv[1][0] = wg;
@@ -563,20 +570,18 @@ __global__ void __launch_bounds__(STEP_THREADS) k_gdn_step(StepArgs a)
         } else if (lane < W) {
             vv[lane] = u[0];
         }
-    } else if (warp == 3) { /* the gates as k_gdn_prep (exp(A_log) beside the softplus), then exp(g) */
-        float v = 0.0f;
-        if (lane == 0)
-            v = sigmoid(hv[0][0]);
-        else if (lane == 1) {
-            const float xa = hv[0][0] + hv[1][0];
-            v = xa > 20.0f ? xa : (float)log1p(exp((double)xa));
-        } else if (lane == 2)
-            v = (float)exp((double)hv[0][0]);
+    } else if (warp == 3) { /* g as k_gdn_prep, then exp(g): exp(a + dt_bias) (lane 1) and exp(A_log) (lane 2, whose
+                             * hv[1][0] is 0) are one exp of the warp, not two divergent ones; then the softplus */
+        const float xa = hv[0][0] + hv[1][0];
+        const double ex = exp((double)xa);
+        float v = (float)ex;
+        if (lane == 1)
+            v = xa > 20.0f ? xa : (float)log1p(ex);
         const float ea = __shfl_sync(FULL, v, 2);
-        if (lane == 0)
-            gates[0] = v;
-        else if (lane == 1)
+        if (lane == 1)
             gates[1] = (float)exp((double)(-ea * v));
+    } else if (warp == 6 && lane == 0) { /* beta, beside warp 3's chain (on another scheduler than warp 3) */
+        gates[0] = sigmoid(hv[0][0]);
     } else if (warp == 4 && lane < W) {
         zs[lane] = silu(hv[0][0]);
         wn[lane] = hv[1][0];
