@@ -5,6 +5,7 @@
 #include "eng_gemma.h"
 
 #include "fault.h"
+#include "softcap.h"
 
 #include "eng_kdev.cuh"
 
@@ -51,6 +52,15 @@ __global__ void k_scale_dev(float *x, const float *scale, int64_t n)
     const float a = *scale;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         x[i] *= a;
+}
+
+/* the final logit softcap, element by element: rc_softcap1 (model/softcap.h), the host's function, so the same bits */
+__global__ void k_softcap(float *x, int64_t n, float c)
+{
+    dep_launch();
+    dep_wait(); /* the logits come from the kernel before: launch_dep */
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = rc_softcap1(x[i], c);
 }
 
 /* one block per (t, l) row of P */
@@ -148,6 +158,13 @@ cudaError_t engk_scale_dev(float *x, const float *scale, int64_t n, cudaStream_t
 {
     if (n > 0)
         return launch_dep(k_scale_dev, dim3(blocks_for(n)), dim3(256), 0, s, x, scale, n);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_softcap(float *x, int64_t n, float c, cudaStream_t s)
+{
+    if (n > 0)
+        return launch_dep(k_softcap, dim3(blocks_for(n)), dim3(256), 0, s, x, n, c);
     return cudaGetLastError();
 }
 

@@ -1,6 +1,7 @@
 /* The engine's kernels for the gemma4 extras, behind C launchers (enqueue on s, return cudaGetLastError()): the
- * per-head V norm, sandwich norms added to the residual, the layer scalar, the per-layer-embedding (PLE) inputs and
- * gate, and the ring KV cache's row moves. Activations fp32; KV rows bf16 or fp32 (moved as bytes). */
+ * per-head V norm, sandwich norms added to the residual, the layer scalar, the final logit softcap, the
+ * per-layer-embedding (PLE) inputs and gate, and the ring KV cache's row moves. Activations fp32; KV rows bf16 or
+ * fp32 (moved as bytes). */
 #ifndef ENG_GEMMA_H
 #define ENG_GEMMA_H
 
@@ -19,6 +20,8 @@ cudaError_t engk_head_norm(float *x, int64_t stride, int T, int nh, int D, const
 cudaError_t engk_norm_add(float *x, const float *o, const float *w, int T, int n, float eps, int kind, cudaStream_t s);
 /* x[n] *= *scale (a device scalar). */
 cudaError_t engk_scale_dev(float *x, const float *scale, int64_t n, cudaStream_t s);
+/* In place: x[i] = c tanh(x[i] / c) for i < n, rc_softcap's bits (model/softcap.h): the final logit softcap. */
+cudaError_t engk_softcap(float *x, int64_t n, float c, cudaStream_t s);
 /* PLE inputs, rows (t, l) of P: in = (rmsnorm(mproj * proj_scale) + tok) * in_scale; mproj, tok, in [T, L P]. */
 cudaError_t engk_ple_inputs(float *in, const float *mproj, const float *tok, const float *w, int T, int L, int P,
                             float eps, int kind, float proj_scale, float in_scale, cudaStream_t s);

@@ -1659,7 +1659,8 @@ mlp:
     return release_layer(E, l, e);
 }
 
-/* lm_head of n rows fin[n, Hd] (device) into host logits[n, V]. */
+/* lm_head of n rows fin[n, Hd] (device) into host logits[n, V], with the final softcap if the model has one: on
+ * the host with the vocabulary on the CPU, else on the device (engk_softcap: rc_softcap's bits). */
 static int head_rows(eng *E, const float *fin, int n, float *logits, rc_err *e)
 {
     const int64_t V = E->c->vocab, Hd = E->c->hidden;
@@ -1669,8 +1670,12 @@ static int head_rows(eng *E, const float *fin, int n, float *logits, rc_err *e)
             CK(cudaStreamSynchronize(E->s_comp));
             eng_hgemv_run(E->hg, E->h_fin, logits + r * V);
         }
+        if (E->c->final_softcap != 0.0f)
+            rc_softcap(logits, n * V, E->c->final_softcap);
     } else if (n == 1) {
         CK(engk_matmul(E->d_logits, fin, E->d_lm_head, E->f32, NULL, NULL, 1, (int)V, (int)Hd, E->s_comp));
+        if (E->c->final_softcap != 0.0f) /* on the device, rc_softcap's bits */
+            CK(engk_softcap(E->d_logits, V, E->c->final_softcap, E->s_comp));
         CK(cudaMemcpyAsync(E->h_logits, E->d_logits, (size_t)V * 4, cudaMemcpyDeviceToHost, E->s_comp));
         CK(cudaStreamSynchronize(E->s_comp));
         memcpy(logits, E->h_logits, (size_t)V * 4);
@@ -1678,6 +1683,8 @@ static int head_rows(eng *E, const float *fin, int n, float *logits, rc_err *e)
         float *tmp = NULL;
         CK(cudaMalloc((void **)&tmp, (size_t)(n * V * 4)));
         cudaError_t err = engk_matmul(tmp, fin, E->d_lm_head, E->f32, NULL, NULL, n, (int)V, (int)Hd, E->s_comp);
+        if (err == cudaSuccess && E->c->final_softcap != 0.0f)
+            err = engk_softcap(tmp, n * V, E->c->final_softcap, E->s_comp);
         if (err == cudaSuccess)
             err = cudaStreamSynchronize(E->s_comp);
         if (err == cudaSuccess)
@@ -1685,8 +1692,6 @@ static int head_rows(eng *E, const float *fin, int n, float *logits, rc_err *e)
         cudaFree(tmp);
         CK(err);
     }
-    if (E->c->final_softcap != 0.0f)
-        rc_softcap(logits, n * V, E->c->final_softcap);
     return RC_OK;
 }
 
@@ -1946,6 +1951,8 @@ static int decode_enqueue(eng *E, rc_err *e)
     } else
         CK(engk_gemv_norm(E->d_logits, E->d_fin, E->d_x, E->d_final_norm, c->eps, c->norm, E->d_lm_head, E->f32,
                           NULL, V, Hd, E->s_comp));
+    if (c->final_softcap != 0.0f) /* rc_softcap's bits on the device: the token and logits as the host's */
+        CK(engk_softcap(E->d_logits, V, c->final_softcap, E->s_comp));
     CK(engk_argmax(E->d_next, E->d_logits, V, E->d_amax, E->s_comp));
     CK(cudaMemcpyAsync(E->h_next, E->d_next, 4, cudaMemcpyDeviceToHost, E->s_comp));
     return RC_OK;
@@ -2024,17 +2031,9 @@ static int decode_graph(eng *E, rc_err *e)
 static int decode_finish(eng *E, int32_t *next, float *logits, rc_err *e)
 {
     const int64_t V = E->c->vocab;
-    if (E->plan.vocab_on_cpu || E->c->final_softcap != 0.0f) { /* host logits (softcap: rc_softcap on the host) */
+    if (E->plan.vocab_on_cpu) { /* host logits (head_rows applies the softcap), host argmax */
         float *lg = logits ? logits : E->h_logits;
-        if (E->plan.vocab_on_cpu)
-            ATTEMPT(head_rows(E, E->d_fin, 1, lg, e));
-        else {
-            CK(cudaMemcpyAsync(E->h_logits, E->d_logits, (size_t)V * 4, cudaMemcpyDeviceToHost, E->s_comp));
-            CK(cudaStreamSynchronize(E->s_comp));
-            if (lg != E->h_logits)
-                memcpy(lg, E->h_logits, (size_t)V * 4);
-            rc_softcap(lg, V, E->c->final_softcap);
-        }
+        ATTEMPT(head_rows(E, E->d_fin, 1, lg, e));
         if (next)
             *next = eng_argmax(lg, V);
         return RC_OK;

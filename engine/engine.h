@@ -82,7 +82,8 @@ int eng_prefill(eng *E, const int32_t *ids, int64_t T, float *logits, const rc_p
 /* One decode step: token id at the current position; logits [V]. */
 int eng_decode(eng *E, int32_t id, float *logits, rc_err *e);
 /* One greedy decode step: *next = eng_argmax of this step's logits, chosen on the device (the same total
- * order; with a final softcap, on the host after rc_softcap); logits [V] copied out only if not NULL.
+ * order; a final softcap applied on the device first, with rc_softcap's bits), on the host with the vocabulary on
+ * the CPU; logits [V] copied out only if not NULL.
  * RC_E_RANGE if every logit is NaN. */
 int eng_decode_greedy(eng *E, int32_t id, int32_t *next, float *logits, rc_err *e);
 /* 1 if the last decode step replayed the captured CUDA graph (all resident, vocab and KV on the GPU). */

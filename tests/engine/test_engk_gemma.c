@@ -1,7 +1,8 @@
-/* GPU check of the engine's gemma4 kernels (engine/eng_gemma.h) against ref/ops: the per-head V norm (strided rows,
- * the rest of each row untouched), the sandwich norm + residual add, the layer scalar, the PLE inputs and gate, and
- * the ring KV's gather / scatter (position p in row p % W) bit for bit against the host's index map, wrapping.
- * Seeded inputs, NaN-poisoned outputs. Exit 77 without a CUDA device. */
+/* GPU check of the engine's gemma4 kernels (engine/eng_gemma.h) against ref/ops: the final logit softcap (bit for
+ * bit against rc_softcap), the per-head V norm (strided rows, the rest of each row untouched), the sandwich norm +
+ * residual add, the layer scalar, the PLE inputs and gate, and the ring KV's gather / scatter (position p in row
+ * p % W) bit for bit against the host's index map, wrapping. Seeded inputs, NaN-poisoned outputs. --bench: the
+ * softcap's time over a gemma4 vocabulary. Exit 77 without a CUDA device. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "eng_gemma.h"
 #include "engk_check.h"
 #include "ops.h"
+#include "softcap.h"
 
 static int failures;
 
@@ -209,9 +211,77 @@ static void test_ring_dev(int W, int P, int npos, int row)
     ekc_dev_free(dscal);
 }
 
-int main(void)
+/* The final logit softcap on the device (in place) against rc_softcap on the host: bit for bit (a NaN input only has
+ * to stay NaN: the CPU keeps its payload, the GPU's arithmetic returns its canonical NaN). Inputs: signed zeros,
+ * infinities, NaN, subnormals, values about the cap and far past it (saturation, where neighbours round alike),
+ * then seeded values over ~[-16 c, 16 c] and a narrow band near c. */
+static void test_softcap(int64_t n, float c)
+{
+    const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, 1e-38f, c, -c, 2 * c,
+                             22 * c, 23 * c, 1e30f, -1e30f, 3.0e38f, 1e-8f, 0.5f * c};
+    const int64_t ns = (int64_t)(sizeof special / sizeof special[0]);
+    float *x = rnd(n, -16.0 * c, 16.0 * c, 31), *want = ekc_hmalloc(n, sizeof *want), *got = ekc_hmalloc(n, sizeof *got);
+    for (int64_t i = 0; i < n && i < ns; i++)
+        x[i] = special[i];
+    for (int64_t i = n / 2; i < n && i < n / 2 + 4096; i++) /* consecutive floats from c up */
+        x[i] = i == n / 2 ? c : nextafterf(x[i - 1], INFINITY);
+    memcpy(want, x, (size_t)n * sizeof *x);
+    rc_softcap(want, n, c);
+    float *d = ekc_to_dev(x, n, sizeof *x);
+    EKC_CU(engk_softcap(d, n, c, 0));
+    ekc_from_dev(got, d, n, sizeof *got);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int same = isnan(want[i]) ? isnan(got[i]) : memcmp(&got[i], &want[i], sizeof got[i]) == 0;
+        if (!same && bad++ < 3)
+            printf("  softcap x=%.9g: device %.9g, host %.9g\n", (double)x[i], (double)got[i], (double)want[i]);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "softcap n=%lld c=%g (device vs rc_softcap)", (long long)n, (double)c);
+    printf("%-60s %s\n", what, bad ? "FAIL" : "ok (bit-identical)");
+    failures += bad > 0;
+    ekc_dev_free(d);
+    free(x); free(want); free(got);
+}
+
+typedef struct {
+    float *d;
+    int64_t n;
+} softcap_ctx;
+
+static cudaError_t softcap_call(void *p)
+{
+    const softcap_ctx *c = p;
+    return engk_softcap(c->d, c->n, 30.0f, 0);
+}
+
+/* --bench: the softcap over a gemma4 vocabulary (262144 logits, read and written in place) */
+static void bench_softcap(void)
+{
+    const int64_t n = 262144;
+    float *x = rnd(n, -60.0, 60.0, 41);
+    softcap_ctx c = {ekc_to_dev(x, n, sizeof *x), n};
+    const double us = ekc_time_us(softcap_call, &c), gbs = ekc_read_ceiling_gbs();
+    printf("softcap of %lld logits: %.2f us (%.0f GB/s of 8 bytes a logit; read ceiling %.0f GB/s)\n", (long long)n,
+           us, 8.0 * (double)n / us * 1e-3, gbs);
+    ekc_dev_free(c.d);
+    free(x);
+}
+
+int main(int argc, char **argv)
 {
     ekc_skip_unless_gpu("engine.kernels.gemma");
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
+        bench_softcap();
+        return 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "usage: test_engk_gemma [--bench]\n");
+        return 2;
+    }
+    test_softcap(1000, 30.0f);
+    test_softcap(262147, 30.0f);
+    test_softcap(777, 0.75f);
     test_head_norm(5, 2, 16, 24, 72);
     test_head_norm(3, 4, 256, 8, 1100);
     test_norm_add(7, 64, RC_NORM_POW_W);
