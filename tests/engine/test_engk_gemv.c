@@ -467,6 +467,10 @@ static void test_qkv_rope(void **state)
                         CU(cudaMemcpy(dI, eye, (size_t)K * K * 4, cudaMemcpyHostToDevice));
                         CU(cudaMemset(dx2, 0xff, (size_t)K * 4)); /* NaN until the GEMV below writes x back */
                         CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+                        /* the memsets above (q2's poison, x2's NaN) run on the legacy stream, which st does not
+                         * wait for: without this one could land after the graph's writes (seen once on the H200:
+                         * every q NaN, the K/V rows unwritten) */
+                        CU(cudaDeviceSynchronize());
                         CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
                         CU(engk_gemv(dx2, dx, dI, 1, NULL, NULL, K, K, st)); /* x2 = I x = x */
                         CU(engk_gemv_norm_qkv_rope(NULL, dx2, dw, 1e-5f, kind, dW, db, K, H, Hkv, D, dcs, dcs + D / 2,
