@@ -27,21 +27,55 @@ __global__ void __launch_bounds__(NORM_THREADS) k_head_norm(float *x, int64_t st
         xr[i] = norm_apply(xr[i], inv, w, i, kind);
 }
 
+/* x += rmsnorm(o), one block a row. Rows of at most NA_PER * NORM_THREADS values (gemma4-12b's 3840: 15 a thread)
+ * take every load of the row in one round trip: the norm weights before dep_wait (no kernel writes them), then o and
+ * x together, kept in registers for the second pass; longer rows loop. Either way thread t sums fmaf(o_i, o_i) over
+ * i = t, t + NORM_THREADS, ... in order and writes x_i + norm_apply(o_i): the same bits. */
+constexpr int NA_PER = 16;
 __global__ void __launch_bounds__(NORM_THREADS) k_norm_add(float *x, const float *o, const float *w, int n, float eps,
                                                            int kind)
 {
     dep_launch();
-    dep_wait(); /* inputs come from the kernels before: launch_dep */
     __shared__ float part[NORM_THREADS / 32];
     const float *orow = o + (int64_t)blockIdx.x * n;
     float *xr = x + (int64_t)blockIdx.x * n;
+    const int t = threadIdx.x;
+    if (n <= NA_PER * NORM_THREADS) {
+        float ov[NA_PER], xv[NA_PER], wv[NA_PER];
+#pragma unroll
+        for (int j = 0; j < NA_PER; j++) { /* the weight row: read by norm_apply for kinds 0-2 */
+            const int i = t + j * NORM_THREADS;
+            wv[j] = i < n && kind != 3 ? w[i] : 0.0f;
+        }
+        dep_wait(); /* o and x come from the kernels before: launch_dep */
+#pragma unroll
+        for (int j = 0; j < NA_PER; j++) {
+            const int i = t + j * NORM_THREADS;
+            ov[j] = i < n ? orow[i] : 0.0f;
+            xv[j] = i < n ? xr[i] : 0.0f;
+        }
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NA_PER; j++)
+            if (t + j * NORM_THREADS < n)
+                ss = fmaf(ov[j], ov[j], ss);
+        const float inv = inv_rms(block_sum(ss, part), n, eps);
+#pragma unroll
+        for (int j = 0; j < NA_PER; j++) {
+            const int i = t + j * NORM_THREADS;
+            if (i < n)
+                xr[i] = xv[j] + norm_apply_w(ov[j], inv, wv[j], kind);
+        }
+        return;
+    }
+    dep_wait(); /* inputs come from the kernels before: launch_dep */
     float ss = 0.0f;
 #pragma unroll 8 /* the loads issued together (a decode row is one block: latency, not bandwidth); same order */
-    for (int i = threadIdx.x; i < n; i += NORM_THREADS)
+    for (int i = t; i < n; i += NORM_THREADS)
         ss = fmaf(orow[i], orow[i], ss);
     const float inv = inv_rms(block_sum(ss, part), n, eps);
 #pragma unroll 8
-    for (int i = threadIdx.x; i < n; i += NORM_THREADS)
+    for (int i = t; i < n; i += NORM_THREADS)
         xr[i] = xr[i] + norm_apply(orow[i], inv, w, i, kind);
 }
 

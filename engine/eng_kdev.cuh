@@ -79,14 +79,20 @@ __device__ __forceinline__ float inv_rms(float ss, int n, float eps)
     return (float)(1.0 / sqrt((double)(ms + eps)));
 }
 
-__device__ __forceinline__ float norm_apply(float x, float inv, const float *w, int i, int kind)
+/* x * inv times the weight wi as `kind` applies it (wi unread for RC_NORM_POW) */
+__device__ __forceinline__ float norm_apply_w(float x, float inv, float wi, int kind)
 {
     const float h = x * inv;
     switch (kind) {
-    case 1: return h * (1.0f + w[i]); /* RC_NORM_1PW */
-    case 3: return h;                 /* RC_NORM_POW */
-    default: return h * w[i];         /* RC_NORM_W, RC_NORM_POW_W */
+    case 1: return h * (1.0f + wi); /* RC_NORM_1PW */
+    case 3: return h;               /* RC_NORM_POW */
+    default: return h * wi;         /* RC_NORM_W, RC_NORM_POW_W */
     }
+}
+
+__device__ __forceinline__ float norm_apply(float x, float inv, const float *w, int i, int kind)
+{
+    return norm_apply_w(x, inv, kind == 3 ? 0.0f : w[i], kind);
 }
 
 /* One warp: the RMSNorm of a head's D values u (shared) in place: lane-strided fmaf sum, butterfly, inv_rms,

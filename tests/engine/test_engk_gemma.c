@@ -50,6 +50,38 @@ static void test_head_norm(int T, int nh, int D, int64_t off, int64_t stride)
     free(x); free(want); free(got);
 }
 
+/* k_norm_add's arithmetic on the host, bit for bit (eng_gemma.cu, eng_kdev.cuh): thread t of 256 sums fmaf(o_i, o_i)
+ * over i = t, t + 256, ...; each warp's 32 partials by the xor butterfly (16, 8, 4, 2, 1; lane 0's value), the 8 warp
+ * sums in order from 0; inv = (float)(1 / sqrt((double)(ss / n + eps))); x_i + (o_i inv) w_i as the kind applies w. */
+static void norm_add_model(float *x, const float *o, const float *w, int n, float eps, int kind)
+{
+    enum { NT = 256 };
+    float part[NT / 32];
+    for (int wp = 0; wp < NT / 32; wp++) {
+        float v[32];
+        for (int l = 0; l < 32; l++) {
+            v[l] = 0.0f;
+            for (int i = 32 * wp + l; i < n; i += NT)
+                v[l] = fmaf(o[i], o[i], v[l]);
+        }
+        for (int off = 16; off; off >>= 1) {
+            float nv[32];
+            for (int l = 0; l < 32; l++)
+                nv[l] = v[l] + v[l ^ off];
+            memcpy(v, nv, sizeof v);
+        }
+        part[wp] = v[0];
+    }
+    float ss = 0.0f;
+    for (int wp = 0; wp < NT / 32; wp++)
+        ss += part[wp];
+    const float inv = (float)(1.0 / sqrt((double)(ss / (float)n + eps)));
+    for (int i = 0; i < n; i++) {
+        const float h = o[i] * inv;
+        x[i] = x[i] + (kind == 1 ? h * (1.0f + w[i]) : kind == 3 ? h : h * w[i]);
+    }
+}
+
 static void test_norm_add(int T, int n, int kind)
 {
     const int64_t m = (int64_t)T * n;
@@ -64,6 +96,13 @@ static void test_norm_add(int T, int n, int kind)
     char what[96];
     snprintf(what, sizeof what, "norm_add T=%d n=%d kind=%d", T, n, kind);
     check_close(what, got, want, m);
+    float *model = ekc_hmalloc(m, sizeof *model);
+    memcpy(model, x, (size_t)m * sizeof *x);
+    for (int t = 0; t < T; t++)
+        norm_add_model(model + (int64_t)t * n, o + (int64_t)t * n, w, n, 1e-6f, kind);
+    snprintf(what, sizeof what, "norm_add T=%d n=%d kind=%d (its arithmetic on the host)", T, n, kind);
+    failures += ekc_bits(what, got, model, m) != 0;
+    free(model);
     /* the layer scalar: x * a, one rounding, bit for bit */
     const float a = 0.734375f;
     float *da = ekc_to_dev(&a, 1, 4);
@@ -287,6 +326,9 @@ int main(int argc, char **argv)
     test_norm_add(7, 64, RC_NORM_POW_W);
     test_norm_add(2, 3840, RC_NORM_W);
     test_norm_add(3, 200, RC_NORM_1PW);
+    test_norm_add(2, 4096, RC_NORM_POW); /* the longest row of the registers' path */
+    test_norm_add(2, 4097, RC_NORM_POW_W); /* the loop */
+    test_norm_add(1, 15360, RC_NORM_W);
     test_ple(5, 6, 8, 64);
     test_ple(3, 35, 256, 1536);
     test_ple(1, 1, 16, 256);
