@@ -310,6 +310,11 @@ constexpr Shape shapes[] = {
     {1, 4, 16, 0, "1 out/warp, ring 4, 16 warps, persistent", true},
     {1, 8, 16, 0, "1 out/warp, ring 8, 16 warps, persistent", true},
     {2, 4, 8, 0, "2 out/warp, ring 4, 8 warps, persistent", true},
+    /* rings that divide the 15 chunks a lane of a 3840-wide row (gemma4-12b), so a persistent warp's loads run on
+     * into its next rows there as ring 8's do at 4096 */
+    {1, 5, 8, 0, "1 out/warp, ring 5, 8 warps, persistent", true},
+    {1, 5, 16, 0, "1 out/warp, ring 5, 16 warps, persistent", true},
+    {1, 15, 8, 0, "1 out/warp, ring 15, 8 warps, persistent", true},
 };
 constexpr int NSHAPES = (int)(sizeof shapes / sizeof shapes[0]);
 
@@ -353,7 +358,7 @@ template <int V, bool NORM, bool GLU> cudaError_t launch_v(int f32, const Args &
 
 template <bool NORM, bool GLU> cudaError_t launch_any(int v, int f32, const Args &a, cudaStream_t s)
 {
-    static_assert(NSHAPES == 18, "one case per shape");
+    static_assert(NSHAPES == 21, "one case per shape");
     switch (v) {
     case 0: return launch_v<0, NORM, GLU>(f32, a, s);
     case 1: return launch_v<1, NORM, GLU>(f32, a, s);
@@ -373,6 +378,9 @@ template <bool NORM, bool GLU> cudaError_t launch_any(int v, int f32, const Args
     case 15: return launch_v<15, NORM, GLU>(f32, a, s);
     case 16: return launch_v<16, NORM, GLU>(f32, a, s);
     case 17: return launch_v<17, NORM, GLU>(f32, a, s);
+    case 18: return launch_v<18, NORM, GLU>(f32, a, s);
+    case 19: return launch_v<19, NORM, GLU>(f32, a, s);
+    case 20: return launch_v<20, NORM, GLU>(f32, a, s);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -465,9 +473,14 @@ int engk_gemv_norm_fits(int K) { return K > 0 && (size_t)K * sizeof(float) + 16 
  * 4.256 ms/token (one call, H200, session 15). */
 int engk_gemv_pick(int fuse, int N, int K)
 {
-    (void)K;
+    /* gate|up: a persistent ring that divides a lane's chunks of a row (K / 256), so the loads run on into the
+     * warp's next rows: 8 at K = 4096 (16 chunks), 5 at gemma4-12b's 3840 (15), where ring 8 stopped at each row's
+     * end: `engine bench --shape gemma4-12b --prompt-len 16 --steps 32 --rounds 2 --no-stream`, the gate|up shape
+     * switched by REFCHAIN_GEMV_SHAPES in one binary, alternating, one H200 call (session 24), ms/token: ring 8
+     * (14) 7.960 / 7.938, ring 5 x 8 warps (18) 7.470 / 7.474, ring 5 x 16 warps (19) 7.470 / 7.463, ring 15 x 8
+     * warps (20) 7.778 / 7.780 */
     if (fuse == ENGK_FUSE_GLU)
-        return 14;
+        return K % 2048 && K % 1280 == 0 ? 18 : 14;
     /* the L2-prefetching shapes (10, 12) lost to 1 and 4 on the H200 (q|k|v+norm 20.7 vs 18.9 us, o 14.3 vs 13.4),
      * alone; o after the decode attention takes engk_gemv_pick_o */
     if (fuse == ENGK_FUSE_NORM)

@@ -101,6 +101,7 @@ static const struct { int N, K; } gemv_shapes[] = {
     /* more rows than a persistent grid's warps (several per warp): the ring running into the next rows (4096: every
      * lane 16 chunks), restarting per row (264: lane 0 two chunks, the rest one), and both in one warp (1064) */
     {9001, 4096}, {20011, 264}, {10007, 1064}, {20011, 16}, /* 16: lanes without chunks (nj 0) */
+    {9001, 3840}, /* every lane 15 chunks: rings of 5 and 15 run into the next rows, 8 restarts */
 };
 
 /* A device position for engk_warm's gate. */
@@ -178,7 +179,7 @@ static void test_gemv(void **state)
 static void test_gemv_norm(void **state)
 {
     (void)state;
-    static const struct { int N, K; } cs[] = {{1, 8}, {35, 256}, {77, 264}, {300, 1000}, {513, 4096}, {9, 12272}, {16411, 264}, {12007, 4096}};
+    static const struct { int N, K; } cs[] = {{1, 8}, {35, 256}, {77, 264}, {300, 1000}, {513, 4096}, {9, 12272}, {16411, 264}, {12007, 4096}, {8192, 3840}};
     int64_t fails = 0;
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int kind = 0; kind <= 3; kind++) {
@@ -241,7 +242,7 @@ static void test_gemv_norm(void **state)
 static void test_gemv_glu(void **state)
 {
     (void)state;
-    static const struct { int I, K; } cs[] = {{1, 8}, {3, 256}, {45, 264}, {129, 1000}, {1000, 4096}, {8195, 256}, {9001, 4096}};
+    static const struct { int I, K; } cs[] = {{1, 8}, {3, 256}, {45, 264}, {129, 1000}, {1000, 4096}, {8195, 256}, {9001, 4096}, {9001, 3840}};
     int64_t fails = 0;
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++)
         for (int act = 0; act < 2; act++)
