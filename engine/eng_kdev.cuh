@@ -90,9 +90,19 @@ __device__ __forceinline__ float norm_apply_w(float x, float inv, float wi, int 
     }
 }
 
+/* norm_apply_w's value with w[i] read inside the cases. Written through norm_apply_w (w[i] loaded ahead of the
+ * switch, c70c755), norm_row's second loop compiled to about half the weight loads per kernel (the fused-norm
+ * gate|up on shape 14: 38 scalar LDGs against 74) and llama3-8b / qwen3.5-9b decode measured 4.29 / 4.64
+ * ms/token against 4.05 / 4.31 before it (session 24); this form gives d186344's machine code back, kernel for
+ * kernel. */
 __device__ __forceinline__ float norm_apply(float x, float inv, const float *w, int i, int kind)
 {
-    return norm_apply_w(x, inv, kind == 3 ? 0.0f : w[i], kind);
+    const float h = x * inv;
+    switch (kind) {
+    case 1: return h * (1.0f + w[i]); /* RC_NORM_1PW */
+    case 3: return h;                 /* RC_NORM_POW */
+    default: return h * w[i];         /* RC_NORM_W, RC_NORM_POW_W */
+    }
 }
 
 /* One warp: the RMSNorm of a head's D values u (shared) in place: lane-strided fmaf sum, butterfly, inv_rms,
