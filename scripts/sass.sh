@@ -3,12 +3,16 @@
 # flags from compile_commands.json, -gencode replaced) and prints each kernel's static instruction count by opcode.
 # cuobjdump and nvdisasm come from NVIDIA's PyPI wheels (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm), fetched once
 # into .tools/ (gitignored), since the toolkit here ships neither.
-#   bash scripts/sass.sh [-b BUILD] [-a SM] [-d] [-l] UNIT.cu [KERNEL_REGEX]
+#   bash scripts/sass.sh [-b BUILD] [-a SM] [-d] [-l] [-r REV] UNIT.cu [KERNEL_REGEX]
 #     -b BUILD   the meson build directory (default build)
 #     -a SM      the target, e.g. 90 (default) or 90a, 75
 #     -d         also print the disassembly of the matching kernels
 #     -l         also each loop's body (from a backward branch's target to the branch): its static count by opcode,
 #                which is where a kernel's time goes
+#     -r REV     instead: compile the unit as it was at git revision REV as well (its tree's sources, this build's
+#                flags) and compare the two, kernel by kernel: which kernels' machine code differs (instruction
+#                counts at REV and here), which are new or gone, how many are the same. The question after a
+#                refactor meant to change nothing, or when a benchmark moved: did the code the GPU runs change?
 #     UNIT.cu    a source file of the build, e.g. engine/eng_qgemv_m.cu
 #     KERNEL_REGEX  a Python regex on the demangled kernel name (default: every kernel)
 # Counts are static (each instruction once, loops not multiplied): compare two builds of one kernel, e.g. before and
@@ -16,19 +20,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BUILD=build SM=90 DIS=0 LOOPS=0
-while getopts "b:a:dl" opt; do
+BUILD=build SM=90 DIS=0 LOOPS=0 REV=
+USAGE="usage: scripts/sass.sh [-b BUILD] [-a SM] [-d] [-l] [-r REV] UNIT.cu [KERNEL_REGEX]"
+while getopts "b:a:dlr:" opt; do
     case $opt in
     b) BUILD=$OPTARG ;;
     a) SM=$OPTARG ;;
     d) DIS=1 ;;
     l) LOOPS=1 ;;
-    *) echo "usage: scripts/sass.sh [-b BUILD] [-a SM] [-d] [-l] UNIT.cu [KERNEL_REGEX]" >&2; exit 2 ;;
+    r) REV=$OPTARG ;;
+    *) echo "$USAGE" >&2; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-    echo "usage: scripts/sass.sh [-b BUILD] [-a SM] [-d] [-l] UNIT.cu [KERNEL_REGEX]" >&2
+    echo "$USAGE" >&2
+    exit 2
+fi
+if [ -n "$REV" ] && ! git rev-parse -q --verify "$REV^{commit}" > /dev/null; then
+    echo "sass: -r $REV: not a git revision of this repository" >&2
     exit 2
 fi
 UNIT=$1 RE=${2:-.}
@@ -95,6 +105,69 @@ if ! (cd "$DIR" && eval "$(sed -n 2p <<<"$CMD")"); then
     exit 2
 fi
 PATH=$TOOLS/bin:$PATH cuobjdump -sass "$CUBIN" >"$SASS" || { echo "sass: cuobjdump failed" >&2; exit 2; }
+
+if [ -n "$REV" ]; then
+    # REV's tree in a scratch directory, the build directory's place taken by an empty one at the same depth below
+    # it, so that the command's relative paths (../engine/..., -I../model) name REV's files
+    OLD=$(mktemp -d "${TMPDIR:-/tmp}/sass.rev.XXXXXX")
+    trap 'rm -f "$CUBIN" "$SASS"; rm -rf "$OLD"' EXIT
+    REL=$(python3 -c 'import os, sys; print(os.path.relpath(os.path.realpath(sys.argv[1]), os.getcwd()))' "$DIR")
+    case $REL in
+    ..*) echo "sass: the build directory $DIR is not inside the repository" >&2; exit 2 ;;
+    esac
+    git archive "$REV" | tar -x -C "$OLD" || { echo "sass: cannot extract $REV" >&2; exit 2; }
+    if [ ! -f "$OLD/$UNIT" ]; then
+        echo "sass: $UNIT is not in $REV" >&2
+        exit 2
+    fi
+    mkdir -p "$OLD/$REL"
+    if ! (cd "$OLD/$REL" && eval "$(sed -n 2p <<<"$CMD" | sed "s#$CUBIN#$CUBIN.rev#")"); then
+        echo "sass: compiling $UNIT at $REV for sm_$SM failed" >&2
+        rm -f "$CUBIN.rev"
+        exit 2
+    fi
+    PATH=$TOOLS/bin:$PATH cuobjdump -sass "$CUBIN.rev" >"$OLD/sass.txt" || { echo "sass: cuobjdump failed" >&2; exit 2; }
+    rm -f "$CUBIN.rev"
+    python3 - "$OLD/sass.txt" "$SASS" "$RE" "$REV" "$UNIT" <<'PY'
+import re, subprocess, sys
+old_path, new_path, pattern, rev, unit = sys.argv[1], sys.argv[2], re.compile(sys.argv[3]), sys.argv[4], sys.argv[5]
+
+
+def kernels(path):
+    """demangled name -> its instructions, the addresses and encodings dropped, and the tag of an anonymous
+    namespace (it follows the source's path) in a symbol an instruction names made one"""
+    funcs, cur = {}, None
+    for line in open(path):
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            cur = m.group(1)
+            funcs[cur] = []
+        elif cur and re.search(r"/\*[0-9a-f]{4}\*/", line):
+            ins = re.sub(r"/\*[0-9a-f]{4}\*/|/\* 0x[0-9a-f]+ \*/", "", line)
+            funcs[cur].append(" ".join(re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N_", ins).split()))
+    names = list(funcs)
+    dem = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
+    return {d: funcs[n] for n, d in zip(names, dem) if pattern.search(d)}
+
+
+old, new = kernels(old_path), kernels(new_path)
+same = differ = 0
+for name in sorted(set(old) | set(new)):
+    if name not in new:
+        print("gone   %s (%d instructions at %s)" % (name, len(old[name]), rev))
+    elif name not in old:
+        print("new    %s (%d instructions)" % (name, len(new[name])))
+    elif old[name] != new[name]:
+        differ += 1
+        print("differ %s: %d instructions at %s, %d here" % (name, len(old[name]), rev, len(new[name])))
+    else:
+        same += 1
+gone, added = len(set(old) - set(new)), len(set(new) - set(old))
+print("%s against %s: %d kernels with the same machine code, %d differ, %d new, %d gone"
+      % (unit, rev, same, differ, added, gone))
+PY
+    exit 0
+fi
 python3 - "$SASS" "$RE" "$DIS" "$LOOPS" <<'PY'
 import re, subprocess, sys
 path, pattern, dis, loops = sys.argv[1], re.compile(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
