@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BUILD=build SM=90 DIS=0 LOOPS=0 REV=
+BUILD=build SM=90 DIS=0 LOOPS=0 REV= OLD=
 USAGE="usage: scripts/sass.sh [-b BUILD] [-a SM] [-d] [-l] [-r REV] UNIT.cu [KERNEL_REGEX]"
 while getopts "b:a:dlr:" opt; do
     case $opt in
@@ -128,49 +128,11 @@ if [ -n "$REV" ]; then
     fi
     PATH=$TOOLS/bin:$PATH cuobjdump -sass "$CUBIN.rev" >"$OLD/sass.txt" || { echo "sass: cuobjdump failed" >&2; exit 2; }
     rm -f "$CUBIN.rev"
-    python3 - "$OLD/sass.txt" "$SASS" "$RE" "$REV" "$UNIT" <<'PY'
-import re, subprocess, sys
-old_path, new_path, pattern, rev, unit = sys.argv[1], sys.argv[2], re.compile(sys.argv[3]), sys.argv[4], sys.argv[5]
-
-
-def kernels(path):
-    """demangled name -> its instructions, the addresses and encodings dropped, and the tag of an anonymous
-    namespace (it follows the source's path) in a symbol an instruction names made one"""
-    funcs, cur = {}, None
-    for line in open(path):
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            cur = m.group(1)
-            funcs[cur] = []
-        elif cur and re.search(r"/\*[0-9a-f]{4}\*/", line):
-            ins = re.sub(r"/\*[0-9a-f]{4}\*/|/\* 0x[0-9a-f]+ \*/", "", line)
-            funcs[cur].append(" ".join(re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N_", ins).split()))
-    names = list(funcs)
-    dem = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
-    return {d: funcs[n] for n, d in zip(names, dem) if pattern.search(d)}
-
-
-old, new = kernels(old_path), kernels(new_path)
-same = differ = 0
-for name in sorted(set(old) | set(new)):
-    if name not in new:
-        print("gone   %s (%d instructions at %s)" % (name, len(old[name]), rev))
-    elif name not in old:
-        print("new    %s (%d instructions)" % (name, len(new[name])))
-    elif old[name] != new[name]:
-        differ += 1
-        print("differ %s: %d instructions at %s, %d here" % (name, len(old[name]), rev, len(new[name])))
-    else:
-        same += 1
-gone, added = len(set(old) - set(new)), len(set(new) - set(old))
-print("%s against %s: %d kernels with the same machine code, %d differ, %d new, %d gone"
-      % (unit, rev, same, differ, added, gone))
-PY
-    exit 0
 fi
-python3 - "$SASS" "$RE" "$DIS" "$LOOPS" <<'PY'
+python3 - "$SASS" "$RE" "$DIS" "$LOOPS" "${OLD:+$OLD/sass.txt}" "$REV" "$UNIT" <<'PY'
 import re, subprocess, sys
 path, pattern, dis, loops = sys.argv[1], re.compile(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
+old_path, rev, unit = sys.argv[5:8]
 
 
 def histogram(body):
@@ -182,33 +144,58 @@ def histogram(body):
     return ", ".join("%s %d" % kv for kv in sorted(ops.items(), key=lambda kv: -kv[1]))
 
 
-funcs, cur = {}, None
-for line in open(path):
-    m = re.search(r"Function : (\S+)", line)
-    if m:
-        cur = m.group(1)
-        funcs[cur] = []
-    elif cur and re.search(r"/\*[0-9a-f]{4}\*/", line):
-        funcs[cur].append(line.rstrip())
-names = list(funcs)
-dem = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
-shown = 0
-for mangled, name in zip(names, dem):
-    if not pattern.search(name):
-        continue
-    shown += 1
-    print("%s\n  %d instructions: %s" % (name, len(funcs[mangled]), histogram(funcs[mangled])))
+def kernels(path):
+    """cuobjdump's listing: [(demangled name, its instruction lines)] of the kernels matching the pattern"""
+    funcs, cur = {}, None
+    for line in open(path):
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            cur = m.group(1)
+            funcs[cur] = []
+        elif cur and re.search(r"/\*[0-9a-f]{4}\*/", line):
+            funcs[cur].append(line.rstrip())
+    names = list(funcs)
+    dem = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
+    return [(d, funcs[n]) for n, d in zip(names, dem) if pattern.search(d)]
+
+
+def code(body):
+    """a kernel's instructions without their addresses and encodings, an anonymous namespace's tag (it follows the
+    source's path) in a symbol an instruction names made one: what two revisions' kernels are compared by"""
+    return [" ".join(re.sub(r"/\*[0-9a-f]{4}\*/|/\* 0x[0-9a-f]+ \*/|(?<=_GLOBAL__N__)[0-9a-f]+_", "", l).split())
+            for l in body]
+
+
+if old_path:
+    old, new = dict(kernels(old_path)), dict(kernels(path))
+    same = differ = 0
+    for name in sorted(set(old) | set(new)):
+        if name not in new:
+            print("gone   %s (%d instructions at %s)" % (name, len(old[name]), rev))
+        elif name not in old:
+            print("new    %s (%d instructions)" % (name, len(new[name])))
+        elif code(old[name]) != code(new[name]):
+            differ += 1
+            print("differ %s: %d instructions at %s, %d here" % (name, len(old[name]), rev, len(new[name])))
+        else:
+            same += 1
+    print("%s against %s: %d kernels with the same machine code, %d differ, %d new, %d gone"
+          % (unit, rev, same, differ, len(set(new) - set(old)), len(set(old) - set(new))))
+    sys.exit(0)
+shown = kernels(path)
+for name, fn in shown:
+    print("%s\n  %d instructions: %s" % (name, len(fn), histogram(fn)))
     if loops:
-        addr = [int(re.search(r"/\*([0-9a-f]+)\*/", l).group(1), 16) for l in funcs[mangled]]
-        for i, l in enumerate(funcs[mangled]):
+        addr = [int(re.search(r"/\*([0-9a-f]+)\*/", l).group(1), 16) for l in fn]
+        for i, l in enumerate(fn):
             m = re.search(r"\bBRA(?:\.\w+)*\s+(?:U?!?P\w+,\s*)?(0x[0-9a-f]+)", l)
             if not m or int(m.group(1), 16) > addr[i]:
                 continue
             lo = int(m.group(1), 16)
-            body = [x for x, a in zip(funcs[mangled], addr) if lo <= a <= addr[i]]
+            body = [x for x, a in zip(fn, addr) if lo <= a <= addr[i]]
             print("  loop 0x%x..0x%x: %d instructions: %s" % (lo, addr[i], len(body), histogram(body)))
     if dis:
-        print("\n".join(funcs[mangled]))
+        print("\n".join(fn))
 if not shown:
-    sys.exit("sass: no kernel matches %r (%d kernels in the unit)" % (sys.argv[2], len(names)))
+    sys.exit("sass: no kernel matches %r" % sys.argv[2])
 PY
