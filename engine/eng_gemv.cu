@@ -479,8 +479,10 @@ int engk_gemv_pick(int fuse, int N, int K)
      * switched by REFCHAIN_GEMV_SHAPES in one binary, alternating, one H200 call (session 24), ms/token: ring 8
      * (14) 7.960 / 7.938, ring 5 x 8 warps (18) 7.470 / 7.474, ring 5 x 16 warps (19) 7.470 / 7.463, ring 15 x 8
      * warps (20) 7.778 / 7.780 */
-    if (fuse == ENGK_FUSE_GLU)
-        return K % 2048 && K % 1280 == 0 ? 18 : 14;
+    if (fuse == ENGK_FUSE_GLU) {
+        const int step = 32 * 8; /* a warp's step along a row: 8 values a lane, so K / step chunks a lane */
+        return K % (step * shapes[14].u) && K % (step * shapes[18].u) == 0 ? 18 : 14;
+    }
     /* the L2-prefetching shapes (10, 12) lost to 1 and 4 on the H200 (q|k|v+norm 20.7 vs 18.9 us, o 14.3 vs 13.4),
      * alone; o after the decode attention takes engk_gemv_pick_o */
     if (fuse == ENGK_FUSE_NORM)
