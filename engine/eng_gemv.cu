@@ -484,9 +484,15 @@ int engk_gemv_pick(int fuse, int N, int K)
         return K % (step * shapes[14].u) && K % (step * shapes[18].u) == 0 ? 18 : 14;
     }
     /* the L2-prefetching shapes (10, 12) lost to 1 and 4 on the H200 (q|k|v+norm 20.7 vs 18.9 us, o 14.3 vs 13.4),
-     * alone; o after the decode attention takes engk_gemv_pick_o */
+     * alone; o after the decode attention takes engk_gemv_pick_o. A norm-fused input projection wider than 8192
+     * rows (qwen3.5-9b's DeltaNet in-projection, 12352, and its gated q|k|v, 10240) is more than one wave of shape
+     * 1's 16-row blocks (an H200 holds 4 a SM at 64 registers: 528 of 772), so it takes the persistent shape 16
+     * (ring 8 x 16 warps), whose warps' loads run on into their next rows: `engine bench --shape qwen3.5-9b
+     * --prompt-len 16 --steps 32 --rounds 2 --no-stream`, REFCHAIN_GEMV_SHAPES in one binary, alternating, one
+     * H200 call (session 25), ms/token: IN 1 4.282 / 4.284, 14 4.271 / 4.261, 16 4.264 / 4.254 (o 13, GLU 14,
+     * down 4 in each). llama3-8b's q|k|v (6144) and gemma4-12b's sliding q|k|v (8192) are one wave: 1 as before. */
     if (fuse == ENGK_FUSE_NORM)
-        return N >= 16384 ? 7 : 1;
+        return N >= 16384 ? 7 : N > 8192 ? 16 : 1;
     return N >= 32768 ? 1 : 4;
 }
 
@@ -500,14 +506,16 @@ int engk_gemv_pick_prev(int fuse, int N, int K)
     return N >= 32768 ? 1 : 4;
 }
 
-/* The attention's output projection in a decode step (o, launched after the decode attention): shape 13, which asks
- * L2 for the whole of each of its rows before its wait, so o's bytes stream while the attention (a short chain of
- * dependent loads at short contexts) runs. Alone it loses to 4 (15.0 against 13.2 us: the prefetches are issued
+/* The mixer's output projection in a decode step (o, launched after the decode attention; the DeltaNet out_proj,
+ * after the DeltaNet step): shape 13, which asks L2 for the whole of each of its rows before its wait, so its bytes
+ * stream while the attention (a short chain of dependent loads at short contexts) or the step runs. Alone it loses to 4 (15.0 against 13.2 us: the prefetches are issued
  * ahead of the loads that need them); in the engine's graph after the attention it wins: `engine bench --shape
  * llama3-8b --prompt-len 16 --steps 32 --rounds 3`, two runs each, alternating, one call (H200, session 18):
  * REFCHAIN_GEMV_SHAPES=1,13,14,4 4.025 / 4.050 ms/token, 1,12,14,4 4.034 / 4.041, the picks 1,4,14,4 4.063 / 4.069;
  * with 13 as the pick, next call: 4.055 / 4.052 against 1,4,14,4 4.081 / 4.109 (down on 13 too: 4.126 / 4.143);
- * test_engk_gemv --bench's chain with the gap launched as the attention is: 115.8 against 118.2 us a layer. */
+ * test_engk_gemv --bench's chain with the gap launched as the attention is: 115.8 against 118.2 us a layer. The
+ * DeltaNet out_proj kept 4 until session 25 measured it (qwen3.5-9b, as in engk_gemv_pick's note, IN 1 in both):
+ * 4 (o 13) 4.324 / 4.317 ms/token, 13 4.282 / 4.284. */
 int engk_gemv_pick_o(int N, int K)
 {
     (void)N;

@@ -67,7 +67,8 @@ int engk_gemv_variants(void);
 const char *engk_gemv_variant_name(int v);
 int engk_gemv_pick(int fuse, int N, int K);
 int engk_gemv_pick_prev(int fuse, int N, int K); /* the previous picks, for the benchmark's old-vs-new rows */
-/* The shape of the attention's output projection in a decode step (after the decode attention; plain, no fusion). */
+/* The shape of a mixer's output projection in a decode step (o after the decode attention, the DeltaNet out_proj
+ * after the DeltaNet step; plain, no fusion). */
 int engk_gemv_pick_o(int N, int K);
 cudaError_t engk_gemv_variant(int v, int fuse, float *y, float *xn, const float *x, const float *nw, float eps,
                               int kind, const void *W, int f32, const float *b, const float *res, int N, int K,

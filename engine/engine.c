@@ -244,11 +244,13 @@ static int gemv_shapes(int gv[4], rc_err *e)
 }
 
 /* engk_gemv's launch shape for a decode GEMV of role GV_*: $REFCHAIN_GEMV_SHAPES's, else the kernel's pick (the
- * attention's o: engk_gemv_pick_o, the one launched after the decode attention). */
+ * mixer's output projection, o or the DeltaNet out_proj: engk_gemv_pick_o, the one launched after the decode
+ * attention or the DeltaNet step). */
 static int gv_shape(const eng *E, int role, int fuse, int N, int K)
 {
-    const int set = E->gv[role == GV_GDN_OUT ? GV_OUT : role];
-    return set >= 0 ? set : role == GV_OUT ? engk_gemv_pick_o(N, K) : engk_gemv_pick(fuse, N, K);
+    const int out = role == GV_OUT || role == GV_GDN_OUT;
+    const int set = E->gv[out ? GV_OUT : role];
+    return set >= 0 ? set : out ? engk_gemv_pick_o(N, K) : engk_gemv_pick(fuse, N, K);
 }
 
 /* The prefill GEMM's widest K and, when a layer has a bias and a residual on one matmul (o, down), the width of
