@@ -88,7 +88,7 @@ def table(eng, peer):
         if not r.get("ok"):
             w("| %d | FAILED | | | | | %s | %s | | |" % (p, hf_cell(s, "ms_tok", "%.2f"), hf_cell(e, "ms_tok", "%.2f")))
             continue
-        w("| %d | %.3f | %.1f | %.3f | %.0f%% | %.3f | %s | %s | %s | %s |" % (
+        w("| %d | %.3f | %.1f | %.3f | %.1f%% | %.3f | %s | %s | %s | %s |" % (
             p, r["ms_tok"], r["tok_s"], r["floor_ms"], r["pct_floor"], r.get("decode_spread_ms", float("nan")),
             hf_cell(s, "ms_tok", "%.2f"), hf_cell(e, "ms_tok", "%.2f"), ratio(hf_ms(s, "ms_tok"), r["ms_tok"]),
             ratio(hf_ms(e, "ms_tok"), r["ms_tok"])))
@@ -119,7 +119,7 @@ def table(eng, peer):
         w("|---|---|---|---|---|---|---|")
         for r in other:
             if r.get("ok"):
-                w("| %s | %s | %d | %.3f | %.3f | %.0f%% | %.1f |" % (r["mode_key"], r.get("mode", ""), r["prompt_len"],
+                w("| %s | %s | %d | %.3f | %.3f | %.1f%% | %.1f |" % (r["mode_key"], r.get("mode", ""), r["prompt_len"],
                                                                    r["ms_tok"], r["floor_ms"], r["pct_floor"],
                                                                    r["prefill_ms"]))
             else:
@@ -166,7 +166,7 @@ def table(eng, peer):
             w("| %s | not measured | - |" % what)
             continue
         ok = r["tok_s"] >= toks and (pct is None or r["pct_floor"] >= pct)
-        w("| %s | %.1f tok/s, %.0f%% of floor | %s |" % (what, r["tok_s"], r["pct_floor"], "PASS" if ok else "FAIL"))
+        w("| %s | %.1f tok/s, %.1f%% of floor | %s |" % (what, r["tok_s"], r["pct_floor"], "PASS" if ok else "FAIL"))
     for p in TARGET_PREFILL:
         r, s = by_p.get(p), hf_row(peer, "sdpa", p)
         what = "prefill of %d tokens >= 1.0x HF sdpa" % p

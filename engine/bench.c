@@ -304,7 +304,7 @@ static void print_row(const row *r)
         snprintf(roof, sizeof roof, "%.2f", r->pre_roof_ms);
         snprintf(pct, sizeof pct, "%.0f%%", 100.0 * r->pre_roof_ms / r->pre.med);
     }
-    printf("%-8s %7d %10.2f %10.0f %9s %6s | %9.3f %8.1f %9.3f %6.0f%% %7.3f | %6.2f %7.3f  %s\n", r->key,
+    printf("%-8s %7d %10.2f %10.0f %9s %6s | %9.3f %8.1f %9.3f %6.1f%% %7.3f | %6.2f %7.3f  %s\n", r->key,
            r->prompt_len, r->pre.med, 1e3 * r->prompt_len / r->pre.med, roof, pct, r->dec.med, 1e3 / r->dec.med,
            r->floor_ms, 100.0 * r->floor_ms / r->dec.med, r->dec.spread, (double)r->mem.weights / 1073741824.0,
            (double)r->mem.kv / 1073741824.0, r->mode);
