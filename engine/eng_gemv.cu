@@ -485,12 +485,13 @@ int engk_gemv_pick(int fuse, int N, int K)
     }
     /* the L2-prefetching shapes (10, 12) lost to 1 and 4 on the H200 (q|k|v+norm 20.7 vs 18.9 us, o 14.3 vs 13.4),
      * alone; o after the decode attention takes engk_gemv_pick_o. A norm-fused input projection wider than 8192
-     * rows (qwen3.5-9b's DeltaNet in-projection, 12352, and its gated q|k|v, 10240) is more than one wave of shape
-     * 1's 16-row blocks (an H200 holds 4 a SM at 64 registers: 528 of 772), so it takes the persistent shape 16
-     * (ring 8 x 16 warps), whose warps' loads run on into their next rows: `engine bench --shape qwen3.5-9b
-     * --prompt-len 16 --steps 32 --rounds 2 --no-stream`, REFCHAIN_GEMV_SHAPES in one binary, alternating, one
-     * H200 call (session 25), ms/token: IN 1 4.282 / 4.284, 14 4.271 / 4.261, 16 4.264 / 4.254 (o 13, GLU 14,
-     * down 4 in each). llama3-8b's q|k|v (6144) and gemma4-12b's sliding q|k|v (8192) are one wave: 1 as before. */
+     * rows (qwen3.5-9b's DeltaNet in-projection, 12352) is more than one wave of shape 1's 16-row blocks (an H200
+     * holds 4 a SM at 64 registers: 528 of 772), so it takes the persistent shape 16 (ring 8 x 16 warps), whose
+     * warps' loads run on into their next rows: `engine bench --shape qwen3.5-9b --prompt-len 16 --steps 32
+     * --rounds 2 --no-stream`, REFCHAIN_GEMV_SHAPES in one binary, alternating, one H200 call (session 25),
+     * ms/token, every norm-fused input projection (the in-projection and the attention layers' 6144-row q|k|v) on
+     * 1 4.282 / 4.284, on 14 4.271 / 4.261, on 16 4.264 / 4.254 (o 13, GLU 14, down 4 in each). llama3-8b's q|k|v
+     * (6144) and gemma4-12b's sliding q|k|v (8192) are one wave: 1 as before. */
     if (fuse == ENGK_FUSE_NORM)
         return N >= 16384 ? 7 : N > 8192 ? 16 : 1;
     return N >= 32768 ? 1 : 4;
