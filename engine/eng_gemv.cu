@@ -509,9 +509,10 @@ int engk_gemv_pick_prev(int fuse, int N, int K)
 
 /* The mixer's output projection in a decode step (o, launched after the decode attention; the DeltaNet out_proj,
  * after the DeltaNet step): shape 13, which asks L2 for the whole of each of its rows before its wait, so its bytes
- * stream while the attention (a short chain of dependent loads at short contexts) or the step runs. Alone it loses to 4 (15.0 against 13.2 us: the prefetches are issued
- * ahead of the loads that need them); in the engine's graph after the attention it wins: `engine bench --shape
- * llama3-8b --prompt-len 16 --steps 32 --rounds 3`, two runs each, alternating, one call (H200, session 18):
+ * stream while the attention (a short chain of dependent loads at short contexts) or the step runs. Alone it loses
+ * to 4 (15.0 against 13.2 us: the prefetches are issued ahead of the loads that need them); in the engine's graph
+ * after the attention it wins: `engine bench --shape llama3-8b --prompt-len 16 --steps 32 --rounds 3`, two runs
+ * each, alternating, one call (H200, session 18):
  * REFCHAIN_GEMV_SHAPES=1,13,14,4 4.025 / 4.050 ms/token, 1,12,14,4 4.034 / 4.041, the picks 1,4,14,4 4.063 / 4.069;
  * with 13 as the pick, next call: 4.055 / 4.052 against 1,4,14,4 4.081 / 4.109 (down on 13 too: 4.126 / 4.143);
  * test_engk_gemv --bench's chain with the gap launched as the attention is: 115.8 against 118.2 us a layer. The
