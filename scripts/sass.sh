@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Machine code without a GPU: compiles one CUDA unit of a configured build for one architecture (the build's own
-# flags from compile_commands.json, -gencode replaced) and prints each kernel's static instruction count by opcode.
+# flags from compile_commands.json, -gencode replaced) and prints each kernel's registers, stack (spills land there
+# and in its LDL/STL count) and static shared memory (cuobjdump -res-usage), and its static instruction count by opcode.
 # cuobjdump and nvdisasm come from NVIDIA's PyPI wheels (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm), fetched once
 # into .tools/ (gitignored), since the toolkit here ships neither.
 #   bash scripts/sass.sh [-b BUILD] [-a SM] [-d] [-l] [-r REV] UNIT.cu [KERNEL_REGEX]
@@ -11,8 +12,9 @@
 #                which is where a kernel's time goes
 #     -r REV     instead: compile the unit as it was at git revision REV as well (its tree's sources, this build's
 #                flags) and compare the two, kernel by kernel: which kernels' machine code differs (instruction
-#                counts at REV and here), which are new or gone, how many are the same. The question after a
-#                refactor meant to change nothing, or when a benchmark moved: did the code the GPU runs change?
+#                counts, registers and stack at REV and here), which are new or gone, how many are the same. The
+#                question after a refactor meant to change nothing, or when a benchmark moved: did the code the GPU
+#                runs change?
 #     UNIT.cu    a source file of the build, e.g. engine/eng_qgemv_m.cu
 #     KERNEL_REGEX  a Python regex on the demangled kernel name (default: every kernel)
 # Counts are static (each instruction once, loops not multiplied): compare two builds of one kernel, e.g. before and
@@ -69,7 +71,8 @@ fi
 
 CUBIN=$(mktemp "${TMPDIR:-/tmp}/sass.XXXXXX.cubin")
 SASS=$(mktemp "${TMPDIR:-/tmp}/sass.XXXXXX.txt")
-trap 'rm -f "$CUBIN" "$SASS"' EXIT
+RES=$(mktemp "${TMPDIR:-/tmp}/sass.XXXXXX.res")
+trap 'rm -f "$CUBIN" "$SASS" "$RES"' EXIT
 # the unit's compile command with one -gencode for SM and -cubin into $CUBIN in place of -c / -o
 CMD=$(python3 - "$BUILD/compile_commands.json" "$UNIT" "$SM" "$CUBIN" <<'PY'
 import json, os, shlex, sys
@@ -105,12 +108,13 @@ if ! (cd "$DIR" && eval "$(sed -n 2p <<<"$CMD")"); then
     exit 2
 fi
 PATH=$TOOLS/bin:$PATH cuobjdump -sass "$CUBIN" >"$SASS" || { echo "sass: cuobjdump failed" >&2; exit 2; }
+PATH=$TOOLS/bin:$PATH cuobjdump -res-usage "$CUBIN" >"$RES" || { echo "sass: cuobjdump -res-usage failed" >&2; exit 2; }
 
 if [ -n "$REV" ]; then
     # REV's tree in a scratch directory, the build directory's place taken by an empty one at the same depth below
     # it, so that the command's relative paths (../engine/..., -I../model) name REV's files
     OLD=$(mktemp -d "${TMPDIR:-/tmp}/sass.rev.XXXXXX")
-    trap 'rm -f "$CUBIN" "$SASS"; rm -rf "$OLD"' EXIT
+    trap 'rm -f "$CUBIN" "$SASS" "$RES"; rm -rf "$OLD"' EXIT
     REL=$(python3 -c 'import os, sys; print(os.path.relpath(os.path.realpath(sys.argv[1]), os.getcwd()))' "$DIR")
     case $REL in
     ..*) echo "sass: the build directory $DIR is not inside the repository" >&2; exit 2 ;;
@@ -127,12 +131,14 @@ if [ -n "$REV" ]; then
         exit 2
     fi
     PATH=$TOOLS/bin:$PATH cuobjdump -sass "$CUBIN.rev" >"$OLD/sass.txt" || { echo "sass: cuobjdump failed" >&2; exit 2; }
+    PATH=$TOOLS/bin:$PATH cuobjdump -res-usage "$CUBIN.rev" >"$OLD/res.txt" ||
+        { echo "sass: cuobjdump -res-usage failed" >&2; exit 2; }
     rm -f "$CUBIN.rev"
 fi
-python3 - "$SASS" "$RE" "$DIS" "$LOOPS" "${OLD:+$OLD/sass.txt}" "$REV" "$UNIT" <<'PY'
+python3 - "$SASS" "$RE" "$DIS" "$LOOPS" "${OLD:+$OLD/sass.txt}" "$REV" "$UNIT" "$RES" <<'PY'
 import re, subprocess, sys
 path, pattern, dis, loops = sys.argv[1], re.compile(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
-old_path, rev, unit = sys.argv[5:8]
+old_path, rev, unit, res_path = sys.argv[5:9]
 
 
 def histogram(body):
@@ -144,8 +150,25 @@ def histogram(body):
     return ", ".join("%s %d" % kv for kv in sorted(ops.items(), key=lambda kv: -kv[1]))
 
 
-def kernels(path):
-    """cuobjdump's listing: [(demangled name, its instruction lines)] of the kernels matching the pattern"""
+def resources(path):
+    """cuobjdump -res-usage: {mangled name: "R registers, stack S bytes, shared H bytes"}: -res-usage's SHARED holds the
+    static shared memory and the bytes the architecture reserves a block"""
+    res, cur = {}, None
+    for line in open(path):
+        m = re.search(r"Function (\S+?):?$", line.strip())
+        if m:
+            cur = m.group(1)
+            continue
+        m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+)", line)
+        if cur and m:
+            res[cur] = "%s registers, stack %s bytes, shared %s bytes (static and reserved)" % m.groups()
+            cur = None
+    return res
+
+
+def kernels(path, res_path):
+    """cuobjdump's listing: [(demangled name, its instruction lines, its resources)] of the kernels matching the
+    pattern"""
     funcs, cur = {}, None
     for line in open(path):
         m = re.search(r"Function : (\S+)", line)
@@ -154,9 +177,9 @@ def kernels(path):
             funcs[cur] = []
         elif cur and re.search(r"/\*[0-9a-f]{4}\*/", line):
             funcs[cur].append(line.rstrip())
-    names = list(funcs)
+    names, res = list(funcs), resources(res_path)
     dem = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
-    return [(d, funcs[n]) for n, d in zip(names, dem) if pattern.search(d)]
+    return [(d, funcs[n], res.get(n, "resources unknown")) for n, d in zip(names, dem) if pattern.search(d)]
 
 
 def code(body):
@@ -167,24 +190,27 @@ def code(body):
 
 
 if old_path:
-    old, new = dict(kernels(old_path)), dict(kernels(path))
+    old = {k: (fn, r) for k, fn, r in kernels(old_path, old_path.replace("sass.txt", "res.txt"))}
+    new = {k: (fn, r) for k, fn, r in kernels(path, res_path)}
     same = differ = 0
     for name in sorted(set(old) | set(new)):
         if name not in new:
-            print("gone   %s (%d instructions at %s)" % (name, len(old[name]), rev))
+            print("gone   %s (%d instructions at %s)" % (name, len(old[name][0]), rev))
         elif name not in old:
-            print("new    %s (%d instructions)" % (name, len(new[name])))
-        elif code(old[name]) != code(new[name]):
+            print("new    %s (%d instructions; %s)" % (name, len(new[name][0]), new[name][1]))
+        elif code(old[name][0]) != code(new[name][0]):
             differ += 1
-            print("differ %s: %d instructions at %s, %d here" % (name, len(old[name]), rev, len(new[name])))
+            print("differ %s: %d instructions at %s, %d here" % (name, len(old[name][0]), rev, len(new[name][0])))
+            if old[name][1] != new[name][1]:
+                print("       at %s %s; here %s" % (rev, old[name][1], new[name][1]))
         else:
             same += 1
     print("%s against %s: %d kernels with the same machine code, %d differ, %d new, %d gone"
           % (unit, rev, same, differ, len(set(new) - set(old)), len(set(old) - set(new))))
     sys.exit(0)
-shown = kernels(path)
-for name, fn in shown:
-    print("%s\n  %d instructions: %s" % (name, len(fn), histogram(fn)))
+shown = kernels(path, res_path)
+for name, fn, r in shown:
+    print("%s\n  %s\n  %d instructions: %s" % (name, r, len(fn), histogram(fn)))
     if loops:
         addr = [int(re.search(r"/\*([0-9a-f]+)\*/", l).group(1), 16) for l in fn]
         for i, l in enumerate(fn):
