@@ -119,22 +119,36 @@ static double prefill_flops(const rc_config *c, int64_t T)
     return f;
 }
 
-/* the floors of one row: decode (bytes read per token over the read ceiling, bytes crossing the host link over
- * the H2D bandwidth, whichever is slower) and prefill (FLOPs over the peak, weights read once over the read
- * ceiling, whichever is slower) */
+/* The bytes a DeltaNet decode step of layer d moves through its carried states: S (fp32 [Hv, dv, dk]) and the conv
+ * state (fp32 [K - 1, C], C = 2 Hk dk + Hv dv), each read and written once; 0 for other layers. */
+static double gdn_state_bytes(const rc_layer_desc *d)
+{
+    if (d->mixer != RC_MIXER_GDN)
+        return 0.0;
+    const double S = 4.0 * d->gdn_v_heads * d->gdn_v_dim * d->gdn_k_dim;
+    const double conv = 4.0 * (d->gdn_conv_kernel - 1) *
+                        (2.0 * d->gdn_k_heads * d->gdn_k_dim + (double)d->gdn_v_heads * d->gdn_v_dim);
+    return 2.0 * (S + conv);
+}
+
+/* the floors of one row: decode (bytes moved per token over the read ceiling, bytes crossing the host link over
+ * the H2D bandwidth, whichever is slower; the bytes: the weights, the KV read at the mean context and the DeltaNet
+ * layers' states read and written, the writes counted at the read ceiling too) and prefill (FLOPs over the peak,
+ * weights read once over the read ceiling, whichever is slower) */
 static void floors(const bench_run *b, const eng_plan *p, row *r)
 {
     const eng_weights *w = b->w;
     const rc_config *c = &w->cfg;
-    double ctx = r->prompt_len + b->steps / 2.0, kv = 0.0, kv_full = 0.0;
+    double ctx = r->prompt_len + b->steps / 2.0, kv = 0.0, kv_full = 0.0, state = 0.0;
     for (int l = 0; l < c->n_layers; l++) { /* a sliding layer reads its window (its ring stays on the device) */
         const rc_layer_desc *d = &c->layers[l];
         const double n = 2.0 * (d->window > 0 && d->window < ctx ? d->window : ctx) * d->n_kv_heads * d->head_dim *
                          (double)w->elt;
-        kv += n;
+        kv += n; /* 0 on a DeltaNet layer (no KV heads) */
         kv_full += d->state == RC_STATE_KV_RING ? 0.0 : n;
+        state += gdn_state_bytes(d);
     }
-    double dev = (double)w->layer_bytes_total + kv + (p->vocab_on_cpu ? 0.0 : (double)w->vocab_bytes);
+    double dev = (double)w->layer_bytes_total + kv + state + (p->vocab_on_cpu ? 0.0 : (double)w->vocab_bytes);
     double link = (p->resident_layers >= 0 ? (double)w->layer_bytes_total : 0.0) + (p->kv_offload ? kv_full : 0.0);
     r->floor_ms = 1e3 * fmax(dev / b->rf.read, link / b->rf.h2d);
     r->pre_flops = prefill_flops(c, r->prompt_len);
