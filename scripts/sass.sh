@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Machine code without a GPU: compiles one CUDA unit of a configured build for one architecture (the build's own
 # flags from compile_commands.json, -gencode replaced) and prints each kernel's registers, stack (spills land there
-# and in its LDL/STL count) and static shared memory (cuobjdump -res-usage), and its static instruction count by opcode.
+# and in its LDL/STL count) and shared memory (cuobjdump -res-usage), and its static instruction count by opcode.
 # cuobjdump and nvdisasm come from NVIDIA's PyPI wheels (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm), fetched once
 # into .tools/ (gitignored), since the toolkit here ships neither.
 #   bash scripts/sass.sh [-b BUILD] [-a SM] [-d] [-l] [-r REV] UNIT.cu [KERNEL_REGEX]
@@ -107,8 +107,12 @@ if ! (cd "$DIR" && eval "$(sed -n 2p <<<"$CMD")"); then
     echo "sass: compiling $UNIT for sm_$SM failed" >&2
     exit 2
 fi
-PATH=$TOOLS/bin:$PATH cuobjdump -sass "$CUBIN" >"$SASS" || { echo "sass: cuobjdump failed" >&2; exit 2; }
-PATH=$TOOLS/bin:$PATH cuobjdump -res-usage "$CUBIN" >"$RES" || { echo "sass: cuobjdump -res-usage failed" >&2; exit 2; }
+# dump CUBIN SASS RES: the cubin's machine code listing into SASS and its kernels' resources into RES
+dump() {
+    PATH=$TOOLS/bin:$PATH cuobjdump -sass "$1" >"$2" || { echo "sass: cuobjdump failed" >&2; exit 2; }
+    PATH=$TOOLS/bin:$PATH cuobjdump -res-usage "$1" >"$3" || { echo "sass: cuobjdump -res-usage failed" >&2; exit 2; }
+}
+dump "$CUBIN" "$SASS" "$RES"
 
 if [ -n "$REV" ]; then
     # REV's tree in a scratch directory, the build directory's place taken by an empty one at the same depth below
@@ -130,15 +134,13 @@ if [ -n "$REV" ]; then
         rm -f "$CUBIN.rev"
         exit 2
     fi
-    PATH=$TOOLS/bin:$PATH cuobjdump -sass "$CUBIN.rev" >"$OLD/sass.txt" || { echo "sass: cuobjdump failed" >&2; exit 2; }
-    PATH=$TOOLS/bin:$PATH cuobjdump -res-usage "$CUBIN.rev" >"$OLD/res.txt" ||
-        { echo "sass: cuobjdump -res-usage failed" >&2; exit 2; }
+    dump "$CUBIN.rev" "$OLD/sass.txt" "$OLD/res.txt"
     rm -f "$CUBIN.rev"
 fi
-python3 - "$SASS" "$RE" "$DIS" "$LOOPS" "${OLD:+$OLD/sass.txt}" "$REV" "$UNIT" "$RES" <<'PY'
+python3 - "$SASS" "$RE" "$DIS" "$LOOPS" "${OLD:+$OLD/sass.txt}" "$REV" "$UNIT" "$RES" "${OLD:+$OLD/res.txt}" <<'PY'
 import re, subprocess, sys
 path, pattern, dis, loops = sys.argv[1], re.compile(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
-old_path, rev, unit, res_path = sys.argv[5:9]
+old_path, rev, unit, res_path, old_res_path = sys.argv[5:10]
 
 
 def histogram(body):
@@ -190,7 +192,7 @@ def code(body):
 
 
 if old_path:
-    old = {k: (fn, r) for k, fn, r in kernels(old_path, old_path.replace("sass.txt", "res.txt"))}
+    old = {k: (fn, r) for k, fn, r in kernels(old_path, old_res_path)}
     new = {k: (fn, r) for k, fn, r in kernels(path, res_path)}
     same = differ = 0
     for name in sorted(set(old) | set(new)):
