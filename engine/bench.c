@@ -119,13 +119,16 @@ static double prefill_flops(const rc_config *c, int64_t T)
     return f;
 }
 
-/* The bytes a DeltaNet decode step of layer d moves through its carried states: S (fp32 [Hv, dv, dk]) and the conv
- * state (fp32 [K - 1, C], C = 2 Hk dk + Hv dv), each read and written once; 0 for other layers. */
+/* A DeltaNet layer's delta-rule state S, fp32 [Hv, dv, dk], in bytes. */
+static double gdn_s_bytes(const rc_layer_desc *d) { return 4.0 * d->gdn_v_heads * d->gdn_v_dim * d->gdn_k_dim; }
+
+/* The bytes a DeltaNet decode step of layer d moves through its carried states: S and the conv state (fp32
+ * [K - 1, C], C = 2 Hk dk + Hv dv), each read and written once; 0 for other layers. */
 static double gdn_state_bytes(const rc_layer_desc *d)
 {
     if (d->mixer != RC_MIXER_GDN)
         return 0.0;
-    const double S = 4.0 * d->gdn_v_heads * d->gdn_v_dim * d->gdn_k_dim;
+    const double S = gdn_s_bytes(d);
     const double conv = 4.0 * (d->gdn_conv_kernel - 1) *
                         (2.0 * d->gdn_k_heads * d->gdn_k_dim + (double)d->gdn_v_heads * d->gdn_v_dim);
     return 2.0 * (S + conv);
@@ -390,7 +393,7 @@ static void gdn_step_line(const rc_config *c, double read)
             printf("deltanet decode step: FAILED (%s)\n", cudaGetErrorString(err));
             return;
         }
-        const double st = 8.0 * d->gdn_v_heads * d->gdn_v_dim * d->gdn_k_dim;
+        const double st = 2.0 * gdn_s_bytes(d); /* read and written */
         printf("deltanet decode step per linear layer: %.2f us (%s; the four unfused kernels %.2f us; %d layers' "
                "states, a step of each per graph; state %.1f MiB read + written: %.2f us at %.0f GB/s, %.0f%%); anchor "
                "llama.cpp ~24.5 us/layer, target <= 4 us/layer\n",
