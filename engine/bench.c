@@ -167,8 +167,9 @@ static int measure(eng *E, const bench_run *b, int P, row *r, rc_err *e)
     const int R = r ? b->rounds : 1, S = r ? b->steps : 2;
     float *lg = malloc((size_t)V * sizeof *lg);
     int32_t *ids = malloc((size_t)P * sizeof *ids);
-    double *tp = calloc((size_t)R, sizeof *tp), *td = calloc((size_t)R * S, sizeof *td);
-    int rc = (!lg || !ids || !tp || !td) ? rc_fail(e, RC_E_NOMEM, "out of host memory") : RC_OK;
+    double *tp = calloc((size_t)R, sizeof *tp), *td = calloc((size_t)R * S, sizeof *td), *tt = calloc((size_t)S, sizeof *tt);
+    int32_t *toks = calloc((size_t)S, sizeof *toks);
+    int rc = (!lg || !ids || !tp || !td || !tt || !toks) ? rc_fail(e, RC_E_NOMEM, "out of host memory") : RC_OK;
     for (int i = 0; !rc && i < P; i++)
         ids[i] = (int32_t)((1000003u * (unsigned)i + 17u) % (unsigned)V);
     for (int k = 0; k < R && !rc; k++) {
@@ -179,10 +180,11 @@ static int measure(eng *E, const bench_run *b, int P, row *r, rc_err *e)
         int32_t tok = eng_argmax(lg, V);
         if (r && eng_trace_built() && eng_trace_reset() != 0)
             rc = rc_fail(e, RC_E_DEVICE, "trace: %s", eng_trace_error());
-        for (int s = 0; s < S && !rc; s++) { /* greedy on the device: no logits copy, no host argmax */
+        { /* greedy on the device, pipelined (eng_decode_greedy_n): a token's time is from the one before it */
             double t1 = eng_now();
-            rc = eng_decode_greedy(E, tok, &tok, NULL, e);
-            td[k * S + s] = eng_now() - t1;
+            rc = eng_decode_greedy_n(E, tok, S, toks, tt, e);
+            for (int s = 0; s < S && !rc; s++)
+                td[k * S + s] = tt[s] - (s ? tt[s - 1] : t1);
         }
         if (!rc && r && eng_trace_built() && eng_trace_collect(S) != 0)
             rc = rc_fail(e, RC_E_DEVICE, "trace: %s", eng_trace_error());
@@ -199,6 +201,8 @@ static int measure(eng *E, const bench_run *b, int P, row *r, rc_err *e)
         floors(b, eng_get_plan(E), r);
         r->ok = 1;
     }
+    free(toks);
+    free(tt);
     free(td);
     free(tp);
     free(ids);

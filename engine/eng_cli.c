@@ -1,19 +1,11 @@
-/* The engine command's shared command-line pieces (see eng_cli.h): option parsing, the clock and the
- * benchmark shapes, used by both main.c and bench.c. */
+/* The engine command's shared command-line pieces (see eng_cli.h): option parsing and the benchmark shapes, used
+ * by both main.c and bench.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "eng_cli.h"
-
-double eng_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int eng_cli_int(const char *flag, const char *s, long lo, long hi, long *out)
 {
@@ -69,6 +61,10 @@ int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *me
     }
     if (!strcmp(a, "--no-graph")) {
         o->no_graph = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--no-pipeline")) {
+        o->no_pipeline = 1;
         return 1;
     }
     if (!has)

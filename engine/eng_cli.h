@@ -14,7 +14,6 @@ enum { ENG_EXIT_OK = 0, ENG_EXIT_ERROR = 2 };
  * memory-mode flag was given. */
 int eng_cli_option(int argc, char **argv, int *i, eng_opts *o, int *f32, int *mem_flag);
 int eng_cli_int(const char *flag, const char *s, long lo, long hi, long *out);
-double eng_now(void);
 int eng_bench_main(int argc, char **argv);
 /* The config of a named benchmark shape (llama3-8b, llama3-1b, tiny, qwen3.5-9b,
  * tiny-hybrid); eng_shape_json: the same as the HF

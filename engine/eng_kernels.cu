@@ -418,6 +418,12 @@ __global__ void k_spin_dep(long long cycles)
     }
 }
 
+__global__ void k_feed(int32_t *ids, const int32_t *next, int32_t V)
+{
+    const int32_t t = *next;
+    ids[0] = t >= 0 && t < V ? t : 0;
+}
+
 template <typename G>
 cudaError_t glu_launch(float *out, uint16_t *outb, const G *gu, int T, int I, int act, cudaStream_t s)
 {
@@ -447,6 +453,14 @@ cudaError_t engk_embed(float *x, const void *E, int f32, const int32_t *ids, int
         k_embed<float><<<grid, EMBED_THREADS, 0, s>>>(x, (const float *)E, ids, Hd, scale);
     else
         k_embed<uint16_t><<<grid, EMBED_THREADS, 0, s>>>(x, (const uint16_t *)E, ids, Hd, scale);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_feed_token(int32_t *ids, const int32_t *next, int64_t V, cudaStream_t s)
+{
+    if (V < 1 || V > 0x7fffffff || !ids || !next)
+        return cudaErrorInvalidValue;
+    k_feed<<<1, 1, 0, s>>>(ids, next, (int32_t)V);
     return cudaGetLastError();
 }
 

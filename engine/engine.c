@@ -74,18 +74,24 @@ struct eng {
     /* gated delta net / output gate workspace: in-proj rows, conv out, q/k, beta, g, core, attention gate */
     float *d_gin, *d_gconv, *d_gqn, *d_gkn, *d_gbeta, *d_gg, *d_gcore, *d_agate, *d_gws;
     uint16_t *d_xlo; /* prefill GEMM of a DeltaNet in-projection: the low bf16 half of its input (engk_to_bf16_lo) */
-    /* decode step on a ring layer: pos - base of each layer's window (ring_base), the pinned twin filled per step */
+    /* decode step on a ring layer: pos - base of each layer's window (ring_base), its pinned twin in the step's set */
     int64_t *d_rrel, *h_rrel;
     /* host staging (pinned) */
     float *h_rope, *h_x, *h_fin, *h_logits;
     int32_t *h_ids;
     float *inv[RC_MAX_ROPES], *tmp_cos, *tmp_sin;
-    /* decode step: device position / next token / argmax scratch (d_dec), their pinned twins (h_dec), the
-     * step's launches captured as a graph on first use, per form (gexec[0] unfused, gexec[1] dec_fuse's) */
-    void *d_dec, *h_dec, *d_amax;
+    /* decode step: device position / next token / argmax scratch (d_dec); the host's inputs and output of a step in
+     * one pinned set per parity of its position (h_set: position, next token, the token fed, the ring offsets, the
+     * RoPE rows), so that the next step's set fills while this one runs (eng_decode_greedy_n); h_pos, h_next,
+     * h_did, h_rrel and h_drope point into the current step's set (dec_set). The step's launches are captured as a
+     * graph on first use, per set and form (gexec[p][0] unfused, gexec[p][1] dec_fuse's); ev_step[p]: set p's last
+     * step complete. */
+    void *d_dec, *d_amax, *h_set[2];
     int64_t *d_pos, *h_pos;
-    int32_t *d_next, *h_next;
-    cudaGraphExec_t gexec[2];
+    int32_t *d_next, *h_next, *h_did;
+    float *h_drope;
+    cudaGraphExec_t gexec[2][2];
+    cudaEvent_t ev_step[2];
     int graph_off, graphed;
     /* vocab on CPU */
     eng_pool *pool;
@@ -149,6 +155,24 @@ static int halloc_at(void **p, int64_t bytes, int64_t *acct, const char *what, r
 #define ENG_DEC_BYTES (16 + ENGK_ARGMAX_SCRATCH) /* decode: position (int64), next token (int32), argmax scratch */
 
 static int64_t kvrow(const rc_layer_desc *d) { return (int64_t)d->n_kv_heads * d->head_dim; }
+
+/* A decode step's pinned set (h_set): position (int64), next token, token fed (int32 each), the ring layers' offsets
+ * (int64 a layer), the RoPE rows (per rope, cos then sin, half_max each). */
+static int64_t dec_set_bytes(const eng *E)
+{
+    return 16 + 8 * (int64_t)E->L + 4 * 2 * (int64_t)E->c->n_ropes * E->half_max;
+}
+
+/* The current step's pointers into set p. */
+static void dec_set(eng *E, int p)
+{
+    char *b = E->h_set[p];
+    E->h_pos = (int64_t *)b;
+    E->h_next = (int32_t *)(b + 8);
+    E->h_did = (int32_t *)(b + 12);
+    E->h_rrel = E->d_rrel ? (int64_t *)(b + 16) : NULL;
+    E->h_drope = (float *)(b + 16 + 8 * (int64_t)E->L);
+}
 
 /* Floats of the decode partials: the largest layer's (H, D) over max_tiles tiles; then (part_words) the fused
  * merge's arrival counters, one 4-byte word per KV head of the widest layer (engk_attn_decode_fused). */
@@ -444,14 +468,16 @@ void eng_close(eng *E)
     if (E->ev_kvhost) cudaEventDestroy(E->ev_kvhost);
     cudaFree(E->d_part);
     cudaFree(E->d_wdq);
+    for (int i = 0; i < 4; i++)
+        if (E->gexec[i / 2][i % 2]) cudaGraphExecDestroy(E->gexec[i / 2][i % 2]);
     for (int i = 0; i < 2; i++)
-        if (E->gexec[i]) cudaGraphExecDestroy(E->gexec[i]);
+        if (E->ev_step[i]) cudaEventDestroy(E->ev_step[i]);
     void *dev[] = {E->d_dec, E->d_knew, E->d_vnew, E->d_st_m, E->d_st_l, E->d_st_acc, E->d_x, E->d_a, E->d_qkv, E->d_q,
                    E->d_ctx, E->d_gu, E->d_act, E->d_fin, E->d_logits, E->d_rope, E->d_ids, E->d_gin, E->d_gconv,
                    E->d_gqn, E->d_gkn, E->d_gbeta, E->d_gg, E->d_gcore, E->d_agate, E->d_gws, E->d_xlo, E->d_rrel};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         cudaFree(dev[i]);
-    void *host[] = {E->h_dec, E->h_rope, E->h_x, E->h_fin, E->h_logits, E->h_ids};
+    void *host[] = {E->h_set[0], E->h_set[1], E->h_rope, E->h_x, E->h_fin, E->h_logits, E->h_ids};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         cudaFreeHost(host[i]);
     if (E->s_comp) cudaStreamDestroy(E->s_comp);
@@ -480,7 +506,6 @@ void eng_close(eng *E)
     for (size_t i = 0; i < sizeof gdev / sizeof gdev[0]; i++)
         cudaFree(gdev[i]);
     cudaFreeHost(E->h_ple_tok);
-    cudaFreeHost(E->h_rrel);
     free(E->d_rk);
     free(E->d_rv);
     free(E);
@@ -641,7 +666,6 @@ static int open_gemma(eng *E, rc_err *e)
     ATTEMPT(DALLOC(E->d_lv, lin * E->elt, acct, "the ring window"));
     if (lin) {
         ATTEMPT(DALLOC(E->d_rrel, 8 * (int64_t)E->L, acct, "ring window offsets"));
-        ATTEMPT(HALLOC(E->h_rrel, 8 * (int64_t)E->L, "ring window offsets"));
     }
     if (!c->ple_dim)
         return RC_OK;
@@ -802,9 +826,8 @@ static int open_workspace(eng *E, rc_err *e)
     E->d_pos = E->d_dec;
     E->d_next = (int32_t *)((char *)E->d_dec + 8);
     E->d_amax = (char *)E->d_dec + 16;
-    ATTEMPT(HALLOC(E->h_dec, 16, "decode scalars"));
-    E->h_pos = E->h_dec;
-    E->h_next = (int32_t *)((char *)E->h_dec + 8);
+    for (int p = 0; p < 2; p++)
+        ATTEMPT(HALLOC(E->h_set[p], dec_set_bytes(E), "decode step inputs"));
     CK(cudaMemcpy(E->d_final_norm, E->w->final_norm, (size_t)Hd * 4, cudaMemcpyHostToDevice));
     if (!E->plan.vocab_on_cpu)
         ATTEMPT(DALLOC(E->d_logits, c->vocab * 4, acct, "logits"));
@@ -932,10 +955,15 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
         (err = cudaStreamCreateWithFlags(&E->s_wcopy, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaStreamCreateWithFlags(&E->s_kvcopy, cudaStreamNonBlocking)) != cudaSuccess)
         rc = cuda_fail(e, err, "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+    for (int i = 0; i < 2 && !rc; i++)
+        if ((err = cudaEventCreateWithFlags(&E->ev_step[i], cudaEventDisableTiming)) != cudaSuccess)
+            rc = cuda_fail(e, err, "cudaEventCreateWithFlags", __FILE__, __LINE__);
     if (!rc) rc = open_workspace(E, e);
     if (!rc) rc = open_kv(E, e);
     if (!rc) rc = open_weights(E, e);
     if (!rc && E->use_gemm) rc = open_gemm(E, e);
+    if (!rc)
+        dec_set(E, 0);
     if (!rc && E->plan.vocab_on_cpu) {
         rc = eng_pool_create(&E->pool, o.threads, e);
         if (!rc)
@@ -1928,15 +1956,20 @@ static int layer_decode(eng *E, int l, rc_err *e)
 }
 
 /* Enqueues one decode step on s_comp without a host sync (so it can be captured): the row upload (filled by
- * fill_rows and *h_pos), embedding, layers, final norm, and on the GPU lm_head + argmax into *h_next. */
+ * dec_rows and *h_pos), the token from d_next, embedding, layers, final norm, and on the GPU lm_head + argmax into
+ * d_next and *h_next. */
 static int decode_enqueue(eng *E, rc_err *e)
 {
     const rc_config *c = E->c;
     const int Hd = (int)c->hidden, V = (int)c->vocab;
-    ATTEMPT(copy_rows(E, 1, e));
+    for (int r = 0; r < c->n_ropes; r++) /* the step's RoPE rows (dec_rows) where copy_rows puts a chunk's first */
+        CK(cudaMemcpyAsync(E->d_rope + (int64_t)r * 2 * E->C * E->half_max, E->h_drope + (int64_t)r * 2 * E->half_max,
+                           (size_t)c->ropes[r].rot_dim * 4, cudaMemcpyHostToDevice, E->s_comp));
+    /* the token: the host's (step_begin put it in d_next) or the one the step before chose there */
+    CK(engk_feed_token(E->d_ids, E->d_next, V, E->s_comp));
     CK(cudaMemcpyAsync(E->d_pos, E->h_pos, 8, cudaMemcpyHostToDevice, E->s_comp));
     if (E->plan.vocab_on_cpu) {
-        host_embed(E, E->h_ids, 1, E->h_x);
+        host_embed(E, E->h_did, 1, E->h_x);
         CK(cudaMemcpyAsync(E->d_x, E->h_x, (size_t)Hd * 4, cudaMemcpyHostToDevice, E->s_comp));
     } else
         CK(engk_embed(E->d_x, E->d_embed, E->f32, E->d_ids, 1, Hd, c->emb_scale, E->s_comp));
@@ -1997,7 +2030,7 @@ static int graph_eligible(const eng *E)
  * this engine (same kernels launched directly: same bits) and says so in the log. */
 static int decode_graph(eng *E, rc_err *e)
 {
-    cudaGraphExec_t *gx = &E->gexec[E->step_fuse != 0];
+    cudaGraphExec_t *gx = &E->gexec[E->pos & 1][E->step_fuse != 0];
     if (!*gx) {
         cudaGraph_t g = NULL;
         CK(cudaStreamBeginCapture(E->s_comp, cudaStreamCaptureModeThreadLocal));
@@ -2050,7 +2083,21 @@ static int decode_finish(eng *E, int32_t *next, float *logits, rc_err *e)
     return RC_OK;
 }
 
-static int decode_step(eng *E, int32_t id, int32_t *next, float *logits, rc_err *e)
+/* The step's RoPE rows at E->pos into h_drope (per rope: cos, then sin; rc_rope_table's values, as fill_rows). */
+static void dec_rows(eng *E)
+{
+    const rc_config *c = E->c;
+    for (int r = 0; r < c->n_ropes; r++) {
+        const int rot = c->ropes[r].rot_dim, half = rot / 2;
+        rc_rope_table(E->tmp_cos, E->tmp_sin, E->inv[r], &c->ropes[r], E->pos, 1);
+        float *hc = E->h_drope + (int64_t)r * 2 * E->half_max;
+        memcpy(hc, E->tmp_cos, (size_t)half * sizeof *hc);
+        memcpy(hc + half, E->tmp_sin, (size_t)half * sizeof *hc);
+    }
+}
+
+/* The checks before a decode step at E->pos. */
+static int step_check(eng *E, rc_err *e)
 {
     e->code = RC_OK;
     if (E->broken)
@@ -2058,31 +2105,117 @@ static int decode_step(eng *E, int32_t id, int32_t *next, float *logits, rc_err 
     if (E->pos >= E->max_ctx)
         return rc_fail(e, RC_E_RANGE, "engine: a token at position %lld does not fit the cache (--max-ctx %d)",
                        (long long)E->pos, E->max_ctx);
-    if (id < 0 || id >= E->c->vocab)
-        return rc_fail(e, RC_E_RANGE, "engine: token id %d at index 0 is outside the vocabulary [0, %lld)", id,
-                       (long long)E->c->vocab);
-    int rc = gdn_settle(E, e);
-    if (rc) {
-        E->broken = 1;
-        return rc;
-    }
+    return RC_OK;
+}
+
+/* Launches the decode step at E->pos without waiting for it: its host inputs into the set of its parity (dec_set),
+ * its token the host's id (>= 0, copied into d_next ahead of the step) or, with id < 0, the one the step before chose
+ * in d_next on the device; its completion recorded in ev_step[parity]. Leaves E->decoding set: step_end. */
+static int step_begin(eng *E, int32_t id, rc_err *e)
+{
+    ATTEMPT(gdn_settle(E, e));
     E->decoding = 1;
-    fill_rows(E, &id, 1);
-    ple_rows(E, &id, 1);
+    const int p = (int)(E->pos & 1);
+    dec_set(E, p);
+    dec_rows(E);
+    if (id >= 0) {
+        *E->h_did = id;
+        ple_rows(E, &id, 1);
+    }
     ring_rels(E);
     *E->h_pos = E->pos;
     E->step_fuse = step_fusion(E);
     E->graphed = graph_eligible(E);
-    rc = E->graphed ? decode_graph(E, e) : decode_enqueue(E, e);
+    if (id >= 0)
+        CK(cudaMemcpyAsync(E->d_next, E->h_did, 4, cudaMemcpyHostToDevice, E->s_comp));
+    ATTEMPT(E->graphed ? decode_graph(E, e) : decode_enqueue(E, e));
     E->graphed = E->graphed && !E->graph_off;
-    if (!rc)
-        rc = decode_finish(E, next, logits, e);
+    CK(cudaEventRecord(E->ev_step[p], E->s_comp));
+    return RC_OK;
+}
+
+/* After a step's launch (and, for decode_step, its finish): the next position, or the engine broken by rc. */
+static void step_end(eng *E, int rc)
+{
     E->decoding = 0;
     E->step_fuse = 0;
     if (rc)
         E->broken = 1;
     else
         E->gdn_base = ++E->pos;
+}
+
+static int decode_step(eng *E, int32_t id, int32_t *next, float *logits, rc_err *e)
+{
+    ATTEMPT(step_check(E, e));
+    if (id < 0 || id >= E->c->vocab)
+        return rc_fail(e, RC_E_RANGE, "engine: token id %d at index 0 is outside the vocabulary [0, %lld)", id,
+                       (long long)E->c->vocab);
+    int rc = step_begin(E, id, e);
+    if (!rc)
+        rc = decode_finish(E, next, logits, e);
+    step_end(E, rc);
+    return rc;
+}
+
+double eng_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The token of the step launched with set p, once it is done (and when the host saw it, if t). */
+static int step_take(eng *E, int p, int32_t *out, double *t, rc_err *e)
+{
+    CK(cudaEventSynchronize(E->ev_step[p]));
+    if (t)
+        *t = eng_now();
+    *out = *(const int32_t *)((const char *)E->h_set[p] + 8);
+    if (*out < 0)
+        return rc_fail(e, RC_E_RANGE, "engine: every logit is NaN");
+    return RC_OK;
+}
+
+int eng_decode_greedy_n(eng *E, int32_t id, int n, int32_t *out, double *t, rc_err *e)
+{
+    e->code = RC_OK;
+    if (n < 0 || !out)
+        return rc_fail(e, RC_E_USAGE, "engine: eng_decode_greedy_n needs n >= 0 and an output array");
+    ATTEMPT(step_check(E, e));
+    /* pipelined where no step needs its token on the host: the decode graph applies (every layer resident, KV and
+     * vocab on the device), no per-layer embeddings (gathered on the host) */
+    const int pipe = n > 1 && !E->o.no_pipeline && !E->c->ple_dim && graph_eligible(E);
+    for (int k = 0; k < n && !pipe; k++) {
+        ATTEMPT(eng_decode_greedy(E, k ? out[k - 1] : id, &out[k], NULL, e));
+        if (t)
+            t[k] = eng_now();
+    }
+    if (!pipe)
+        return RC_OK;
+    if (id < 0 || id >= E->c->vocab)
+        return rc_fail(e, RC_E_RANGE, "engine: token id %d at index 0 is outside the vocabulary [0, %lld)", id,
+                       (long long)E->c->vocab);
+    int rc = RC_OK, k = 0;
+    for (; k < n && !rc; k++) { /* launch step k, then take step k - 1's token: one step always queued */
+        rc = step_check(E, e);
+        const int p = (int)(E->pos & 1);
+        if (!rc) {
+            rc = step_begin(E, k ? -1 : id, e);
+            step_end(E, rc);
+        }
+        if (k > 0) {
+            const int rc2 = step_take(E, 1 - p, &out[k - 1], t ? &t[k - 1] : NULL, e);
+            rc = rc ? rc : rc2;
+        }
+    }
+    if (!rc)
+        rc = step_take(E, (int)((E->pos - 1) & 1), &out[n - 1], t ? &t[n - 1] : NULL, e);
+    if (rc) { /* a step may still run: let it end; the engine needs eng_reset */
+        E->broken = 1;
+        cudaStreamSynchronize(E->s_comp);
+        cudaGetLastError();
+    }
     return rc;
 }
 

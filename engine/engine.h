@@ -55,6 +55,7 @@ typedef struct eng_opts {
     int prefill_chunk;    /* prompt rows per forward pass (the result does not depend on it) */
     int threads;          /* host threads for the vocab on CPU (0 = every CPU) */
     int no_graph;         /* 1: decode steps launch their kernels directly (same kernels, same bits) */
+    int no_pipeline;      /* 1: eng_decode_greedy_n waits for each step's token before the next (same tokens) */
     int decode_fusion;    /* ENG_AUTO ($REFCHAIN_DECODE_FUSION, else ENG_DECODE_FUSION), 0 or 1: ENG_DECODE_FUSION */
     int fuse_max_tiles;   /* 0 = ENG_FUSE_MAX_TILES, else that many: the fused forms' live-tile limit */
     FILE *log;            /* plan and memory lines; NULL = quiet */
@@ -86,6 +87,15 @@ int eng_decode(eng *E, int32_t id, float *logits, rc_err *e);
  * the CPU; logits [V] copied out only if not NULL.
  * RC_E_RANGE if every logit is NaN. */
 int eng_decode_greedy(eng *E, int32_t id, int32_t *next, float *logits, rc_err *e);
+/* Seconds on the monotonic clock (the engine's timestamps, and its command's). */
+double eng_now(void);
+/* n greedy steps: out[0] follows id, out[k] follows out[k - 1], the tokens of n calls of eng_decode_greedy, bit for
+ * bit; t (NULL or n entries) gets eng_now() when each token reached the host. Where no step needs its token on the
+ * host (the decode graph applies; no per-layer embeddings) and eng_opts.no_pipeline is 0, the steps are pipelined:
+ * step k is queued before step k - 1's token is read, fed that token on the device, so the GPU does not wait for the
+ * host between steps. RC_E_RANGE if a step's logits are all NaN (a pipelined run then has started one step more:
+ * eng_reset before reuse, as after any error). */
+int eng_decode_greedy_n(eng *E, int32_t id, int n, int32_t *out, double *t, rc_err *e);
 /* 1 if the last decode step replayed the captured CUDA graph (all resident, vocab and KV on the GPU). */
 int eng_decode_graphed(const eng *E);
 /* The decode attention's form (ENG_DECODE_FUSION's 0, 1): with 1 a resident cache's attention (every layer but KV

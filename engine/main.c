@@ -57,6 +57,7 @@ static const char usage_text[] =
     "  --prefill-chunk N    prompt rows per pass (default 256; does not change the output)\n"
     "  --threads N          host threads for --vocab-on-cpu (default: all CPUs)\n"
     "  --no-graph           launch each decode step's kernels directly instead of replaying its CUDA graph\n"
+    "  --no-pipeline        greedy runs: wait for each token before launching the next step (same tokens)\n"
     "  --decode-fusion off|on  decode attention: qkv_post + partials + merge kernel (off), the merge folded\n"
     "                       into the partial kernel (on); same bits; default $REFCHAIN_DECODE_FUSION (0|1|off|on),\n"
     "                       else ENG_DECODE_FUSION (engine bench also takes both: off and on rows)\n"
@@ -290,7 +291,14 @@ static int cmd_run(int argc, char **argv)
     if (!rc)
         rc = eng_sample(&smp, lg, V, &out[0], &e);
     ttft = eng_now() - t0;
-    for (long s = 0; s < steps && !rc; s++) {
+    if (!rc && steps > 1 && !text_mode && !logits_path && eng_sampler_greedy(&smp)) {
+        /* a fixed number of greedy tokens, none needed on the host before the end: pipelined (eng_decode_greedy_n) */
+        double t1 = eng_now();
+        rc = eng_decode_greedy_n(E, out[0], (int)(steps - 1), out + 1, NULL, &e);
+        tdec = eng_now() - t1;
+        n_gen = rc ? 1 : steps;
+    }
+    for (long s = n_gen; s < steps && !rc; s++) {
         if (s) {
             double t1 = eng_now();
             if (eng_sampler_greedy(&smp)) /* the argmax on the device; logits copied only for --logits */

@@ -123,6 +123,28 @@ identity | identity-synth)
             printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" "$tok" "$lg"
         done
     }
+    # run_pipe TILE: greedy runs without --logits take the pipelined decode (eng_decode_greedy_n: each step queued
+    # before the host reads the token of the step before it, fed that token on the device); their tokens against the
+    # group's "full" run at TILE (run_group's, with --logits: step by step), pipelined with the fused and the unfused
+    # attention graphs, and not pipelined (--no-pipeline, and --no-graph, where it does not apply)
+    run_pipe() {
+        local tile=$1 spec name flags tok
+        for spec in "pipelined|" "pipelined+fusion off|--decode-fusion off" "no-pipeline|--no-pipeline" \
+            "no-graph (not pipelined)|--no-graph"; do
+            name="${spec%%|*} (tokens only)"
+            flags=${spec#*|}
+            # shellcheck disable=SC2086 # flags: words
+            if ! "$ENGINE" "${src[@]}" --kv-tile "$tile" --quiet "${f[@]}" $flags >"$dir/pipe.tok" 2>"$dir/pipe.err"; then
+                printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" ERROR "$(head -n 1 "$dir/pipe.err")"
+                fails=$((fails + 1))
+                continue
+            fi
+            tok=same
+            cmp -s "$dir/full.$tile.tok" "$dir/pipe.tok" || tok=DIFFER
+            [ "$tok" = same ] || fails=$((fails + 1))
+            printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" "$tok" "-"
+        done
+    }
     # a budget 10% above the smallest plan at the group's tile, as the engine's own refusal of a 1-byte budget
     # names it (the plan includes the prefill GEMM's fixed cuBLASLt workspace on GPUs that run it)
     smallest_budget() {
@@ -161,6 +183,7 @@ identity | identity-synth)
             "gemv rings 5, 15|REFCHAIN_GEMV_SHAPES=18,19,20,18" \
             "qkv rope on|REFCHAIN_QKV_ROPE=1" "qkv rope on+fusion off|REFCHAIN_QKV_ROPE=1 --decode-fusion off" \
             "qkv rope on+no-graph|REFCHAIN_QKV_ROPE=1 --no-graph"
+        run_pipe 8
         # the bf16 gate|up GEMM (ENG_GLU_BF16; other bits than the default): every mode the same bits among itself
         run_group 8 "glu16 full|REFCHAIN_GLU_BF16=1" "glu16 chunk 5|REFCHAIN_GLU_BF16=1 --prefill-chunk 5" \
             "glu16 rl1+kv-offload|REFCHAIN_GLU_BF16=1 --resident-layers 1 --kv-offload" \
@@ -216,6 +239,7 @@ identity | identity-synth)
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
             "fusion off+no-graph|--decode-fusion off --no-graph" "post off|REFCHAIN_DECODE_POST=0" \
             "post off+no-graph|REFCHAIN_DECODE_POST=0 --no-graph" "${CTX_MODES[@]}"
+        run_pipe 4
         run_group 512 "full|" "kv-offload+chunk 7|--kv-offload --prefill-chunk 7"
         run_cross
     elif [ "$g" = synth-hybrid ]; then
@@ -234,6 +258,7 @@ identity | identity-synth)
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
             "fusion off+no-graph|--decode-fusion off --no-graph" "gemv shapes|REFCHAIN_GEMV_SHAPES=13,0,16,17" \
             "gdn step V4|REFCHAIN_GDN_STEP_FORM=4" "gdn step V1+no-graph|REFCHAIN_GDN_STEP_FORM=1 --no-graph"
+        run_pipe 4
         run_group 512 "full|" "kv-offload+chunk 3|--kv-offload --prefill-chunk 3"
         run_cross
     else
@@ -247,6 +272,7 @@ identity | identity-synth)
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
             "fusion off+no-graph|--decode-fusion off --no-graph"
+        run_pipe 4
         run_cross
     fi
     if [ "$fails" -ne 0 ]; then
