@@ -1,9 +1,9 @@
 /* GPU suite: the engine's decode kernels (eng_gemv.h) bit for bit against their host model (eng_dot_model, the
  * per-row order) and against the prefill kernels they replace (engk_rmsnorm, engk_matmul, engk_glu), the
- * device argmax against eng_argmax, and the device-position qkv_post / attention against the host-position
- * launch; with --bench, GB/s of every llama3-8b decode GEMV shape against a read ceiling measured in the same
- * run (and cuBLAS's GEMV when built with it). Seeded inputs, odd N, K at chunk and lane-stride edges,
- * NaN-poisoned outputs. Exit 77 without a GPU. */
+ * device argmax against eng_argmax, the decode step's token feed, and the device-position qkv_post / attention
+ * against the host-position launch; with --bench, GB/s of every llama3-8b decode GEMV shape against a read
+ * ceiling measured in the same run (and cuBLAS's GEMV when built with it). Seeded inputs, odd N, K at chunk and
+ * lane-stride edges, NaN-poisoned outputs. Exit 77 without a GPU. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -606,6 +606,30 @@ static void test_errors(void **state)
     CU(cudaFree(d));
 }
 
+/* ---- engk_feed_token: a decode step's token from the step before's argmax: ids[0] = next where next is a token
+ * id, else 0 (an all-NaN step's -1, or anything past the vocabulary), ids[1] untouched; bad arguments refused ---- */
+static void test_feed_token(void **state)
+{
+    (void)state;
+    static const int32_t cases[][2] = {{0, 0}, {5, 5}, {999, 999}, {1000, 0}, {-1, 0}, {-7, 0}, {0x7fffffff, 0}};
+    int32_t *d = NULL;
+    CU(cudaMalloc((void **)&d, 3 * sizeof *d));
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int32_t h[3] = {-99, -98, cases[c][0]}; /* ids[0], ids[1] (must stay), next */
+        CU(cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice));
+        CU(engk_feed_token(d, d + 2, 1000, 0));
+        int32_t got[3];
+        CU(cudaMemcpy(got, d, sizeof got, cudaMemcpyDeviceToHost));
+        assert_int_equal(got[0], cases[c][1]);
+        assert_int_equal(got[1], -98);
+        assert_int_equal(got[2], cases[c][0]);
+    }
+    assert_int_equal(engk_feed_token(d, d + 2, 0, 0), cudaErrorInvalidValue);
+    assert_int_equal(engk_feed_token(NULL, d + 2, 1000, 0), cudaErrorInvalidValue);
+    assert_int_equal(engk_feed_token(d, NULL, 1000, 0), cudaErrorInvalidValue);
+    CU(cudaFree(d));
+}
+
 /* ---- --bench: GB/s per llama3-8b decode shape against a read ceiling measured here ---- */
 /* The median of reps timings of one launch (events around each), after three warm-up launches. */
 typedef struct bench_op {
@@ -854,6 +878,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_checker_fails), cmocka_unit_test(test_gemv),   cmocka_unit_test(test_gemv_norm),
         cmocka_unit_test(test_gemv_glu),      cmocka_unit_test(test_argmax), cmocka_unit_test(test_pos_dev),
         cmocka_unit_test(test_graph_chain),   cmocka_unit_test(test_errors),      cmocka_unit_test(test_qkv_rope),
+        cmocka_unit_test(test_feed_token),
     };
     return cmocka_run_group_tests_name("engine.kernels.gemv", tests, NULL, NULL);
 }
