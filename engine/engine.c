@@ -156,22 +156,23 @@ static int halloc_at(void **p, int64_t bytes, int64_t *acct, const char *what, r
 
 static int64_t kvrow(const rc_layer_desc *d) { return (int64_t)d->n_kv_heads * d->head_dim; }
 
-/* A decode step's pinned set (h_set): position (int64), next token, token fed (int32 each), the ring layers' offsets
- * (int64 a layer), the RoPE rows (per rope, cos then sin, half_max each). */
+/* A decode step's pinned set (h_set), by byte offset: position (int64), next token, token fed (int32 each), the ring
+ * layers' offsets (int64 a layer), the RoPE rows (per rope, cos then sin, half_max each). */
+enum { DEC_POS = 0, DEC_NEXT = 8, DEC_ID = 12, DEC_RREL = 16 };
 static int64_t dec_set_bytes(const eng *E)
 {
-    return 16 + 8 * (int64_t)E->L + 4 * 2 * (int64_t)E->c->n_ropes * E->half_max;
+    return DEC_RREL + 8 * (int64_t)E->L + 4 * 2 * (int64_t)E->c->n_ropes * E->half_max;
 }
 
 /* The current step's pointers into set p. */
 static void dec_set(eng *E, int p)
 {
     char *b = E->h_set[p];
-    E->h_pos = (int64_t *)b;
-    E->h_next = (int32_t *)(b + 8);
-    E->h_did = (int32_t *)(b + 12);
-    E->h_rrel = E->d_rrel ? (int64_t *)(b + 16) : NULL;
-    E->h_drope = (float *)(b + 16 + 8 * (int64_t)E->L);
+    E->h_pos = (int64_t *)(b + DEC_POS);
+    E->h_next = (int32_t *)(b + DEC_NEXT);
+    E->h_did = (int32_t *)(b + DEC_ID);
+    E->h_rrel = E->d_rrel ? (int64_t *)(b + DEC_RREL) : NULL;
+    E->h_drope = (float *)(b + DEC_RREL + 8 * (int64_t)E->L);
 }
 
 /* Floats of the decode partials: the largest layer's (H, D) over max_tiles tiles; then (part_words) the fused
@@ -2171,7 +2172,7 @@ static int step_take(eng *E, int p, int32_t *out, double *t, rc_err *e)
     CK(cudaEventSynchronize(E->ev_step[p]));
     if (t)
         *t = eng_now();
-    *out = *(const int32_t *)((const char *)E->h_set[p] + 8);
+    *out = *(const int32_t *)((const char *)E->h_set[p] + DEC_NEXT);
     if (*out < 0)
         return rc_fail(e, RC_E_RANGE, "engine: every logit is NaN");
     return RC_OK;
@@ -2204,10 +2205,8 @@ int eng_decode_greedy_n(eng *E, int32_t id, int n, int32_t *out, double *t, rc_e
             rc = step_begin(E, k ? -1 : id, e);
             step_end(E, rc);
         }
-        if (k > 0) {
-            const int rc2 = step_take(E, 1 - p, &out[k - 1], t ? &t[k - 1] : NULL, e);
-            rc = rc ? rc : rc2;
-        }
+        if (k > 0 && !rc)
+            rc = step_take(E, 1 - p, &out[k - 1], t ? &t[k - 1] : NULL, e);
     }
     if (!rc)
         rc = step_take(E, (int)((E->pos - 1) & 1), &out[n - 1], t ? &t[n - 1] : NULL, e);
