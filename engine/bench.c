@@ -167,7 +167,8 @@ static int measure(eng *E, const bench_run *b, int P, row *r, rc_err *e)
     const int R = r ? b->rounds : 1, S = r ? b->steps : 2;
     float *lg = malloc((size_t)V * sizeof *lg);
     int32_t *ids = malloc((size_t)P * sizeof *ids);
-    double *tp = calloc((size_t)R, sizeof *tp), *td = calloc((size_t)R * S, sizeof *td), *tt = calloc((size_t)S, sizeof *tt);
+    double *tp = calloc((size_t)R, sizeof *tp), *td = calloc((size_t)R * S, sizeof *td);
+    double *tt = calloc((size_t)S, sizeof *tt); /* when each token of a round reached the host */
     int32_t *toks = calloc((size_t)S, sizeof *toks);
     int rc = (!lg || !ids || !tp || !td || !tt || !toks) ? rc_fail(e, RC_E_NOMEM, "out of host memory") : RC_OK;
     for (int i = 0; !rc && i < P; i++)
