@@ -633,7 +633,7 @@ static void test_feed_token(void **state)
 /* ---- --bench: GB/s per llama3-8b decode shape against a read ceiling measured here ---- */
 /* The median of reps timings of one launch (events around each), after three warm-up launches. */
 typedef struct bench_op {
-    int kind; /* 0 variant, 1 norm+gemv, 2 norm+glu, 3 read ceiling, 4 cublas, 5 argmax, 6 graph, 7 spin */
+    int kind; /* 0 variant, 1 norm+gemv, 2 norm+glu, 3 read ceiling, 4 cublas, 5 argmax, 6 graph, 7 spin, 8 feed */
     int v, N, K;
     float *y, *x, *nw;
     void *W, *scratch;
@@ -668,6 +668,7 @@ static cudaError_t run_op(void *p)
     case 5: err = engk_argmax((int32_t *)o->scratch, o->y, o->N, (char *)o->scratch + 64, 0); break;
     case 6: err = cudaGraphLaunch(o->graph, 0); break;
     case 7: err = engk_spin(o->gap, 0); break;
+    case 8: err = engk_feed_token((int32_t *)o->scratch + 1, (const int32_t *)o->scratch, o->N, 0); break;
 #ifdef ENG_TEST_CUBLAS
     case 4: {
         const float one = 1.0f, zero = 0.0f;
@@ -854,6 +855,9 @@ static void bench(void)
     bench_op am = {.kind = 5, .N = 128256, .y = y, .scratch = xb};
     printf("%-26s %7d %6s %-40s %9.1f\n", "argmax of the logits", 128256, "", "engk_argmax",
            1e3 * ekc_time_median_ms(run_op, &am, 20));
+    bench_op fd = {.kind = 8, .N = 128256, .scratch = xb}; /* the token the argmax row above left in xb[0] */
+    printf("%-26s %7d %6s %-40s %9.1f\n", "token fed to the next step", 128256, "", "engk_feed_token",
+           1e3 * ekc_time_median_ms(run_op, &fd, 20));
 #ifdef ENG_TEST_CUBLAS
     if (handle)
         cublasDestroy((cublasHandle_t)handle);
