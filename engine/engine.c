@@ -1154,21 +1154,37 @@ static int probes_emit(probes *P, rc_err *e)
 #define PROBE(...) ATTEMPT(probe_rows(E, P, __VA_ARGS__, e))
 
 /* ---- host-side rows: ids, RoPE cos/sin (rc_rope_table: angle = fl32(fl32(p) * inv_freq)) ---- */
-/* Fills the pinned rows of T tokens at E->pos; copy_rows enqueues their upload (a decode graph replays it). */
-static void fill_rows(eng *E, const int32_t *ids, int T)
+/* The RoPE rows of T positions from E->pos, rope r's at dst + r * stride: T cos rows of rot / 2, then T sin rows. */
+static void rope_rows(eng *E, float *dst, int64_t stride, int T)
 {
     const rc_config *c = E->c;
-    memcpy(E->h_ids, ids, (size_t)T * sizeof *ids);
     for (int r = 0; r < c->n_ropes; r++) {
         const int rot = c->ropes[r].rot_dim, half = rot / 2;
         rc_rope_table(E->tmp_cos, E->tmp_sin, E->inv[r], &c->ropes[r], E->pos, T);
-        float *hc = E->h_rope + (int64_t)r * 2 * E->C * E->half_max, *hs = hc + (int64_t)T * half;
+        float *hc = dst + r * stride, *hs = hc + (int64_t)T * half;
         for (int t = 0; t < T; t++)
             for (int i = 0; i < half; i++) {
                 hc[t * half + i] = E->tmp_cos[(int64_t)t * rot + i];
                 hs[t * half + i] = E->tmp_sin[(int64_t)t * rot + i];
             }
     }
+}
+
+/* Fills the pinned rows of a prefill chunk's T tokens at E->pos; copy_rows enqueues their upload (a decode step's
+ * rows: step_begin, into its own pinned set). */
+static void fill_rows(eng *E, const int32_t *ids, int T)
+{
+    memcpy(E->h_ids, ids, (size_t)T * sizeof *ids);
+    rope_rows(E, E->h_rope, 2 * E->C * E->half_max, T);
+}
+
+/* A token id the host gives, at index i of its call, within the vocabulary. */
+static int id_check(const eng *E, int32_t id, int64_t i, rc_err *e)
+{
+    if (id < 0 || id >= E->c->vocab)
+        return rc_fail(e, RC_E_RANGE, "engine: token id %d at index %lld is outside the vocabulary [0, %lld)", id,
+                       (long long)i, (long long)E->c->vocab);
+    return RC_OK;
 }
 
 static int copy_rows(eng *E, int T, rc_err *e)
@@ -1772,9 +1788,7 @@ int eng_prefill(eng *E, const int32_t *ids, int64_t T, float *logits, const rc_p
         return rc_fail(e, RC_E_RANGE, "engine: %lld tokens at position %lld do not fit the cache (--max-ctx %d)",
                        (long long)T, (long long)E->pos, E->max_ctx);
     for (int64_t i = 0; i < T; i++)
-        if (ids[i] < 0 || ids[i] >= E->c->vocab)
-            return rc_fail(e, RC_E_RANGE, "engine: token id %d at index %lld is outside the vocabulary [0, %lld)",
-                           ids[i], (long long)i, (long long)E->c->vocab);
+        ATTEMPT(id_check(E, ids[i], i, e));
     probes pr = {.sink = sink, .T = T};
     probes *P = sink && sink->emit ? &pr : NULL;
     int rc = RC_OK;
@@ -1957,13 +1971,13 @@ static int layer_decode(eng *E, int l, rc_err *e)
 }
 
 /* Enqueues one decode step on s_comp without a host sync (so it can be captured): the row upload (filled by
- * dec_rows and *h_pos), the token from d_next, embedding, layers, final norm, and on the GPU lm_head + argmax into
+ * step_begin and *h_pos), the token from d_next, embedding, layers, final norm, and on the GPU lm_head + argmax into
  * d_next and *h_next. */
 static int decode_enqueue(eng *E, rc_err *e)
 {
     const rc_config *c = E->c;
     const int Hd = (int)c->hidden, V = (int)c->vocab;
-    for (int r = 0; r < c->n_ropes; r++) /* the step's RoPE rows (dec_rows) where copy_rows puts a chunk's first */
+    for (int r = 0; r < c->n_ropes; r++) /* the step's RoPE rows (step_begin) where copy_rows puts a chunk's first */
         CK(cudaMemcpyAsync(E->d_rope + (int64_t)r * 2 * E->C * E->half_max, E->h_drope + (int64_t)r * 2 * E->half_max,
                            (size_t)c->ropes[r].rot_dim * 4, cudaMemcpyHostToDevice, E->s_comp));
     /* the token: the host's (step_begin put it in d_next) or the one the step before chose there */
@@ -2084,19 +2098,6 @@ static int decode_finish(eng *E, int32_t *next, float *logits, rc_err *e)
     return RC_OK;
 }
 
-/* The step's RoPE rows at E->pos into h_drope (per rope: cos, then sin; rc_rope_table's values, as fill_rows). */
-static void dec_rows(eng *E)
-{
-    const rc_config *c = E->c;
-    for (int r = 0; r < c->n_ropes; r++) {
-        const int rot = c->ropes[r].rot_dim, half = rot / 2;
-        rc_rope_table(E->tmp_cos, E->tmp_sin, E->inv[r], &c->ropes[r], E->pos, 1);
-        float *hc = E->h_drope + (int64_t)r * 2 * E->half_max;
-        memcpy(hc, E->tmp_cos, (size_t)half * sizeof *hc);
-        memcpy(hc + half, E->tmp_sin, (size_t)half * sizeof *hc);
-    }
-}
-
 /* The checks before a decode step at E->pos. */
 static int step_check(eng *E, rc_err *e)
 {
@@ -2118,7 +2119,7 @@ static int step_begin(eng *E, int32_t id, rc_err *e)
     E->decoding = 1;
     const int p = (int)(E->pos & 1);
     dec_set(E, p);
-    dec_rows(E);
+    rope_rows(E, E->h_drope, 2 * E->half_max, 1);
     if (id >= 0) {
         *E->h_did = id;
         ple_rows(E, &id, 1);
@@ -2149,9 +2150,7 @@ static void step_end(eng *E, int rc)
 static int decode_step(eng *E, int32_t id, int32_t *next, float *logits, rc_err *e)
 {
     ATTEMPT(step_check(E, e));
-    if (id < 0 || id >= E->c->vocab)
-        return rc_fail(e, RC_E_RANGE, "engine: token id %d at index 0 is outside the vocabulary [0, %lld)", id,
-                       (long long)E->c->vocab);
+    ATTEMPT(id_check(E, id, 0, e));
     int rc = step_begin(E, id, e);
     if (!rc)
         rc = decode_finish(E, next, logits, e);
@@ -2194,9 +2193,7 @@ int eng_decode_greedy_n(eng *E, int32_t id, int n, int32_t *out, double *t, rc_e
     }
     if (!pipe)
         return RC_OK;
-    if (id < 0 || id >= E->c->vocab)
-        return rc_fail(e, RC_E_RANGE, "engine: token id %d at index 0 is outside the vocabulary [0, %lld)", id,
-                       (long long)E->c->vocab);
+    ATTEMPT(id_check(E, id, 0, e));
     int rc = RC_OK, k = 0;
     for (; k < n && !rc; k++) { /* launch step k, then take step k - 1's token: one step always queued */
         rc = step_check(E, e);
