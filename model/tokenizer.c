@@ -422,10 +422,11 @@ int rc_tokenizer_build(rc_tokenizer **out, const rc_tok_spec *sp, rc_err *e)
             return rc_fail(e, RC_E_FORMAT, "%s: added token %d is empty", what, id);
         }
         memcpy(p, sp->added_content[i], n + 1);
-        if (t->str[id] && (t->str_len[id] != n || memcmp(t->str[id], p, n))) {
+        if (t->str[id] && (t->str_len[id] != n || memcmp(t->str[id], p, n))) { /* both strings live in t */
+            rc = rc_fail(e, RC_E_FORMAT, "%s: added token %d '%s' differs from the vocabulary's '%s'", what, id, p,
+                         t->str[id]);
             rc_tokenizer_free(t);
-            return rc_fail(e, RC_E_FORMAT, "%s: added token %d '%s' differs from the vocabulary's '%s'", what, id,
-                           p, t->str[id]);
+            return rc;
         }
         t->str[id] = p;
         t->str_len[id] = (uint32_t)n;

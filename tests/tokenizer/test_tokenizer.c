@@ -379,6 +379,10 @@ static void test_refusals(void **state)
                    "\"rstrip\":true}]}", RC_E_UNSUPPORTED, "rstrip");
     expect_refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":0},\"merges\":[]}," BL_PRE "," BL_DEC "}",
                    RC_E_FORMAT, "share id");
+    /* an added token at a vocabulary id with another string: the message names both (it once read them after the
+     * tokenizer holding them was freed: found by tests/fuzz/fuzz_tokenizer, its input in the fuzz corpus) */
+    expect_refused("{" BPE_OK "," BL_PRE "," BL_DEC ",\"added_tokens\":[{\"id\":1,\"content\":\"<x>\"}]}",
+                   RC_E_FORMAT, "added token 1 '<x>' differs from the vocabulary's 'b'");
     rc_err e = {0};
     rc_tokenizer *t = NULL;
     assert_int_equal(rc_tokenizer_from_json(&t, "/nonexistent/tokenizer.json", &e), RC_E_IO);
