@@ -1,14 +1,16 @@
 """Writes the fuzz seed corpus (tests/fuzz/corpus/): config.json texts from the bundled goldens, a small
-safetensors file, a tiny golden (vocab 8, hidden 4, one layer). Developer-only (needs h5py, numpy,
-safetensors); the seeds are committed, CI only reads them.  python3 tests/fuzz/make_seeds.py"""
-import json, os, glob
+safetensors file, a tiny golden (vocab 8, hidden 4, one layer), a tiny llama GGUF with a BPE tokenizer in its
+metadata (gguf/tiny.gguf; gguf/dequant.gguf is tests/gguf's fixture) and three tokenizer.json files
+(tokenizer/: copies of tests/tokenizer's tiny ones). Developer-only (needs h5py, numpy, safetensors, gguf); the
+seeds are committed, CI only reads them.  python3 tests/fuzz/make_seeds.py"""
+import json, os, glob, shutil
 import numpy as np, h5py
 from safetensors.numpy import save_file
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
 out = os.path.join(here, "corpus")
-for d in ("config", "safetensors", "golden"):
+for d in ("config", "safetensors", "golden", "gguf", "tokenizer"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 for g in sorted(glob.glob(os.path.join(root, "golden", "*.h5"))):
     with h5py.File(g) as f:
@@ -43,3 +45,44 @@ with h5py.File(os.path.join(out, "golden", "tiny.h5"), "w") as f:
     f.create_dataset("probes/logits", data=rng.standard_normal((T, 8)).astype(np.float32))
     f.create_dataset("greedy/tokens", data=np.array([4, 5], dtype=np.int64))
     f.create_dataset("greedy/logits", data=rng.standard_normal((N, 8)).astype(np.float32))
+
+# the GGUF reader's seeds: tests/gguf's dequantization fixture, and a one-layer llama (hidden 32, mixed tensor
+# types) whose metadata holds a gpt2-style BPE tokenizer (66 tokens, two merges, bos/eos, a chat template)
+shutil.copy(os.path.join(root, "tests", "gguf", "dequant.gguf"), os.path.join(out, "gguf", "dequant.gguf"))
+import gguf
+from gguf import GGMLQuantizationType as Q
+V, H, I, NH, NKV = 66, 32, 32, 2, 1
+rng_g = np.random.default_rng(1)
+g = gguf.GGUFWriter(os.path.join(out, "gguf", "tiny.gguf"), "llama")
+g.add_context_length(64)
+g.add_block_count(1)
+g.add_embedding_length(H)
+g.add_feed_forward_length(I)
+g.add_head_count(NH)
+g.add_head_count_kv(NKV)
+g.add_rope_freq_base(10000.0)
+g.add_layer_norm_rms_eps(1e-5)
+g.add_rope_dimension_count(H // NH)
+g.add_vocab_size(V)
+g.add_tokenizer_model("gpt2")
+g.add_token_list([bytes([0x21 + i]).decode() for i in range(64)] + ["TH", "HE"])
+g.add_token_types([1] * V)
+g.add_token_merges(["T H", "H E"])
+g.add_bos_token_id(0)
+g.add_eos_token_id(1)
+g.add_chat_template("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+for name, shape, qt in [("token_embd.weight", (V, H), Q.Q8_0), ("blk.0.attn_norm.weight", (H,), Q.F32),
+                        ("blk.0.attn_q.weight", (H, H), Q.Q4_1), ("blk.0.attn_k.weight", (H // NH, H), Q.Q4_0),
+                        ("blk.0.attn_v.weight", (H // NH, H), Q.F16), ("blk.0.attn_output.weight", (H, H), Q.BF16),
+                        ("blk.0.ffn_norm.weight", (H,), Q.F32), ("blk.0.ffn_gate.weight", (I, H), Q.Q4_1),
+                        ("blk.0.ffn_up.weight", (I, H), Q.Q8_0), ("blk.0.ffn_down.weight", (H, I), Q.Q4_0),
+                        ("output_norm.weight", (H,), Q.F32)]:
+    raw = gguf.quants.quantize((0.1 * rng_g.standard_normal(shape)).astype(np.float32), qt)
+    g.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=qt)
+g.write_header_to_file()
+g.write_kv_data_to_file()
+g.write_tensors_to_file()
+g.close()
+for name in ("bytefb_tiny", "llama3_tiny", "qwen2_tiny"):
+    shutil.copy(os.path.join(root, "tests", "tokenizer", name + ".json"),
+                os.path.join(out, "tokenizer", name + ".json"))
