@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Long fuzz runs: builds build-fuzz (clang, libFuzzer, ASan+UBSan) and runs each target for SECONDS (default
 # 3600), keeping what it learns in fuzz-corpus/<target> and crashes in fuzz-artifacts/ (both gitignored).
-#   bash scripts/fuzz.sh [SECONDS] [TARGET...]      targets: config safetensors golden gguf tokenizer
+#   bash scripts/fuzz.sh [SECONDS] [TARGET...]      targets: config safetensors golden gguf tokenizer gptq
 # A crash found becomes a regression test: add its input to tests/fuzz/corpus/<target>/ (CI replays it) and a
 # named test of the refusal it should have been.
 set -euo pipefail
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-3600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(config safetensors golden gguf tokenizer)
+[ ${#targets[@]} -gt 0 ] || targets=(config safetensors golden gguf tokenizer gptq)
 if [ ! -f build-fuzz/build.ninja ]; then
     CC=clang meson setup build-fuzz -Dcuda=disabled -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false
 fi

@@ -28,7 +28,8 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 rm -rf build-fuzz
 if CC=clang meson setup build-fuzz -Dcuda=disabled -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
         >build-fuzz.setup.log 2>&1 && ninja -C build-fuzz tests/fuzz/fuzz_config tests/fuzz/fuzz_safetensors \
-        tests/fuzz/fuzz_golden tests/fuzz/fuzz_gguf tests/fuzz/fuzz_tokenizer >build-fuzz.build.log 2>&1; then
+        tests/fuzz/fuzz_golden tests/fuzz/fuzz_gguf tests/fuzz/fuzz_tokenizer tests/fuzz/fuzz_gptq \
+        >build-fuzz.build.log 2>&1; then
     meson test -C build-fuzz --suite fuzz --print-errorlogs --num-processes 2 -v 2>&1 | grep -E '^fuzz |^ *[0-9]+/[0-9]+ ' || true
 else
     tail -50 build-fuzz.setup.log build-fuzz.build.log; echo "test.sh: fuzz build failed"; fail_setup=$((fail_setup + 1))

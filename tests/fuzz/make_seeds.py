@@ -1,7 +1,8 @@
 """Writes the fuzz seed corpus (tests/fuzz/corpus/): config.json texts from the bundled goldens, a small
 safetensors file, a tiny golden (vocab 8, hidden 4, one layer), a tiny llama GGUF with a BPE tokenizer in its
-metadata (gguf/tiny.gguf; gguf/dequant.gguf is tests/gguf's fixture) and three tokenizer.json files
-(tokenizer/: copies of tests/tokenizer's tiny ones). Developer-only (needs h5py, numpy, safetensors, gguf); the
+metadata (gguf/tiny.gguf; gguf/dequant.gguf is tests/gguf's fixture), three tokenizer.json files
+(tokenizer/: copies of tests/tokenizer's tiny ones) and a GPTQ safetensors file of two 16 x 64 matrices (gptq/:
+a leading scheme byte, then the file). Developer-only (needs h5py, numpy, safetensors, gguf); the
 seeds are committed, CI only reads them.  python3 tests/fuzz/make_seeds.py"""
 import json, os, glob, shutil
 import numpy as np, h5py
@@ -10,7 +11,7 @@ from safetensors.numpy import save_file
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(os.path.dirname(here))
 out = os.path.join(here, "corpus")
-for d in ("config", "safetensors", "golden", "gguf", "tokenizer"):
+for d in ("config", "safetensors", "golden", "gguf", "tokenizer", "gptq"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 for g in sorted(glob.glob(os.path.join(root, "golden", "*.h5"))):
     with h5py.File(g) as f:
@@ -86,3 +87,25 @@ g.close()
 for name in ("bytefb_tiny", "llama3_tiny", "qwen2_tiny"):
     shutil.copy(os.path.join(root, "tests", "tokenizer", name + ".json"),
                 os.path.join(out, "tokenizer", name + ".json"))
+
+# the GPTQ reader's seed: byte 0 = 0 (fuzz_gptq's first scheme: AutoGPTQ v1, 4 bits, group 32, asymmetric), then a
+# safetensors file with q_proj and down_proj of layer 0 as qweight / qzeros (zero - 1) / scales / g_idx, and a norm
+from safetensors.numpy import save as st_save
+rng_q = np.random.default_rng(2)
+N, K, G = 16, 64, 32
+t = {"model.norm.weight": np.ones(4, dtype=np.float32)}
+for name in ("model.layers.0.self_attn.q_proj", "model.layers.0.mlp.down_proj"):
+    codes = rng_q.integers(0, 16, size=(K, N), dtype=np.int64)
+    qweight = np.zeros((K // 8, N), dtype=np.int64)
+    for i in range(8):
+        qweight |= codes[i::8] << (4 * i)
+    zeros = rng_q.integers(1, 16, size=(K // G, N), dtype=np.int64) - 1
+    qzeros = np.zeros((K // G, N // 8), dtype=np.int64)
+    for i in range(8):
+        qzeros |= zeros[:, i::8] << (4 * i)
+    t[name + ".qweight"] = qweight.astype(np.uint32).view(np.int32)
+    t[name + ".qzeros"] = qzeros.astype(np.uint32).view(np.int32)
+    t[name + ".scales"] = (0.01 + 0.01 * rng_q.random((K // G, N))).astype(np.float16)
+    t[name + ".g_idx"] = (np.arange(K) // G).astype(np.int32)
+with open(os.path.join(out, "gptq", "v1_g32.bin"), "wb") as f:
+    f.write(b"\x00" + st_save(t))
