@@ -348,6 +348,12 @@ int rc_tokenizer_build(rc_tokenizer **out, const rc_tok_spec *sp, rc_err *e)
     }
     if (n_tok < 1 || n_tok >= INT32_MAX)
         return rc_fail(e, RC_E_FORMAT, "%s: %lld tokens", what, (long long)n_tok);
+    int64_t defined = sp->n_added;
+    for (int64_t i = 0; i < sp->n_vocab; i++)
+        defined += sp->tokens[i] != NULL;
+    if (n_tok > RC_TOK_SPARSE_MAX(defined)) /* every table below is sized by the highest id */
+        return rc_fail(e, RC_E_FORMAT, "%s: token ids reach %lld for %lld defined tokens: a vocabulary this sparse "
+                       "is refused", what, (long long)(n_tok - 1), (long long)defined);
     rc_tokenizer *t = calloc(1, sizeof *t);
     if (!t)
         return rc_fail(e, RC_E_NOMEM, "%s: out of host memory", what);

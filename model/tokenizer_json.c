@@ -224,6 +224,12 @@ static int load(json_ctx *c, const cJSON *root)
         if ((int64_t)it->valuedouble >= n)
             n = (int64_t)it->valuedouble + 1;
     }
+    const int64_t entries = cJSON_GetArraySize(c->vocab), na = cJSON_IsArray(c->added) ? cJSON_GetArraySize(c->added)
+                                                                                         : 0;
+    if (n > RC_TOK_SPARSE_MAX(entries + na)) /* every table is sized by the highest id */
+        return rc_fail(e, RC_E_FORMAT, "%s: vocab ids reach %lld for %lld entries (and %lld added tokens): a "
+                       "vocabulary this sparse is refused", c->what, (long long)(n - 1), (long long)entries,
+                       (long long)na);
     const char **tokens = calloc((size_t)n + 1, sizeof *tokens);
     if (!tokens)
         return rc_fail(e, RC_E_NOMEM, "%s: out of host memory", c->what);
@@ -273,7 +279,6 @@ static int load(json_ctx *c, const cJSON *root)
         s->unk_id = (int32_t)u->valuedouble;
     }
 
-    const int64_t na = cJSON_IsArray(c->added) ? cJSON_GetArraySize(c->added) : 0;
     int32_t *aid = calloc((size_t)na + 1, sizeof *aid);
     const char **acontent = calloc((size_t)na + 1, sizeof *acontent);
     unsigned char *anorm = calloc((size_t)na + 1, 1);

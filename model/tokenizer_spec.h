@@ -5,6 +5,9 @@
 #include "tokenizer.h"
 
 enum { RC_TOK_MAX_PRE = 8, RC_TOK_MAX_AFFIX = 4 };
+/* The highest token id + 1 a source with n defined tokens may use: real vocabularies are dense, and every table
+ * is sized by the highest id, so a sparse one (one token at id 10^9) would cost gigabytes for nothing. */
+#define RC_TOK_SPARSE_MAX(n) (2 * (int64_t)(n) + 1024)
 
 /* Pre-tokenizer regexes of HF's ByteLevel(use_regex) and Split pre-tokenizers (PCRE2 syntax, UTF + UCP). */
 #define RC_TOK_RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"

@@ -383,6 +383,12 @@ static void test_refusals(void **state)
      * tokenizer holding them was freed: found by tests/fuzz/fuzz_tokenizer, its input in the fuzz corpus) */
     expect_refused("{" BPE_OK "," BL_PRE "," BL_DEC ",\"added_tokens\":[{\"id\":1,\"content\":\"<x>\"}]}",
                    RC_E_FORMAT, "added token 1 '<x>' differs from the vocabulary's 'b'");
+    /* ids far past the tokens defined: every table is sized by the highest id (found by fuzz_tokenizer: one vocab
+     * entry at id 744555556 asked for 6 GB) */
+    expect_refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1000000},\"merges\":[]}," BL_PRE
+                   "," BL_DEC "}", RC_E_FORMAT, "vocab ids reach 1000000 for 2 entries");
+    expect_refused("{" BPE_OK "," BL_PRE "," BL_DEC ",\"added_tokens\":[{\"id\":100000000,\"content\":\"<x>\"}]}",
+                   RC_E_FORMAT, "token ids reach 100000000 for 4 defined tokens");
     rc_err e = {0};
     rc_tokenizer *t = NULL;
     assert_int_equal(rc_tokenizer_from_json(&t, "/nonexistent/tokenizer.json", &e), RC_E_IO);
