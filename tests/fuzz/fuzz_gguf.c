@@ -1,18 +1,18 @@
 /* libFuzzer target: bytes -> a .gguf file -> rc_gguf_load_model (header, key/values, tensor infos, the llama
- * config, every tensor dequantized) and rc_text_load_gguf (the tokenizer from its metadata), then a fixed text
- * through that tokenizer and back. */
+ * config, every tensor dequantized) and rc_text_load_gguf (the tokenizer from its metadata), then
+ * fuzz_text_roundtrip through that tokenizer. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fuzz_file.h"
+#include "fuzz_text.h"
 #include "config.h"
 #include "gguf.h"
 #include "quant.h"
 #include "tensor.h"
 #include "text.h"
-#include "tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -31,16 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rc_config_free(&cfg);
     rc_text t;
     if (!rc_text_load_gguf(&t, path, &e)) {
-        static const char text[] = "Hello world, 12 345!\n\tcafé <|im_start|>";
-        int32_t *ids = NULL;
-        int64_t n = 0;
-        if (!rc_tokenizer_encode(t.tok, text, sizeof text - 1, 1, &ids, &n, &e)) {
-            char *out = NULL;
-            size_t len = 0;
-            if (!rc_tokenizer_decode(t.tok, ids, n, &out, &len, &e))
-                free(out);
-        }
-        free(ids);
+        fuzz_text_roundtrip(t.tok);
         rc_text_free(&t);
     }
     unlink(path);
