@@ -2090,6 +2090,13 @@ template <int D> struct Dmma {
     static constexpr int VR = D / 8 < 8 ? D / 8 : 8, VN = D / 8 / VR;
 };
 constexpr int DMMA_WARPS = 4, DMMA_THREADS = DMMA_WARPS * 32, DMMA_N = 8; /* DMMA_N: heads per MMA (G <= 8) */
+/* A block's threads: the POST form posts its rows (G q heads, K, V per item) with twice the warps that run the keys,
+ * so a group's rows are posted in one round (the helpers then only keep the block's barriers); the rest with
+ * DMMA_WARPS. */
+__host__ __device__ constexpr int dmma_threads(bool post) { return post ? 2 * DMMA_THREADS : DMMA_THREADS; }
+/* floats of the warps' accumulators [DMMA_WARPS][G][D], which the POST form's posting warps first use as rows [2
+ * DMMA_WARPS][D] */
+__host__ __device__ constexpr int dmma_sacc(int G, int D) { return DMMA_WARPS * (G > 2 ? G : 2) * D; }
 constexpr int DMMA_QPAD = 32; /* bf16 padding of a q row in shared memory: 16-byte reads of rows r, r + 1 miss */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -2150,7 +2157,7 @@ __device__ __forceinline__ void lds_run(unsigned (&w)[1], const uint16_t *p) { w
  * softmax, P V and the block's merge run under the next item's loads. FUSE (engk_attn_decode_fused): the merge
  * folded in, as in k_dec_part (merge_one for a single live tile, else merge_tail). */
 template <int D, bool SPLIT, bool FUSE, bool POST>
-__global__ void __launch_bounds__(DMMA_THREADS)
+__global__ void __launch_bounds__(dmma_threads(POST))
     k_dec_mma(const float *q, float *part, float *ctx, unsigned *cnt, const uint16_t *Kc, const uint16_t *Vc,
               const int64_t *pos_dev, int64_t kv_pos0, int kmin, int kmax, int max_tiles, int P, int H, int Hkv,
               float scale, int window, PostArgs post)
@@ -2164,8 +2171,9 @@ __global__ void __launch_bounds__(DMMA_THREADS)
     constexpr int LDQ = D + DMMA_QPAD;
     extern __shared__ __align__(16) float sdm[];
     const int G = H / Hkv, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r = lane >> 2, c4 = lane & 3;
-    float *sacc = sdm;                              /* [warp][G][D] */
-    float *swm = sacc + DMMA_WARPS * G * D;         /* [warp][8] m, then [warp][8] l */
+    const bool mw = warp < DMMA_WARPS;              /* POST: warps past DMMA_WARPS only help post the rows */
+    float *sacc = sdm;                              /* [warp][G][D] (at least [2 DMMA_WARPS][D]: the post's rows) */
+    float *swm = sacc + dmma_sacc(G, D);            /* [warp][8] m, then [warp][8] l */
     float *swl = swm + DMMA_WARPS * DMMA_N, *stm = swl + DMMA_WARPS * DMMA_N; /* stm [8]: the tile's m */
     uint16_t *sq = reinterpret_cast<uint16_t *>(stm + DMMA_N); /* [H][LDQ] bf16(q), with SPLIT then [H][LDQ] its rest */
     const int64_t pos = *pos_dev, lo = window_lo(pos, window);
@@ -2221,7 +2229,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
         __trap(); /* the host's contract: one live tile (engk_attn_decode_fused_post) */
     if (early && it < items) {
         geom(it, &b0, &n0);
-        if (16 * warp < n0) {
+        if (mw && 16 * warp < n0) {
             load_k(b0, n0 - 1, warp);
             load_v(b0, n0 - 1, warp);
             pit = it;
@@ -2243,10 +2251,10 @@ __global__ void __launch_bounds__(DMMA_THREADS)
         dep_launch();
         /* qkv_post folded in (one live tile: item it is KV head it, every block's items in tile tlo): for each of
          * its items the block posts the group's G q heads into sq (as k_qkv_post_rows would store them, then
-         * rounded as the copy below rounds them) and the new K and V rows into the caches; warp w takes tasks w,
-         * w + 4, ... of (G q heads, K, V) per item, each in k_qkv_post_rows' arithmetic (head_norm, rope_pair, one
-         * bf16 rounding); then the block's loads of the tile see its rows (ld_run<true>), and the warp that loaded the
-         * first item's new row early takes it from snew. */
+         * rounded as the copy below rounds them) and the new K and V rows into the caches; warp w of the 8
+         * takes tasks w, w + 8, ... of (G q heads, K, V) per item, each in k_qkv_post_rows' arithmetic (head_norm,
+         * rope_pair, one bf16 rounding); then the block's loads of the tile see its rows (ld_run<true>), and the
+         * warp that loaded the first item's new row early takes it from snew. */
         float *u = sacc + warp * D; /* free until the merge */
         const int half = post.rot / 2, tasks = G + 2;
         const int64_t prow = (pos - post.back - kv_pos0) * kvs;
@@ -2264,12 +2272,13 @@ __global__ void __launch_bounds__(DMMA_THREADS)
         float4 cur[QV];
         if (warp < ntask)
             load_row(cur, warp);
-        for (int64_t t = warp; t < ntask; t += DMMA_WARPS) {
+        constexpr int PW = dmma_threads(POST) / 32; /* the warps that post */
+        for (int64_t t = warp; t < ntask; t += PW) {
             const int g = item_of(t), j = (int)(t % tasks), h = row_of(g, j);
             float4 nxt[QV]; /* the warp's next task's row, in flight while this one is posted */
-            const bool more = t + DMMA_WARPS < ntask;
+            const bool more = t + PW < ntask;
             if (more)
-                load_row(nxt, t + DMMA_WARPS);
+                load_row(nxt, t + PW);
 #pragma unroll
             for (int i = 0; i < QV; i++)
                 if (lane + 32 * i < D / 4)
@@ -2327,7 +2336,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
 
     if (!early && it < items) {
         geom(it, &b0, &n0);
-        if (16 * warp < n0) {
+        if (mw && 16 * warp < n0) {
             load_k(b0, n0, warp);
             load_v(b0, n0, warp);
             pit = it;
@@ -2370,7 +2379,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
 #pragma unroll
         for (int i = 0; i < MT; i++)
             acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
-        for (int grp = warp; 16 * grp < n; grp += DMMA_WARPS) {
+        for (int grp = warp; mw && 16 * grp < n; grp += DMMA_WARPS) {
             if (pit != it || pgrp != grp) {
                 load_k(base, n, grp);
                 load_v(base, n, grp);
@@ -2485,7 +2494,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             l[j] += __shfl_xor_sync(FULL, l[j], 8);
             l[j] += __shfl_xor_sync(FULL, l[j], 16);
         }
-        if (r == 0) {
+        if (mw && r == 0) {
             swm[warp * DMMA_N + 2 * c4] = m[0];
             swm[warp * DMMA_N + 2 * c4 + 1] = m[1];
         }
@@ -2499,12 +2508,12 @@ __global__ void __launch_bounds__(DMMA_THREADS)
             for (int w = 1; w < DMMA_WARPS; w++)
                 M = fmaxf(M, swm[w * DMMA_N + 2 * c4 + j]);
             f[j] = expf(m[j] - M); /* 0 for a warp without keys (m = -inf) */
-            if (r == 0) {
+            if (mw && r == 0) {
                 swl[warp * DMMA_N + 2 * c4 + j] = l[j] * f[j];
                 if (warp == 0)
                     stm[2 * c4 + j] = M;
             }
-            if (2 * c4 + j < G) {
+            if (mw && 2 * c4 + j < G) {
                 float *dst = sacc + (warp * G + 2 * c4 + j) * D + VR * r;
 #pragma unroll
                 for (int sl = 0; sl < D / 8; sl += 2) { /* slot sl: dim VR (r + 8 (sl / VR)) + sl % VR */
@@ -2518,7 +2527,7 @@ __global__ void __launch_bounds__(DMMA_THREADS)
         const int64_t slot = (int64_t)k * H + (int64_t)g * G; /* (tile, first head of the group) */
         const int gd = G * D;
         const bool one = FUSE && thi == tlo; /* a single live tile: this item's block writes ctx */
-        for (int i = 4 * tid; i < gd; i += 4 * DMMA_THREADS) {
+        for (int i = 4 * tid; tid < DMMA_THREADS && i < gd; i += 4 * DMMA_THREADS) {
             const float4 v0 = *reinterpret_cast<const float4 *>(sacc + i);
             const float4 v1 = *reinterpret_cast<const float4 *>(sacc + gd + i);
             const float4 v2 = *reinterpret_cast<const float4 *>(sacc + 2 * gd + i);
@@ -2547,9 +2556,9 @@ __global__ void __launch_bounds__(DMMA_THREADS)
 #endif
 }
 
-size_t dmma_smem(int H, int G, int D) /* sacc [4][G][D], swm, swl [4][8], stm [8]; sq [2][H][D + pad] bf16 */
+size_t dmma_smem(int H, int G, int D) /* sacc (dmma_sacc), swm, swl [4][8], stm [8]; sq [2][H][D + pad] bf16 */
 {
-    return (size_t)(DMMA_WARPS * G * D + 2 * DMMA_WARPS * DMMA_N + DMMA_N) * sizeof(float) +
+    return (size_t)(dmma_sacc(G, D) + 2 * DMMA_WARPS * DMMA_N + DMMA_N) * sizeof(float) +
            (size_t)2 * H * (D + DMMA_QPAD) * sizeof(uint16_t);
 }
 
@@ -2587,7 +2596,7 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
 {
     static Held h;
     const size_t smem = dmma_smem(H, H / Hkv, D);
-    const cudaError_t err = held_blocks((const void *)k_dec_mma<D, SPLIT, FUSE, POST>, DMMA_THREADS, smem, h);
+    const cudaError_t err = held_blocks((const void *)k_dec_mma<D, SPLIT, FUSE, POST>, dmma_threads(POST), smem, h);
     if (err != cudaSuccess)
         return err;
     int64_t blocks = h.blocks();
@@ -2595,8 +2604,8 @@ cudaError_t launch_dmma(const float *q, float *part, float *ctx, unsigned *cnt, 
     blocks = blocks < items ? blocks : items;
     if (dec_blocks_cap > 0 && blocks > dec_blocks_cap)
         blocks = dec_blocks_cap;
-    return launch_dep(k_dec_mma<D, SPLIT, FUSE, POST>, dim3((unsigned)blocks), dim3(DMMA_THREADS), smem, s, q, part,
-                      ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post);
+    return launch_dep(k_dec_mma<D, SPLIT, FUSE, POST>, dim3((unsigned)blocks), dim3(dmma_threads(POST)), smem, s, q,
+                      part, ctx, cnt, K, V, pos_dev, kv_pos0, kmin, kmax, max_tiles, P, H, Hkv, scale, window, post);
 }
 
 template <bool SPLIT, bool FUSE, bool POST = false>
