@@ -93,6 +93,18 @@ static size_t utf8_char(const unsigned char *s, size_t n, int *state)
     return i;
 }
 
+/* 1 if s[0..n) is whole, valid UTF-8 */
+static int utf8_valid(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        int st;
+        i += utf8_char(s + i, n - i, &st);
+        if (st != U8_COMPLETE)
+            return 0;
+    }
+    return 1;
+}
+
 static size_t utf8_put(uint32_t cp, unsigned char *o)
 {
     if (cp < 0x80) {
@@ -417,8 +429,15 @@ int rc_tokenizer_build(rc_tokenizer **out, const rc_tok_spec *sp, rc_err *e)
             if (t->byte_id[bv] < 0)
                 t->byte_id[bv] = (int32_t)i;
         }
-        if (n && (type == RC_TOKT_CONTROL || type == RC_TOKT_USER))
+        if (n && (type == RC_TOKT_CONTROL || type == RC_TOKT_USER)) {
+            /* text is split on these bytes: an invalid sequence could cut a character of valid text in two, and
+             * the pre-tokenizer's regex reads its pieces as valid UTF-8 */
+            if (!utf8_valid((const unsigned char *)t->str[i], n)) {
+                rc_tokenizer_free(t);
+                return rc_fail(e, RC_E_FORMAT, "%s: special token %lld is not valid UTF-8", what, (long long)i);
+            }
             added_add(&t->added[0], t->str[i], (uint32_t)n, (int32_t)i);
+        }
     }
     for (int64_t i = 0; i < sp->n_added; i++) {
         const size_t n = strlen(sp->added_content[i]);
@@ -426,6 +445,10 @@ int rc_tokenizer_build(rc_tokenizer **out, const rc_tok_spec *sp, rc_err *e)
         if (!n) {
             rc_tokenizer_free(t);
             return rc_fail(e, RC_E_FORMAT, "%s: added token %d is empty", what, id);
+        }
+        if (!utf8_valid((const unsigned char *)sp->added_content[i], n)) { /* as the special tokens above */
+            rc_tokenizer_free(t);
+            return rc_fail(e, RC_E_FORMAT, "%s: added token %d is not valid UTF-8", what, id);
         }
         memcpy(p, sp->added_content[i], n + 1);
         if (t->str[id] && (t->str_len[id] != n || memcmp(t->str[id], p, n))) { /* both strings live in t */
@@ -823,6 +846,8 @@ static int pre_split(enc_ctx *c, int k, const unsigned char *s, size_t n)
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
         const size_t b = ov[0], en = ov[1];
+        if (b > en || en > n || b < at) /* not on valid UTF-8 from the checks above; never slice outside s */
+            return rc_fail(c->e, RC_E_FORMAT, "tokenizer: pre-tokenizer regex matched outside its text");
         if (en == b) { /* an empty match yields no piece; step over one character */
             if (b >= n)
                 break;

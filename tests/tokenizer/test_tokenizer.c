@@ -297,6 +297,13 @@ static void test_arrays_match_hf(void **state)
     assert_non_null(strstr(e.msg, "not in the vocabulary"));
     merges[5] = saved;
     assert_null(t);
+    /* a control token that is not valid UTF-8 (GGUF's token types), refused as tokenizer.json's added tokens are */
+    const char *tok2 = tokens[2];
+    tokens[2] = "<|im_end|\xef\xbf";
+    assert_int_equal(rc_tokenizer_from_arrays(&t, &a, &e), RC_E_FORMAT);
+    assert_non_null(strstr(e.msg, "special token 2 is not valid UTF-8"));
+    assert_null(t);
+    tokens[2] = tok2;
 
     for (int64_t i = 0; i < nm; i++)
         free(merges[i]);
@@ -389,6 +396,11 @@ static void test_refusals(void **state)
                    "," BL_DEC "}", RC_E_FORMAT, "vocab ids reach 1000000 for 2 entries");
     expect_refused("{" BPE_OK "," BL_PRE "," BL_DEC ",\"added_tokens\":[{\"id\":100000000,\"content\":\"<x>\"}]}",
                    RC_E_FORMAT, "token ids reach 100000000 for 4 defined tokens");
+    /* an added token that is not valid UTF-8: text split on it could be cut inside a character, and the
+     * pre-tokenizer's regex then read past its piece (found by fuzz_tokenizer: a heap read past the text in
+     * bpe_piece, an added token "|im_start|>user" EF BF matching the start of a U+FFFD) */
+    expect_refused("{" BPE_OK "," BL_PRE "," BL_DEC ",\"added_tokens\":[{\"id\":3,\"content\":\"x\xef\xbf\"}]}",
+                   RC_E_FORMAT, "added token 3 is not valid UTF-8");
     rc_err e = {0};
     rc_tokenizer *t = NULL;
     assert_int_equal(rc_tokenizer_from_json(&t, "/nonexistent/tokenizer.json", &e), RC_E_IO);
