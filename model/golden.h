@@ -35,8 +35,9 @@ typedef struct rc_golden {
 enum { RC_GOLDEN_WEIGHTS = 1, RC_GOLDEN_PROBES = 2, RC_GOLDEN_ALL = 3 };
 
 /* Opens and validates a golden; 'what' selects the large parts to load. A regular file only; when the
- * folder's SHA256SUMS lists it, its bytes must match before HDF5 parses them (an unlisted golden gets one
- * warning line on stderr). */
+ * folder's SHA256SUMS lists it, its bytes must match before HDF5 parses them; an unlisted golden gets one
+ * warning line on stderr and is parsed in a child process first (isolate.h), so that a file on which libhdf5
+ * crashes or loops is refused (RC_E_FORMAT) instead of taking the process down. */
 int rc_golden_load(const char *path, int what, rc_golden *g, rc_err *e);
 /* The same from the file's bytes in memory (no checksum: the fuzz target's entry); path names it in messages. */
 int rc_golden_load_image(const void *data, int64_t size, const char *path, int what, rc_golden *g, rc_err *e);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "golden.h"
+#include "isolate.h"
 #include "model.h"
 #include "safetensors.h"
 #include "testutil.h"
@@ -282,6 +283,35 @@ static void test_golden_not_hdf5(void **state)
     assert_true(f >= 0 && H5Fclose(f) >= 0);
     expect_load_error(p, RC_GOLDEN_ALL, RC_E_FORMAT, "'format'");
     tu_rmdir(dir);
+}
+
+/* The isolated parse (isolate.h): a child's result and message come back as they were; a child that dies is a
+ * corrupt-file refusal naming the file, the library and how it ended, and the caller lives on. */
+static int iso_ok(void *arg, rc_err *e)
+{
+    (void)e;
+    return *(const int *)arg == 7 ? RC_OK : RC_E_USAGE;
+}
+static int iso_refuse(void *arg, rc_err *e)
+{
+    return rc_fail(e, RC_E_SHAPE, "%s: shape 3, expected 4", (const char *)arg);
+}
+static int iso_abort(void *arg, rc_err *e)
+{
+    (void)arg, (void)e;
+    abort();
+}
+static void test_isolated_parse(void **state)
+{
+    (void)state;
+    rc_err e = {0, ""};
+    int seven = 7;
+    assert_int_equal(rc_isolated_parse("a.h5", "HDF5", 100, iso_ok, &seven, &e), RC_OK);
+    assert_int_equal(rc_isolated_parse("b.h5", "HDF5", 100, iso_refuse, "b.h5", &e), RC_E_SHAPE);
+    assert_string_equal(e.msg, "b.h5: shape 3, expected 4");
+    assert_int_equal(rc_isolated_parse("c.h5", "HDF5", 100, iso_abort, NULL, &e), RC_E_FORMAT);
+    assert_non_null(strstr(e.msg, "c.h5: corrupt file: parsing it, the HDF5 library "));
+    assert_non_null(strstr(e.msg, "crashed (signal 6"));
 }
 
 /* Truncated copies at many lengths: an error (any code), never a crash or a leak. */
@@ -849,6 +879,7 @@ int main(void)
         cmocka_unit_test(test_golden_missing_file),
         cmocka_unit_test(test_golden_not_hdf5),
         cmocka_unit_test(test_golden_truncated),
+        cmocka_unit_test(test_isolated_parse),
         cmocka_unit_test(test_golden_version2),
         cmocka_unit_test(test_golden_damaged),
         cmocka_unit_test(test_golden_weights_bind),
