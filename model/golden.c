@@ -506,13 +506,7 @@ int rc_golden_load(const char *path, int what, rc_golden *g, rc_err *e)
     if (fd < 0)
         return e->code;
     unsigned char *buf = rc_calloc(size ? size : 1, 1, e, path);
-    int64_t got = 0;
-    while (buf && got < size) {
-        ssize_t r = read(fd, buf + got, (size_t)(size - got));
-        if (r <= 0)
-            break;
-        got += r;
-    }
+    const int64_t got = buf ? (int64_t)rc_read_full(fd, buf, (size_t)size) : 0;
     close(fd);
     if (!buf)
         return e->code;

@@ -9,6 +9,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+size_t rc_read_full(int fd, void *p, size_t n)
+{
+    char *c = p;
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = read(fd, c + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
 int rc_open_regular(const char *path, const char *what, int64_t *size, rc_err *e)
 {
     /* O_NONBLOCK: opening a FIFO without a writer would otherwise wait forever */

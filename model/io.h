@@ -15,6 +15,10 @@
  * the file in messages ("config", "the tolerance file"). */
 int rc_open_regular(const char *path, const char *what, int64_t *size, rc_err *e);
 
+/* Reads up to n bytes from fd into p, retrying short and interrupted reads; returns the bytes read (fewer than n
+ * at the end of the data or on an error). */
+size_t rc_read_full(int fd, void *p, size_t n);
+
 /* The whole of the regular text file at path, NUL-terminated (malloc'd; free it), or NULL with e set: RC_E_IO
  * when it is not a regular file, cannot be opened or read, or holds limit bytes or more (limit <= 0:
  * RC_READ_TEXT_MAX); RC_E_NOMEM when host memory runs out. Reads to the end of the file, so files whose

@@ -1,5 +1,6 @@
 /* Parsing an untrusted file in a child process first: see isolate.h. */
 #include "isolate.h"
+#include "io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,21 +81,6 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-static size_t read_all(int fd, void *p, size_t n)
-{
-    char *c = p;
-    size_t got = 0;
-    while (got < n) {
-        const ssize_t r = read(fd, c + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    return got;
-}
-
 int rc_isolated_parse(const char *path, const char *lib, int64_t size, rc_isolated_fn fn, void *arg, rc_err *e)
 {
     int fds[2];
@@ -124,7 +110,7 @@ int rc_isolated_parse(const char *path, const char *lib, int64_t size, rc_isolat
     }
     close(fds[1]);
     rc_err ce;
-    const size_t got = read_all(fds[0], &ce, sizeof ce);
+    const size_t got = rc_read_full(fds[0], &ce, sizeof ce);
     close(fds[0]);
     int status = 0;
     pid_t w;
