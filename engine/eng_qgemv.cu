@@ -2,6 +2,9 @@
  * __fadd_rn and the only fused multiply-adds are the explicit fmaf() of the dot product. */
 #include "eng_qgemv_k.cuh"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 namespace {
 
 /* One thread per 16-byte block: the family's rule into f32 or bf16 (k_qgemv's dq, so the same weight values). */
@@ -108,7 +111,7 @@ int vindex(const char *name)
  * and up, int4 groups of 128 k and up): int8 q|k|v-like shapes (N > 4096, K <= 8192) and int4 down-like ones
  * (K > 8192); 0: k_qgemv_s / k_qgemv everywhere (eng_qdot_model's bits). Flip after measuring
  * `test_engk_qgemv --bench`. The fused-norm forms follow it for int8 q|k|v (NORM_MMA below); int4's wide shapes take
- * k_qgemv_mma in both forms (MMA4_WIDE). */
+ * k_qgemv_mma in both forms (MMA4_WIDE), and int4's o-like shapes the plain one (MMA4_O). */
 static const int USE_MMA = 1;
 
 /* 1: int4 takes s1u2w16n where k_qgemv_s runs (the same bits: high nibbles under 2^19, no rescaled scale, addresses
@@ -152,6 +155,19 @@ static bool int4_wide_shape(const eng_qfmt *q, int N, int K) { return q->bits ==
 static const int MMA4_GLU_PER = 1;
 static const char *int4_wide_pick(int glu) { return glu && MMA4_GLU_PER ? "m8u4p" : "m8t2u2o"; }
 
+/* 1: int4's o-like shapes (plain, 2048 <= N <= 4096 outputs, K <= 8192: the attention's output projection of the 8B
+ * shapes) take k_qgemv_mma's m8t2u4 instead of k_qgemv_s's s1u2w16n (another order: the mma form's, held to its
+ * derived bound). Measured in the engine's graph on the H200 (session 30, `engine bench --shape llama3-8b --weights
+ * int4-g128 --prompt-len 16 --steps 32 --rounds 2 --no-stream`, $REFCHAIN_QGEMV_PICKS): a sweep, 2.215 ms/token
+ * against 2.258-2.262 with s1u2w16n (m16u2o 2.228, s1u2w16 2.247, m8u2o 2.259, s1u4w16n 2.268, m4t4u4 2.270); then
+ * alternating in one call, 2.205 / 2.202 / 2.201 against 2.246 / 2.248 / 2.246 (454 against 445 tok/s). Smaller
+ * shapes (the committed goldens' layers) keep their picks and bits. */
+static const int MMA4_O = 1;
+static bool int4_o_shape(const eng_qfmt *q, int N, int K)
+{
+    return q->bits == 4 && N >= 2048 && N <= 4096 && K <= 8192;
+}
+
 /* The k_qgemv_s variant for a shape (plain, GLU or fused norm: k_qgemv_s's best was the same for both forms).
  * Measured on the H200 (test_engk_qgemv --bench, graph times, llama3-8b shapes), us, int8 per row: q|k|v s1u2w16
  * 6.8 (m8u4 6.2), o s1u2w16 4.9, fused gate|up s1u4w16 33.7 (s1u2w16 33.8, m8u4 34.0), down s1u4w16 16.6 (m8u8
@@ -168,15 +184,80 @@ static const char *s_pick(int glu, const eng_qfmt *q, int K)
     return q->bits == 8 && (glu || K > 8192) ? "s1u4w16" : "s1u2w16";
 }
 
+/* $REFCHAIN_QGEMV_PICKS, for benchmarking picks inside the engine's graph (`engine bench --weights ...`): a comma
+ * list of FNxK=variant, F the form (p plain, g GLU, n plain with the fused norm, m GLU with the fused norm), N the
+ * outputs (GLU: the intermediate width), K the inputs; e.g. p4096x14336=m8u4p names int4 down's kernel for llama3-8b.
+ * A variant of another split-k (another KS, or k_qgemv_s against k_qgemv_mma) sums in another order, so it changes
+ * bits: every memory mode of one process takes the same override, but the bounds and goldens hold only for the
+ * picks below. The variant must run the shape (its launcher's error otherwise); engk_qgemv_env_check refuses an
+ * entry it cannot parse or a variant without that form. */
+
+/* Entry [p, p + len) as form, N, K and variant index (-1 where no variant of that name has the form); false where
+ * it does not parse. */
+static bool env_entry(const char *p, size_t len, char *form, int *N, int *K, int *v)
+{
+    char buf[96], name[32];
+    int used = 0;
+    if (len >= sizeof buf)
+        return false;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "%c%dx%d=%31[a-z0-9]%n", form, N, K, name, &used) != 4 || used != (int)len || *N < 1 || *K < 1 ||
+        !strchr("pgnm", *form))
+        return false;
+    *v = -1;
+    for (int i = 0; i < nvariants(); i++) {
+        const QVariant &w = variant(i);
+        const bool has = *form == 'p'   ? true
+                         : *form == 'g' ? w.glu != nullptr
+                         : *form == 'n' ? w.norm != nullptr
+                                        : w.glu_norm != nullptr;
+        if (!strcmp(w.name, name) && has)
+            *v = i;
+    }
+    return true;
+}
+
+/* The variant $REFCHAIN_QGEMV_PICKS names for (form, N, K), or -1; with bad (a check: form 0 matches nothing), -2 and
+ * the first entry that does not parse or names no variant of its form in bad[n]. */
+static int env_walk(char form, int N, int K, char *bad, size_t n)
+{
+    const char *p = getenv("REFCHAIN_QGEMV_PICKS");
+    while (p && *p) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        char f;
+        int en, ek, v;
+        const bool ok = env_entry(p, len, &f, &en, &ek, &v);
+        if (bad && (!ok || v < 0)) {
+            snprintf(bad, n, "%.*s", (int)(len < 64 ? len : 64), p);
+            return -2;
+        }
+        if (ok && f == form && en == N && ek == K)
+            return v;
+        p = end ? end + 1 : nullptr;
+    }
+    return -1;
+}
+
+static int env_pick(char form, int N, int K) { return env_walk(form, N, K, nullptr, 0); }
+
+extern "C" int engk_qgemv_env_check(char *bad, size_t n) { return env_walk(0, 0, 0, bad, n) == -2 ? -1 : 0; }
+
 /* Rows too long for x in shared memory, and groups k_qgemv_s cannot index by a shift, take k_qgemv (r2u2r). */
 extern "C" int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K)
 {
+    const int ev = env_pick(glu ? 'g' : 'p', N, K);
+    if (ev >= 0)
+        return ev;
     const int64_t rows = glu ? 2 * (int64_t)N : N;
     if (USE_MMA && N >= 1 && !glu && mma_runs(q, rows, K)) {
         if (int8_qkv_shape(q, N, K))
             return vindex("m8u4");
         if (q->bits == 4 && K > 8192)
             return vindex("m8t2u4"); /* int4 down */
+        if (MMA4_O && int4_o_shape(q, N, K))
+            return vindex("m8t2u4"); /* int4 o */
     }
     if (USE_MMA && MMA4_WIDE && N >= 1 && int4_wide_shape(q, N, K) && mma_runs(q, rows, K))
         return vindex(int4_wide_pick(glu)); /* int4 q|k|v, gate|up */
@@ -204,6 +285,9 @@ static const int NORM_MMA = 1;
 
 extern "C" int engk_qgemv_pick_norm(int glu, const eng_qfmt *q, int N, int K)
 {
+    const int ev = env_pick(glu ? 'm' : 'n', N, K);
+    if (ev >= 0)
+        return ev;
     if (USE_MMA && NORM_MMA && N >= 1 && !glu && int8_qkv_shape(q, N, K) && mma_norm_runs(q, N, K))
         return vindex("m8u4");
     if (USE_MMA && MMA4_WIDE && N >= 1 && int4_wide_shape(q, N, K) && mma_norm_runs(q, glu ? 2 * (int64_t)N : N, K))

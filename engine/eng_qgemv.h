@@ -16,7 +16,7 @@
  *   test_engk_qgemv's mma_ref. The same bits
  *   every run, whatever the grid or N; the variant (its split-k) is fixed per shape by engk_qgemv_pick.
  * engk_qgemv_pick chooses k_qgemv_mma where it runs and measured best (int8 q|k|v-like shapes, int4 down-like ones,
- * int4 q|k|v and gate|up-like ones; eng_qgemv.cu's USE_MMA switches that off). The fused-norm forms follow it for
+ * int4 q|k|v, gate|up and o-like ones; eng_qgemv.cu's USE_MMA switches that off). The fused-norm forms follow it for
  * int8 and int4 q|k|v-like shapes and int4 gate|up; elsewhere they are k_qgemv_s's order. */
 #ifndef ENG_QGEMV_H
 #define ENG_QGEMV_H
@@ -59,6 +59,10 @@ cudaError_t engk_qdequant(void *dst, int f32, const void *W, const eng_qfmt *q, 
  * (y[N] from W[2N, K], b[2N], act; res unused), which engk_qgemv_variant_has_glu says a variant has.
  * engk_qgemv_pick: the variant engk_qgemv (glu 0) or engk_qgemv_glu (glu 1) launches for that format and shape. */
 int engk_qgemv_variants(void);
+/* $REFCHAIN_QGEMV_PICKS (benchmarking: FNxK=variant,... overrides the picks below for that form and shape; see
+ * eng_qgemv.cu): 0 if unset or every entry parses and names a variant with that form, else -1 with the first bad
+ * entry in bad[n]. */
+int engk_qgemv_env_check(char *bad, size_t n);
 const char *engk_qgemv_variant_name(int v);
 int engk_qgemv_variant_has_glu(int v);
 int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K);

@@ -892,6 +892,12 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     rc = gemv_shapes(gv, e);
     if (rc)
         return rc;
+    char qbad[80];
+    if (engk_qgemv_env_check(qbad, sizeof qbad))
+        return rc_fail(e, RC_E_USAGE,
+                       "engine: REFCHAIN_QGEMV_PICKS: '%s' is not FNxK=variant (F p, g, n or m; a quantized GEMV variant "
+                       "with that form)",
+                       qbad);
     const int gdn_form = gdn_step_form(e);
     if (gdn_form < 0)
         return e->code;

@@ -323,6 +323,10 @@ bad-input)
         --model "$L" --prompt-golden
     REFCHAIN_GEMV_SHAPES=1,2,3,99 check gemv_shape_range 'REFCHAIN_GEMV_SHAPES must be auto or four shape numbers' \
         --model "$L" --prompt-golden
+    REFCHAIN_QGEMV_PICKS=p4096x4096 check bad_qgemv_picks "REFCHAIN_QGEMV_PICKS: 'p4096x4096' is not FNxK=variant" \
+        --model "$L" --prompt-golden
+    REFCHAIN_QGEMV_PICKS=p4096x4096=m8t2u4,g11008x4096=r1u4 check qgemv_pick_form \
+        "REFCHAIN_QGEMV_PICKS: 'g11008x4096=r1u4' is not FNxK=variant" --model "$L" --prompt-golden
     check bad_prompt 'token ids' --model "$L" --prompt "1 two 3"
     check bad_ids 'token ids' --model "$L" --ids "1 two 3"
     check no_prompt 'exactly one' --model "$L"
