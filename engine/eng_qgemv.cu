@@ -88,13 +88,14 @@ const QVariant variants_r[] = {
 constexpr int NVR = (int)(sizeof variants_r / sizeof variants_r[0]);
 constexpr int OLD_DEFAULT = 5; /* r2u2r, plain and GLU: k_qgemv as it ran before k_qgemv_s */
 
-int nvariants() { return NVR + eng_qgemv_nvs + eng_qgemv_nvm; }
+int nvariants() { return NVR + eng_qgemv_nvs + eng_qgemv_nvm + eng_qgemv_nvi; }
 
-/* Variant v of engk_qgemv_variant's numbering: the k_qgemv ones, then k_qgemv_s's, then k_qgemv_mma's (0 <= v <
- * nvariants()). */
+/* Variant v of engk_qgemv_variant's numbering: the k_qgemv ones, then k_qgemv_s's, then k_qgemv_mma's (its fp16 m*,
+ * then its integer i*) (0 <= v < nvariants()). */
 const QVariant &variant(int v)
 {
-    return v < NVR ? variants_r[v] : v < NVR + eng_qgemv_nvs ? eng_qgemv_vs[v - NVR] : eng_qgemv_vm[v - NVR - eng_qgemv_nvs];
+    const int vm = NVR + eng_qgemv_nvs, vi = vm + eng_qgemv_nvm;
+    return v < NVR ? variants_r[v] : v < vm ? eng_qgemv_vs[v - NVR] : v < vi ? eng_qgemv_vm[v - vm] : eng_qgemv_vi[v - vi];
 }
 
 int vindex(const char *name)
@@ -153,7 +154,21 @@ static bool int4_wide_shape(const eng_qfmt *q, int N, int K) { return q->bits ==
  * gate|up with the norm: m8t2u2o 37.1 us, m8t2u2op 27.9, m8u4p 27.2. q|k|v (N 6144: one wave of blocks) keeps
  * m8t2u2o (9.1 against m8t2u2op's 10.4 us with the norm). */
 static const int MMA4_GLU_PER = 1;
-static const char *int4_wide_pick(int glu) { return glu && MMA4_GLU_PER ? "m8u4p" : "m8t2u2o"; }
+
+/* 1: where int4 takes k_qgemv_mma for the fused gate|up (MMA4_GLU_PER), down (K > 8192) and o (MMA4_O), it runs the
+ * integer form (the i* variants: x as 31-bit fixed point in four int8 digits, the codes as int8, exact int32 sums a
+ * step by mma.sync.m16n8k32; about 60% of the fp16 form's instructions in the loop, and a tighter bound): i8u4p,
+ * i8t2u4, i8t2u4 for m8u4p, m8t2u4, m8t2u4; 0: the fp16 form there. q|k|v (fused norm) keeps m8t2u2o: its integer
+ * forms lost in the graph. Measured on the H200 (session 31, `engine bench --shape llama3-8b --weights int4-g128
+ * --prompt-len 16 --steps 32 --rounds 2 --no-stream`, $REFCHAIN_QGEMV_PICKS in one binary, two passes, ms/token):
+ * the fp16 picks 2.206 / 2.208; gate|up i8u4p 2.116 / 2.117; down i8t2u4 2.204 / 2.205; o i8t2u4 2.197 / 2.197; the
+ * three together 2.067 / 2.067 (484 tok/s against 453); q|k|v on i8t2u2o 2.245 / 2.249, i8u4p 2.274 / 2.271, all
+ * four 2.123 / 2.124. */
+static const int INT4_I = 1;
+static const char *int4_wide_pick(int glu)
+{
+    return glu && MMA4_GLU_PER ? (INT4_I ? "i8u4p" : "m8u4p") : "m8t2u2o";
+}
 
 /* 1: int4's o-like shapes (plain, 2048 <= N <= 4096 outputs, K <= 8192: the attention's output projection of the 8B
  * shapes) take k_qgemv_mma's m8t2u4 instead of k_qgemv_s's s1u2w16n (another order: the mma form's, held to its
@@ -255,9 +270,9 @@ extern "C" int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K)
         if (int8_qkv_shape(q, N, K))
             return vindex("m8u4");
         if (q->bits == 4 && K > 8192)
-            return vindex("m8t2u4"); /* int4 down */
+            return vindex(INT4_I ? "i8t2u4" : "m8t2u4"); /* int4 down */
         if (MMA4_O && int4_o_shape(q, N, K))
-            return vindex("m8t2u4"); /* int4 o */
+            return vindex(INT4_I ? "i8t2u4" : "m8t2u4"); /* int4 o */
     }
     if (USE_MMA && MMA4_WIDE && N >= 1 && int4_wide_shape(q, N, K) && mma_runs(q, rows, K))
         return vindex(int4_wide_pick(glu)); /* int4 q|k|v, gate|up */

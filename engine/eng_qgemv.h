@@ -15,6 +15,14 @@
  *   included: expected near 2^-20 sqrt(sum (s q x)^2) (the checker's tripwire: 2^-16), the proven bound in
  *   test_engk_qgemv's mma_ref. The same bits
  *   every run, whatever the grid or N; the variant (its split-k) is fixed per shape by engk_qgemv_pick.
+ *   Its integer form (the i* variants, INT): x scaled by 2^F (max |x| 2^F in [2^29, 2^30)) and rounded to an int32 X
+ *   (|x - X 2^-F| <= 2^-30 max|x|), X split into four balanced int8 digits (B columns 0..3); the codes as int8 (int4:
+ *   16 times the nibble, u8 for the affine family); per step mma.sync.m16n8k32 gives each digit's sum exactly in
+ *   int32; lane t = 0 takes digits 0, 1 (c0 + 256 c1), t = 1 digits 2, 3, each rounded once to f32, acc = fma(s, v,
+ *   acc) (affine: fma(m, the step's x sum 2^(F - 12), acc) in t = 1's units) over the warp's steps; then acc(t = 0) +
+ *   2^16 acc(t = 1), times 2^-F (int4: 2^-F / 16); the split-k warps' accs in warp order. Error about 2^-24 of the
+ *   step sums and 2^-30 max|x| sum|w| (mma_ref's ibound). A NaN or infinity in x gives NaN outputs (checked, the
+ *   fixed point has no such value).
  * engk_qgemv_pick chooses k_qgemv_mma where it runs and measured best (int8 q|k|v-like shapes, int4 down-like ones,
  * int4 q|k|v, gate|up and o-like ones; eng_qgemv.cu's USE_MMA switches that off). The fused-norm forms follow it for
  * int8 and int4 q|k|v-like shapes and int4 gate|up; elsewhere they are k_qgemv_s's order. */

@@ -7,6 +7,7 @@
 
 #include "eng_qgemv.h"
 
+#include <float.h>
 #include <string.h>
 
 #include <cuda_fp16.h>
@@ -826,6 +827,66 @@ __device__ __forceinline__ void split_f16x2(float a, float b, unsigned &hi, unsi
     memcpy(&lo, &l, 4);
 }
 
+/* The integer form (INT): c += A B by mma.sync.m16n8k32, A u8 (U8) or s8, B s8, s32 accumulation (exact here).
+ * Fragments as mma16816's with 4 k a register: a0 = (g, k 4t..4t+3), a1 = (g+8, 4t..), a2 = (g, 16+4t..), a3 = (g+8,
+ * 16+4t..); b0 = (k 4t..4t+3, n g), b1 = (k 16+4t.., n g); c0, c1 = (g, 2t, 2t+1), c2, c3 = (g+8, ...). */
+template <bool U8>
+__device__ __forceinline__ void imma16832(int (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                          unsigned b1)
+{
+    if (U8)
+        asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* One step's integer MMAs into c (from zero), the lane's 16 bytes wa (row g) and wb (row g + 8); xp: the lane's B
+ * digits. int4: each nibble moved into its byte's high half, so A = 16 times the code (s8 16 c for the symmetric
+ * family's signed nibbles, u8 16 u for the affine family's), no other decode: MMA 2 p + h takes words 2 p, 2 p + 1,
+ * h = 0 their low nibbles (w << 4), h = 1 their high ones (w & 0xF0F0F0F0), so its k are 32 t + 16 p + 2 j + h
+ * (a0, a1) and + 8 (a2, a3), j the byte; B registers 2 (2 p + h), + 1 in two uint4 16 apart. int8: the codes as they
+ * are (s8), MMA p over words 2 p, 2 p + 1 (k 16 t + 8 p + 0..7), B one uint4. */
+template <int FAM, int BITS>
+__device__ __forceinline__ void imma_step(int (&c)[4], const uint4 &wa, const uint4 &wb, const uint4 *xp)
+{
+    constexpr unsigned HI = 0xF0F0F0F0u;
+    if (BITS == 4) {
+        const uint4 p0 = xp[0], p1 = xp[16];
+        const unsigned bx[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            const unsigned a0 = (&wa.x)[2 * p], a2 = (&wa.x)[2 * p + 1], a1 = (&wb.x)[2 * p], a3 = (&wb.x)[2 * p + 1];
+            imma16832<FAM == 2>(c, (a0 << 4) & HI, (a1 << 4) & HI, (a2 << 4) & HI, (a3 << 4) & HI, bx[4 * p],
+                                bx[4 * p + 1]);
+            imma16832<FAM == 2>(c, a0 & HI, a1 & HI, a2 & HI, a3 & HI, bx[4 * p + 2], bx[4 * p + 3]);
+        }
+    } else {
+        const uint4 b = xp[0];
+        imma16832<false>(c, wa.x, wb.x, wa.y, wb.y, b.x, b.y);
+        imma16832<false>(c, wa.z, wb.z, wa.w, wb.w, b.z, b.w);
+    }
+}
+
+/* X (|X| <= 2^30) as balanced base-256 digits, byte i the s8 digit d_i in [-128, 127], X = d0 + 2^8 d1 + 2^16 d2 +
+ * 2^24 d3: X + 0x808080 holds d_i + 128 in its three low bytes and d3 above them (no overflow), and flipping those
+ * bytes' top bits makes them d_i. */
+__device__ __forceinline__ unsigned digits4(int X) { return ((unsigned)X + 0x808080u) ^ 0x808080u; }
+
+/* The 4 x 4 byte transpose: out[g] byte j = byte g of w[j] (digit g of values j = 0..3 in one B register). */
+__device__ __forceinline__ void bytes4x4(unsigned (&out)[4], const unsigned (&w)[4])
+{
+    const unsigned l01 = __byte_perm(w[0], w[1], 0x5140u), h01 = __byte_perm(w[0], w[1], 0x7362u);
+    const unsigned l23 = __byte_perm(w[2], w[3], 0x5140u), h23 = __byte_perm(w[2], w[3], 0x7362u);
+    out[0] = __byte_perm(l01, l23, 0x5410u);
+    out[1] = __byte_perm(l01, l23, 0x7632u);
+    out[2] = __byte_perm(h01, h23, 0x5410u);
+    out[3] = __byte_perm(h01, h23, 0x7632u);
+}
+
 #endif
 
 /* Shared memory of k_qgemv_mma (uint4 units): the B pieces, step-major, [step][piece q][hi, lo][t] (the 8 B lanes
@@ -854,7 +915,8 @@ __host__ __device__ inline int mma_xf_unit(int K, int bits, int family)
  * blocks, and where a warp's steps a tile are a multiple of U the ring's refills past a unit's last step load the
  * next unit's first steps, so the loads stay in flight across units. Each row's order is the same, hence the same
  * bits as the form without PER. */
-template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM, int MINB, bool PER = false>
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM, int MINB, bool PER = false,
+          bool INT = false>
 __global__ void __launch_bounds__(KS * TILES * 32, MINB)
     k_qgemv_mma(float *y, const float *x, QMat m, const float *b, const float *res, int N, int K, int act, int gshift,
                 QNorm nm)
@@ -939,6 +1001,8 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
     for (int L = threadIdx.x; L < K / 4; L += NT) {
         const float4 v = x4[L];
         mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+        if (INT && !(fabsf(v.x) <= FLT_MAX && fabsf(v.y) <= FLT_MAX && fabsf(v.z) <= FLT_MAX && fabsf(v.w) <= FLT_MAX))
+            mx = INFINITY; /* INT: a NaN or infinity in x makes every output NaN (below) */
     }
     mx = warp_max(mx);
     if (lane == 0)
@@ -947,9 +1011,14 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
     mx = wmx[0];
     for (int w = 1; w < WARPS; w++)
         mx = fmaxf(mx, wmx[w]);
-    const int E = max((int)((__float_as_uint(mx) >> 23) & 255u) - 127, -100); /* floor(log2 max|x|), >= -100 */
-    const float down = __uint_as_float((unsigned)(127 + 14 - E) << 23);   /* 2^-e, e = E - 14 */
-    const float up = __uint_as_float((unsigned)(127 - 14 + E) << 23);     /* 2^e */
+    const int EX = (int)((__float_as_uint(mx) >> 23) & 255u) - 127;             /* floor(log2 max|x|) */
+    const int E = INT ? min(max(EX, -90), 127) : max(EX, -100);                   /* >= -100 (INT: -90) */
+    /* fp16: 2^-e, e = E - 14, and 2^e; INT: x to integers X = x 2^F, F = 29 - E (|X| <= 2^30), and back by 2^-F
+     * (int4: 2^-F / 16, its A being 16 times the codes); xsc: the affine step sums into the high digits' units */
+    const float down = __uint_as_float((unsigned)(127 + (INT ? 29 : 14) - E) << 23);
+    const float up = __uint_as_float((unsigned)(127 - (INT ? 29 + (BITS == 4 ? 4 : 0) : 14) + E) << 23);
+    const float xsc = INT ? __uint_as_float((unsigned)(127 + 17 - E) << 23) : 1.0f; /* 2^(F - 12) */
+    const bool xbad = INT && !(mx <= FLT_MAX);
     /* the B pieces: piece p = x[8 p, 8 p + 8) is (step p / PPS, lane t, piece q) of the layout above */
     float *xsum = reinterpret_cast<float *>(xq + (S + 1) * NQ * 8);
     for (int p0 = warp * 32; p0 < K / 8; p0 += NT) { /* whole warps: the affine sums' shuffles */
@@ -957,17 +1026,43 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
         const bool in = p < K / 8;
         const float4 u0 = x4[2 * (in ? p : 0)], u1 = x4[2 * (in ? p : 0) + 1];
         const float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-        unsigned hi[4], lo[4];
+        if (INT) { /* X = rn(x 2^F), four balanced digits; digit gq into B column gq (the layout above) */
+            unsigned dg[2][4]; /* [h][digit]: register h (int4: the even k, then the odd; int8: k 0..3, then 4..7) */
 #pragma unroll
-        for (int w = 0; w < 4; w++) { /* pair w: k (w, w + 4) for int4 (the order 0 4 1 5 2 6 3 7), (2 w, 2 w + 1) */
-            const int k0 = BITS == 4 ? w : 2 * w, k1 = BITS == 4 ? w + 4 : 2 * w + 1;
-            split_f16x2(__fmul_rn(v[k0], down), __fmul_rn(v[k1], down), hi[w], lo[w]);
-        }
-        if (in) {
-            const int st = p / PPS, q = p % PPS % NQ, tt = p % PPS / NQ;
-            uint4 *d = xq + (st * NQ + q) * 8 + tt;
-            d[0] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-            d[4] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            for (int h = 0; h < 2; h++) {
+                unsigned w[4];
+#pragma unroll
+                for (int jb = 0; jb < 4; jb++)
+                    w[jb] = digits4(__float2int_rn(__fmul_rn(v[BITS == 4 ? 2 * jb + h : 4 * h + jb], down)));
+                bytes4x4(dg[h], w);
+            }
+            if (in) {
+                unsigned *d32 = reinterpret_cast<unsigned *>(xq);
+                /* int4: piece p is word w = p % 4 of lane t = p % 16 / 4 at step p / 16, its even k in register
+                 * 2 (2 (w / 2)) + w % 2 of that lane, its odd k two further; int8: the 8 k of registers 2 (p % 2),
+                 * + 1 of lane p % 8 / 2 at step p / 8 */
+                const int st = p / PPS, tt = BITS == 4 ? p % 16 / 4 : p % 8 / 2;
+                const int i4 = BITS == 4 ? p % 4 / 2 : 0, c0 = BITS == 4 ? p % 2 : 2 * (p % 2), ch = BITS == 4 ? 2 : 1;
+                const int base = (st * NQ * 8 + i4 * 16 + tt) * 4 + c0;
+#pragma unroll
+                for (int gq = 0; gq < 4; gq++) {
+                    d32[base + gq * 16] = dg[0][gq];
+                    d32[base + gq * 16 + ch] = dg[1][gq];
+                }
+            }
+        } else {
+            unsigned hi[4], lo[4];
+#pragma unroll
+            for (int w = 0; w < 4; w++) { /* pair w: k (w, w + 4) for int4 (the order 0 4 1 5 2 6 3 7), (2 w, 2 w + 1) */
+                const int k0 = BITS == 4 ? w : 2 * w, k1 = BITS == 4 ? w + 4 : 2 * w + 1;
+                split_f16x2(__fmul_rn(v[k0], down), __fmul_rn(v[k1], down), hi[w], lo[w]);
+            }
+            if (in) {
+                const int st = p / PPS, q = p % PPS % NQ, tt = p % PPS / NQ;
+                uint4 *d = xq + (st * NQ + q) * 8 + tt;
+                d[0] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+                d[4] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            }
         }
         if (FAM == 2) { /* a step's 128 x: 8 in k order a lane, then the 16 lanes' xor butterfly (same bits in each) */
             float s = v[0];
@@ -978,16 +1073,18 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
             for (int off = 1; off < 16; off <<= 1)
                 s = __fadd_rn(s, __shfl_xor_sync(FULL, s, off));
             if (in && (lane & 15) == 0)
-                xsum[p / 16] = s;
+                xsum[p / 16] = INT ? __fmul_rn(s, xsc) : s;
         }
     }
     if (threadIdx.x < NQ * 8)
         xq[S * NQ * 8 + threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
     __syncthreads();
     trace_mark();
-    /* B: lanes g = 0 (hi), 1 (lo) read their pieces of step j at xb + j xst; the others the zero block */
-    const uint4 *xb = g < 2 ? xq + g * 4 + t : xq + S * NQ * 8 + t;
-    const int xst = g < 2 ? NQ * 8 : 0;
+    /* B: lanes g = 0 (hi), 1 (lo) read their pieces of step j at xb + j xst (INT: g = 0..3 digit g); the others
+     * the zero block */
+    const int NBC = INT ? 4 : 2;
+    const uint4 *xb = g < NBC ? xq + g * 4 + t : xq + S * NQ * 8 + t;
+    const int xst = g < NBC ? NQ * 8 : 0;
     if (L2FIRST)
         fill();
     for (int par = 0;; par ^= 1) {
@@ -1000,17 +1097,26 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
                 const int jj = j0 + u, j = ks + KS * jj;
                 if (jj >= nj)
                     break;
-                float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                mma_step<FAM, BITS>(c, cha[u], chb[u], xb + j * xst);
-                const float va = __fmul_rn(__fadd_rn(c[0], c[1]), up), vb = __fmul_rn(__fadd_rn(c[2], c[3]), up);
+                float va, vb;
+                if (INT) { /* lane t: digits 2 t, 2 t + 1 (t = 0: units 1, t = 1: units 2^16; t > 1: zero columns) */
+                    int ci[4] = {0, 0, 0, 0};
+                    imma_step<FAM, BITS>(ci, cha[u], chb[u], xb + j * xst);
+                    va = __int2float_rn(ci[0] + 256 * ci[1]);
+                    vb = __int2float_rn(ci[2] + 256 * ci[3]);
+                } else {
+                    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    mma_step<FAM, BITS>(c, cha[u], chb[u], xb + j * xst);
+                    va = __fmul_rn(__fadd_rn(c[0], c[1]), up);
+                    vb = __fmul_rn(__fadd_rn(c[2], c[3]), up);
+                }
                 if (PERROW) {
                     acca = __fadd_rn(acca, va);
                     accb = __fadd_rn(accb, vb);
                 } else {
                     acca = __fmaf_rn(csa[u], va, acca);
                     accb = __fmaf_rn(csb[u], vb, accb);
-                    if (FAM == 2) {
-                        const float xs = xsum[j];
+                    if (FAM == 2) { /* INT: the offsets in the high digits' lane (t = 1) only */
+                        const float xs = INT ? (t == 1 ? xsum[j] : 0.0f) : xsum[j];
                         acca = __fmaf_rn(cma[u], xs, acca);
                         accb = __fmaf_rn(cmb[u], xs, accb);
                     }
@@ -1022,6 +1128,11 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
             }
         if (!more)
             trace_mark();
+        if (INT) { /* t = 0: acc (low digits) + 2^16 acc of t = 1, then back by 2^-F (int4: / 16); x not finite: NaN */
+            const float ha = __shfl_down_sync(FULL, acca, 1), hb = __shfl_down_sync(FULL, accb, 1);
+            acca = xbad ? __int_as_float(0x7fc00000) : __fmul_rn(__fmaf_rn(ha, 65536.0f, acca), up);
+            accb = xbad ? __int_as_float(0x7fc00000) : __fmul_rn(__fmaf_rn(hb, 65536.0f, accb), up);
+        }
         if (t == 0) { /* columns 0 (hi) and 1 (lo) of rows g, g + 8; the other lanes hold the zero columns */
             red[par][warp][g] = acca;
             red[par][warp][g + 8] = accb;
@@ -1079,11 +1190,11 @@ inline bool mma_runs(const eng_qfmt *q, int64_t rows, int K)
     return major >= 8 && optin >= 0 && mma_smem(K, q->bits, q->family) + 2048 <= (size_t)optin; /* + red, wmx */
 }
 
-template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM, int MINB, bool PER>
+template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM, int MINB, bool PER, bool INT>
 cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, const float *res, int N, int K, int act,
                      const QNorm &nm, cudaStream_t s)
 {
-    const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW, NORM, MINB, PER>;
+    const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW, NORM, MINB, PER, INT>;
     const size_t smem = NORM ? (size_t)mma_xf_unit(K, BITS, FAM) * 16 + (size_t)K * 4 : mma_smem(K, BITS, FAM);
     if (smem > 32 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -1104,22 +1215,24 @@ cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, co
 }
 
 /* k_qgemv_mma for q's family, bits and grouping (mma_runs). */
-template <int KS, int TILES, int U, bool GLU, bool NORM, int MINB, bool PER>
+template <int KS, int TILES, int U, bool GLU, bool NORM, int MINB, bool PER, bool INT>
 cudaError_t launch_mf(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
                       int N, int K, int act, const QNorm &nm, cudaStream_t s)
 {
     const QMat m = qmat(W, q, GLU ? 2 * N : N, K);
     if (q->family == 2)
-        return launch_m<2, 4, KS, TILES, U, GLU, false, NORM, MINB, PER>(y, x, m, b, res, N, K, act, nm, s);
+        return launch_m<2, 4, KS, TILES, U, GLU, false, NORM, MINB, PER, INT>(y, x, m, b, res, N, K, act, nm, s);
     if (q->bits == 4)
-        return q->group == K ? launch_m<1, 4, KS, TILES, U, GLU, true, NORM, MINB, PER>(y, x, m, b, res, N, K, act, nm, s)
-                             : launch_m<1, 4, KS, TILES, U, GLU, false, NORM, MINB, PER>(y, x, m, b, res, N, K, act, nm, s);
-    return q->group == K ? launch_m<1, 8, KS, TILES, U, GLU, true, NORM, MINB, PER>(y, x, m, b, res, N, K, act, nm, s)
-                         : launch_m<1, 8, KS, TILES, U, GLU, false, NORM, MINB, PER>(y, x, m, b, res, N, K, act, nm, s);
+        return q->group == K
+                   ? launch_m<1, 4, KS, TILES, U, GLU, true, NORM, MINB, PER, INT>(y, x, m, b, res, N, K, act, nm, s)
+                   : launch_m<1, 4, KS, TILES, U, GLU, false, NORM, MINB, PER, INT>(y, x, m, b, res, N, K, act, nm, s);
+    return q->group == K
+               ? launch_m<1, 8, KS, TILES, U, GLU, true, NORM, MINB, PER, INT>(y, x, m, b, res, N, K, act, nm, s)
+               : launch_m<1, 8, KS, TILES, U, GLU, false, NORM, MINB, PER, INT>(y, x, m, b, res, N, K, act, nm, s);
 }
 
 /* The tensor-core kernel where mma_runs, else k_qgemv_s's s2u2w8 (eng_qdot_model's order). */
-template <int KS, int TILES, int U, bool GLU, int MINB = 0, bool PER = false>
+template <int KS, int TILES, int U, bool GLU, int MINB = 0, bool PER = false, bool INT = false>
 cudaError_t launch_mq(float *y, const float *x, const void *W, const eng_qfmt *q, const float *b, const float *res,
                       int N, int K, int act, cudaStream_t s)
 {
@@ -1127,8 +1240,8 @@ cudaError_t launch_mq(float *y, const float *x, const void *W, const eng_qfmt *q
         return cudaErrorInvalidValue;
     if (!mma_runs(q, GLU ? 2 * (int64_t)N : N, K))
         return launch_sq<2, 2, 8, GLU>(y, x, W, q, b, res, N, K, act, s);
-    return launch_mf<KS, TILES, U, GLU, false, MINB, PER>(y, x, W, q, b, res, N, K, act,
-                                                          QNorm{nullptr, nullptr, 0.0f, 0}, s);
+    return launch_mf<KS, TILES, U, GLU, false, MINB, PER, INT>(y, x, W, q, b, res, N, K, act,
+                                                               QNorm{nullptr, nullptr, 0.0f, 0}, s);
 }
 
 /* 1 if the fused-norm form of k_qgemv_mma runs q at [rows, K]: mma_runs, and x's flat copy fits too. */
@@ -1141,7 +1254,7 @@ inline bool mma_norm_runs(const eng_qfmt *q, int64_t rows, int K)
 
 /* The fused-norm form of launch_mq: the same kernel (or the same fallback, s2u2w8) on rmsnorm(x); refused where
  * mma_runs but the copy does not fit (its plain form would run the tensor cores). */
-template <int KS, int TILES, int U, bool GLU, int MINB = 0, bool PER = false>
+template <int KS, int TILES, int U, bool GLU, int MINB = 0, bool PER = false, bool INT = false>
 cudaError_t launch_mn(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const void *W,
                       const eng_qfmt *q, const float *b, int N, int K, int act, cudaStream_t s)
 {
@@ -1152,8 +1265,8 @@ cudaError_t launch_mn(float *y, float *xn, const float *x, const float *nw, floa
         return launch_sn<2, 2, 8, GLU>(y, xn, x, nw, eps, kind, W, q, b, N, K, act, s);
     if (kind < 0 || kind > 3 || (kind != 3 && !nw) || !mma_norm_runs(q, rows, K))
         return cudaErrorInvalidValue;
-    return launch_mf<KS, TILES, U, GLU, true, MINB, PER>(y, x, W, q, b, nullptr, N, K, act, QNorm{xn, nw, eps, kind},
-                                                         s);
+    return launch_mf<KS, TILES, U, GLU, true, MINB, PER, INT>(y, x, W, q, b, nullptr, N, K, act,
+                                                              QNorm{xn, nw, eps, kind}, s);
 }
 
 typedef cudaError_t (*QFn)(float *, const float *, const void *, const eng_qfmt *, const float *, const float *, int,
@@ -1174,7 +1287,7 @@ struct QVariant {
 
 /* The k_qgemv_s and k_qgemv_mma variants' tables (eng_qgemv_s.cu, eng_qgemv_m.cu), in the order engk_qgemv_variant
  * numbers them after eng_qgemv.cu's k_qgemv ones. */
-extern const QVariant eng_qgemv_vs[], eng_qgemv_vm[];
-extern const int eng_qgemv_nvs, eng_qgemv_nvm;
+extern const QVariant eng_qgemv_vs[], eng_qgemv_vm[], eng_qgemv_vi[];
+extern const int eng_qgemv_nvs, eng_qgemv_nvm, eng_qgemv_nvi;
 
 #endif

@@ -119,14 +119,22 @@ static int variant_named(const char *name)
  * The bound holds whatever the hardware's in-MMA order; it cannot see the loss of x's low part at large K (a sum of
  * random roundings), so a tripwire also holds each row to 2^-16 Q (Q = sqrt(sum_k (s q x)^2 + (m x)^2)): a correct
  * kernel's errors are random-signed roundings of ~2^-20 Q (the MMAs' truncations of ~K/16 partials of size
- * Q sqrt(16 / K)); hi alone (x to 11 bits) gives ~2^-14 Q. */
+ * Q sqrt(16 / K)); hi alone (x to 11 bits) gives ~2^-14 Q.
+ * The integer form (the i* variants: x to X = rn(x 2^F), 2^F = 2^29 / 2^floor(log2 max(mx, 2^-90)), four int8 digits,
+ * the step's sums exact in int32) has its own bound, ibound:
+ *  - |x - X 2^-F| <= 2^-(F+1) <= 2^-30 max(mx, 2^-90): 2^-30 max(mx, 2^-90) sum|s q|;
+ *  - the reference's own roundings of s q (+ m): 2 u A;
+ *  - a step's two lanes' sums as f32 (one rounding each): |P1| 2^16 + |P0| <= sum |q| (|X| + 2^15.01) (balanced
+ *    digits), so u A + 2^-36 max(mx, 2^-90) sum|s q|;
+ *  - the f32 roundings after them as in the fp16 form (the two lanes joined once more): (2 S + 31) u A;
+ *  - + b, res +, want's rounding, and 2^-140 for a result the scaling back leaves below f32's normal range. */
 typedef struct mref {
-    float *want, *bound, *trip;
+    float *want, *bound, *trip, *ibound;
 } mref;
 
 static mref mma_ref(const rc_qtensor *t, const float *x, const float *b, const float *res, int N, int K)
 {
-    mref r = {ekc_hmalloc(N, 4), ekc_hmalloc(N, 4), ekc_hmalloc(N, 4)};
+    mref r = {ekc_hmalloc(N, 4), ekc_hmalloc(N, 4), ekc_hmalloc(N, 4), ekc_hmalloc(N, 4)};
     const int64_t G = t->group, ng = K / G;
     const int step = t->bits == 4 ? 128 : 64, S = K / step, nm = step / 16;
     double mx = 0x1p-100;
@@ -155,6 +163,8 @@ static mref mma_ref(const rc_qtensor *t, const float *x, const float *b, const f
         const double tail = 0x1p-39 * mx * sq + 2 * u * (fabs(bb) + fabs(rr)) + ekc_ulp(r.want[n]);
         r.bound[n] = (float)((0x1p-22 + 2 * u + nm * 0x1p-21 + (2.0 * S + 30) * u) * A + tail);
         r.trip[n] = (float)(0x1p-16 * sqrt(Q2) + tail);
+        const double mi = fmax(mx, 0x1p-90), itail = 2 * u * (fabs(bb) + fabs(rr)) + ekc_ulp(r.want[n]) + 0x1p-140;
+        r.ibound[n] = (float)((3 * u + (2.0 * S + 31) * u) * A + (0x1p-30 + 0x1p-36) * mi * sq + itail);
     }
     free(wd);
     return r;
@@ -165,6 +175,13 @@ static void mref_free(mref *r)
     free(r->want);
     free(r->bound);
     free(r->trip);
+    free(r->ibound);
+}
+
+/* The bound variant v is held to: the integer form's (i*) or the fp16 form's. */
+static const float *mref_bound(const mref *r, int v)
+{
+    return engk_qgemv_variant_name(v)[0] == 'i' ? r->ibound : r->bound;
 }
 
 /* y of variant v (plain), checked against the bound and the tripwire and run twice: the same bits; into keep (N
@@ -183,7 +200,7 @@ static int check_mma_run(int v, const char *fmt, const mref *r, float *dy, const
     ekc_from_dev(again, dy, N, 4);
     const char *name = engk_qgemv_variant_name(v), *br = dres ? " +b +res" : db ? " +b" : "";
     snprintf(what, sizeof what, "mma %s %s N=%d K=%d x %s%s vs double", name, fmt, N, K, xs, br);
-    int fails = ekc_check(what, got, r->want, r->bound, "MMA bound (see mma_ref)", N);
+    int fails = ekc_check(what, got, r->want, mref_bound(r, v), "MMA bound (see mma_ref)", N);
     snprintf(what, sizeof what, "mma %s %s N=%d K=%d x %s%s tripwire", name, fmt, N, K, xs, br);
     fails += ekc_check(what, got, r->want, r->trip, "2^-16 Q + tail", N);
     snprintf(what, sizeof what, "mma %s %s N=%d K=%d x %s%s run twice", name, fmt, N, K, xs, br);
@@ -215,19 +232,20 @@ static const qcase mma_cases[] = {
     {"int4 g256 affine", RC_QF_AFFINE, 4, 256, 1, 0}, /* two steps a group (K = 128: skipped) */
 };
 
-/* The k-split of an m* variant (m<KS>...): the only thing its order depends on, so variants of one KS (ring, tiles a
- * block, registers, a persistent grid) give the same bits. */
+/* The k-split of an m* or i* variant (m<KS>..., i<KS>...) and its form: the only things its order depends on, so
+ * variants of one form and KS (ring, tiles a block, registers, a persistent grid) give the same bits. Key: KS for
+ * m*, 16 + KS for i*. */
 static int mma_ks(int v)
 {
     const char *n = engk_qgemv_variant_name(v);
-    return n[0] == 'm' ? atoi(n + 1) : 0;
+    return n[0] == 'm' ? atoi(n + 1) : n[0] == 'i' ? 16 + atoi(n + 1) : 0;
 }
 
 /* y of variant v against the first variant of its KS (ks_y[KS], kept on the first call): bit for bit. */
 static int check_mma_ks(int v, const char *what0, const float *got, float **ks_y, int *ks_v, int n)
 {
     const int ks = mma_ks(v);
-    if (ks < 1 || ks > 16)
+    if (ks < 1 || ks > 32)
         return 0;
     if (!ks_y[ks]) {
         ks_y[ks] = ekc_hmalloc(n, 4);
@@ -260,8 +278,8 @@ static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
     void *dm = ekc_to_dev(hm, eng_qmat_bytes(rows, K, &q), 1);
     float *dx = ekc_to_dev(x, K, 4), *db = ekc_to_dev(b, rows, 4), *dres = ekc_to_dev(res, N, 4);
     float *dy = ekc_dev_alloc(rows, 4), *dg = ekc_dev_alloc(N, 4);
-    int fails = 0, ran = 0, ks_v[17] = {0};
-    float *ks_y[17] = {0}, *ky = ekc_hmalloc(N, 4);
+    int fails = 0, ran = 0, ks_v[33] = {0};
+    float *ks_y[33] = {0}, *ky = ekc_hmalloc(N, 4);
     char kwhat[160];
     snprintf(kwhat, sizeof kwhat, "mma%s %s N=%d K=%d x %s", glu ? " glu" : "", c->name, N, K, xs);
     /* plain: without and with b / res; GLU: the 2N plain rows with b */
@@ -299,7 +317,7 @@ static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
         free(got);
         free(want);
     }
-    for (int k = 0; k < 17; k++)
+    for (int k = 0; k < 33; k++)
         free(ks_y[k]);
     free(ky);
     int major = 0;
@@ -313,6 +331,46 @@ static int check_mma(const qcase *c, int N, int K, int xmode, int glu)
     mref_free(&r1);
     free(x); free(b); free(res); free(hm);
     ekc_dev_free(dm); ekc_dev_free(dx); ekc_dev_free(db); ekc_dev_free(dres); ekc_dev_free(dy); ekc_dev_free(dg);
+    rc_qtensor_free(&t);
+    return fails;
+}
+
+/* A NaN or an infinity anywhere in x makes every output of every m* and i* variant NaN (the fp16 form through the
+ * MMAs' products, the integer form, whose fixed point has no such value, by its own check of x). */
+static int check_mma_nonfinite(const qcase *c, int N, int K)
+{
+    if (c->group && K % c->group)
+        return 0;
+    rc_qtensor t;
+    make_qt(&t, c, N, K);
+    eng_qfmt q;
+    void *hm = pack(&t, &q);
+    float *x = ekc_hmalloc(K, 4), *got = ekc_hmalloc(N, 4);
+    void *dm = ekc_to_dev(hm, eng_qmat_bytes(N, K, &q), 1);
+    float *dy = ekc_dev_alloc(N, 4);
+    int fails = 0;
+    for (int bad = 0; bad < 2; bad++) {
+        ekc_fill(x, K, -1, 1, (unsigned long)(K + bad));
+        x[K / 3] = bad ? INFINITY : NAN;
+        float *dx = ekc_to_dev(x, K, 4);
+        for (int v = 0; v < engk_qgemv_variants(); v++) {
+            if (!engk_qgemv_variant_mma(v, 0, &q, N, K))
+                continue;
+            ekc_fill(got, N, 0, 1, 1); /* finite: the poison below is NaN, so compare against values set here */
+            EKC_CU(cudaMemcpy(dy, got, (size_t)N * 4, cudaMemcpyHostToDevice));
+            EKC_CU(engk_qgemv_variant(v, 0, dy, dx, dm, &q, NULL, NULL, N, K, 0, 0));
+            ekc_from_dev(got, dy, N, 4);
+            int n_fin = 0;
+            for (int n = 0; n < N; n++)
+                n_fin += !isnan(got[n]);
+            printf("%-4s mma %s %s N=%d K=%d x with %s: %d of %d outputs not NaN\n", n_fin ? "FAIL" : "ok",
+                   engk_qgemv_variant_name(v), c->name, N, K, bad ? "an infinity" : "a NaN", n_fin, N);
+            fails += n_fin != 0;
+        }
+        ekc_dev_free(dx);
+    }
+    free(hm); free(x); free(got);
+    ekc_dev_free(dm); ekc_dev_free(dy);
     rc_qtensor_free(&t);
     return fails;
 }
@@ -391,7 +449,8 @@ static int check_case(const qcase *c, int N, int K)
     mref mr = mma_ref(&t, x, b, res, N, K);
     if (engk_qgemv_variant_mma(engk_qgemv_pick(0, &q, N, K), 0, &q, N, K)) { /* the pick is k_qgemv_mma */
         snprintf(what, sizeof what, "qgemv %s N=%d K=%d (mma) vs double over rc_qtensor_dequant", c->name, N, K);
-        fails += ekc_check(what, got, mr.want, mr.bound, "MMA bound (see mma_ref)", N);
+        fails += ekc_check(what, got, mr.want, mref_bound(&mr, engk_qgemv_pick(0, &q, N, K)), "MMA bound (see mma_ref)",
+                           N);
     } else {
         snprintf(what, sizeof what, "qgemv %s N=%d K=%d vs eng_qdot_model", c->name, N, K);
         fails += ekc_check(what, got, model, NULL, "bit equality (the kernel's order on the host)", N);
@@ -406,7 +465,7 @@ static int check_case(const qcase *c, int N, int K)
         const int mma = engk_qgemv_variant_mma(v, 0, &q, N, K);
         snprintf(what, sizeof what, "qgemv variant %s %s N=%d K=%d%s", engk_qgemv_variant_name(v), c->name, N, K,
                  mma ? " (mma) vs double" : "");
-        fails += mma ? ekc_check(what, got, mr.want, mr.bound, "MMA bound (see mma_ref)", N)
+        fails += mma ? ekc_check(what, got, mr.want, mref_bound(&mr, v), "MMA bound (see mma_ref)", N)
                      : ekc_check(what, got, model, NULL, "bit equality", N);
     }
     mref_free(&mr);
@@ -958,7 +1017,8 @@ static int check_nib8(void)
 }
 
 /* ---- --sanitize: the engine's wide-shape decode pick once a format, for compute-sanitizer ----
- * The persistent gate|up (m8u4p: several units a block, the ring crossing units, two reduction buffers) runs in
+ * The persistent gate|up (i8u4p since session 31, m8u4p before: several units a block, the ring crossing units, two
+ * reduction buffers) runs in
  * the engine only on wide int4 shapes, which no golden reaches: so int4 g128 affine (and int8 per row, whose pick is
  * k_qgemv_s's) at I = 9001, K = 4096 through engk_qgemv_glu_norm (the engine's fused-norm pick), against engk_rmsnorm
  * + the same variant's plain GLU form bit for bit. */
@@ -1041,6 +1101,7 @@ int main(int argc, char **argv)
         fails += check_mma(&mma_cases[c], 9001, 1152, 1, 1);
         fails += check_mma(&mma_cases[c], 20011, 1152, 0, 0);
         fails += check_mma_grid(&mma_cases[c], 4099, 17, 4096);
+        fails += check_mma_nonfinite(&mma_cases[c], 37, 4096);
     }
     for (size_t c = 0; c < sizeof norm_cases / sizeof norm_cases[0]; c++) {
         static const int nsh[][2] = {{1, 128}, {37, 128}, {131, 4096}, {4099, 4096}, {19, 14336}, {9001, 4096}};
