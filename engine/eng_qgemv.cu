@@ -133,8 +133,23 @@ static const int Q_WALK = 1;
  * against 42.7 (s1u2w16nr 37.5, s1u4w16nr 42.4). */
 static const int Q8_GLU_N = 1;
 
-/* The int8 q|k|v-like shapes where m8u4 measured best (plain and fused-norm picks). */
+/* The int8 q|k|v-like shapes where m8u4 measured best (plain and fused-norm picks); with GLU (N the intermediate
+ * width) the wide fused gate|up. */
 static bool int8_qkv_shape(const eng_qfmt *q, int N, int K) { return q->bits == 8 && N > 4096 && K <= 8192; }
+
+/* 1: int8 takes the integer tensor-core form (eng_qgemv_k.cuh's INT) on its q|k|v-like shapes (i8u4 for m8u4, plain
+ * and fused-norm), its wide fused gate|up (i8u4p for k_qgemv_s's s1u2w16n, plain and fused-norm) and its o-like
+ * shapes (plain, 2048 <= N <= 4096, K <= 8192: i8t2u4 for s1u2w16); down keeps s1u4w16 (the integer forms measured
+ * 18.9 us and up against its 16.5 alone). Measured on the H200 (session 31): `test_engk_qgemv --bench`, graph, us:
+ * q|k|v with the norm 7.7 against 8.6, gate|up with the norm 36.8 against 37.6, o 4.5 against 4.9; `engine bench
+ * --shape llama3-8b --weights int8 --prompt-len 16 --steps 32 --rounds 2 --no-stream` in one binary, two passes,
+ * ms/token: the picks before 2.762 / 2.761, q|k|v alone 2.728 / 2.728, gate|up alone 2.732 / 2.731, o alone 2.755 /
+ * 2.758, the three 2.696 / 2.697 (371 tok/s against 362). */
+static const int INT8_I = 1;
+static bool int8_o_shape(const eng_qfmt *q, int N, int K)
+{
+    return q->bits == 8 && N >= 2048 && N <= 4096 && K <= 8192;
+}
 
 /* 1: int4's wide shapes of short rows (N > 4096 outputs, K <= 8192: q|k|v, the fused gate|up) take m8t2u2o, k_qgemv_mma
  * at 64 registers (two blocks of 16 warps an SM), plain, GLU and fused-norm; 0: k_qgemv_s's picks there. Measured on
@@ -268,7 +283,9 @@ extern "C" int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K)
     const int64_t rows = glu ? 2 * (int64_t)N : N;
     if (USE_MMA && N >= 1 && !glu && mma_runs(q, rows, K)) {
         if (int8_qkv_shape(q, N, K))
-            return vindex("m8u4");
+            return vindex(INT8_I ? "i8u4" : "m8u4");
+        if (INT8_I && int8_o_shape(q, N, K))
+            return vindex("i8t2u4"); /* int8 o */
         if (q->bits == 4 && K > 8192)
             return vindex(INT4_I ? "i8t2u4" : "m8t2u4"); /* int4 down */
         if (MMA4_O && int4_o_shape(q, N, K))
@@ -276,6 +293,8 @@ extern "C" int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K)
     }
     if (USE_MMA && MMA4_WIDE && N >= 1 && int4_wide_shape(q, N, K) && mma_runs(q, rows, K))
         return vindex(int4_wide_pick(glu)); /* int4 q|k|v, gate|up */
+    if (USE_MMA && INT8_I && N >= 1 && glu && int8_qkv_shape(q, N, K) && mma_runs(q, rows, K))
+        return vindex("i8u4p"); /* int8 gate|up */
     return s_runs(q, rows, K, false) ? vindex(s_pick(glu, q, K)) : OLD_DEFAULT;
 }
 
@@ -294,8 +313,8 @@ extern "C" int engk_qgemv_norm_use(int glu, const eng_qfmt *q, int N, int K)
 }
 
 /* The fused-norm forms: the plain pick's shape (each block also normalizes x, so fewer, fuller blocks may win
- * instead; flip after measuring the norm rows of `test_engk_qgemv --bench`). NORM_MMA 1: m8u4 for int8 q|k|v as
- * the plain pick (where its copy of x fits), 0: k_qgemv_s's best there too. */
+ * instead; flip after measuring the norm rows of `test_engk_qgemv --bench`). NORM_MMA 1: m8u4 (INT8_I: i8u4) for
+ * int8 q|k|v as the plain pick (where its copy of x fits), 0: k_qgemv_s's best there too. */
 static const int NORM_MMA = 1;
 
 extern "C" int engk_qgemv_pick_norm(int glu, const eng_qfmt *q, int N, int K)
@@ -304,7 +323,9 @@ extern "C" int engk_qgemv_pick_norm(int glu, const eng_qfmt *q, int N, int K)
     if (ev >= 0)
         return ev;
     if (USE_MMA && NORM_MMA && N >= 1 && !glu && int8_qkv_shape(q, N, K) && mma_norm_runs(q, N, K))
-        return vindex("m8u4");
+        return vindex(INT8_I ? "i8u4" : "m8u4");
+    if (USE_MMA && INT8_I && N >= 1 && glu && int8_qkv_shape(q, N, K) && mma_norm_runs(q, 2 * (int64_t)N, K))
+        return vindex("i8u4p"); /* int8 gate|up */
     if (USE_MMA && MMA4_WIDE && N >= 1 && int4_wide_shape(q, N, K) && mma_norm_runs(q, glu ? 2 * (int64_t)N : N, K))
         return vindex(int4_wide_pick(glu));
     return engk_qgemv_norm_fits(glu, q, N, K) ? vindex(s_pick(glu, q, K)) : -1;

@@ -17,7 +17,5 @@ const QVariant eng_qgemv_vi[] = {
     /* persistent (PER): the grid the device holds at once, x's prologue once a block */
     {"i8u4p", launch_mq<8, 1, 4, false, 0, true, true>, launch_mq<8, 1, 4, true, 0, true, true>, true,
      launch_mn<8, 1, 4, false, 0, true, true>, launch_mn<8, 1, 4, true, 0, true, true>},
-    {"i8u8p", launch_mq<8, 1, 8, false, 0, true, true>, launch_mq<8, 1, 8, true, 0, true, true>, true,
-     launch_mn<8, 1, 8, false, 0, true, true>, launch_mn<8, 1, 8, true, 0, true, true>},
 };
 const int eng_qgemv_nvi = (int)(sizeof eng_qgemv_vi / sizeof eng_qgemv_vi[0]);
