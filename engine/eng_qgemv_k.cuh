@@ -890,8 +890,9 @@ __device__ __forceinline__ void bytes4x4(unsigned (&out)[4], const unsigned (&w)
 #endif
 
 /* Shared memory of k_qgemv_mma (uint4 units): the B pieces, step-major, [step][piece q][hi, lo][t] (the 8 B lanes
- * of one load read 128 contiguous bytes); a zero block (the lanes of columns 2..7 read it); the affine family's
- * per-step sums of x (f32). */
+ * of one load read 128 contiguous bytes; INT: [step][i][digit g][t], i < 2 for int4, the 16 B lanes of one load
+ * reading 256 contiguous bytes); a zero block (the lanes of columns 2..7, INT 4..7, read it); the affine family's
+ * per-step sums of x (f32; INT: times 2^(F - 12)). Both forms take the same bytes. */
 inline size_t mma_smem(int K, int bits, int family)
 {
     const int SK = bits == 4 ? 128 : 64, S = K / SK, NQ = SK / 32;
