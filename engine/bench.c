@@ -151,11 +151,13 @@ static void floors(const bench_run *b, const eng_plan *p, row *r)
         kv_full += d->state == RC_STATE_KV_RING ? 0.0 : n;
         state += gdn_state_bytes(d);
     }
-    double dev = (double)w->layer_bytes_total + kv + state + (p->vocab_on_cpu ? 0.0 : (double)w->vocab_bytes);
+    /* a step reads one vocabulary matrix, lm_head (the embedding is a row gather): packed when quantized */
+    const double head = (double)(w->lm_bytes ? w->lm_bytes : w->vocab_bytes);
+    double dev = (double)w->layer_bytes_total + kv + state + (p->vocab_on_cpu ? 0.0 : head);
     double link = (p->resident_layers >= 0 ? (double)w->layer_bytes_total : 0.0) + (p->kv_offload ? kv_full : 0.0);
     r->floor_ms = 1e3 * fmax(dev / b->rf.read, link / b->rf.h2d);
     r->pre_flops = prefill_flops(c, r->prompt_len);
-    double bytes_ms = 1e3 * fmax(((double)w->layer_bytes_total + (double)w->vocab_bytes) / b->rf.read, link / b->rf.h2d);
+    double bytes_ms = 1e3 * fmax(((double)w->layer_bytes_total + head) / b->rf.read, link / b->rf.h2d);
     r->pre_roof_ms = b->rf.peak > 0 ? fmax(1e3 * r->pre_flops / b->rf.peak, bytes_ms) : NAN;
 }
 
@@ -253,6 +255,7 @@ static cJSON *bench_json(const bench_run *b)
     cJSON_AddNumberToObject(j, "layer_bytes", (double)b->w->layer_bytes_total);
     cJSON_AddStringToObject(j, "weights", b->weights ? b->weights : b->w->elt == 4 ? "f32" : "bf16");
     cJSON_AddNumberToObject(j, "vocab_bytes", (double)b->w->vocab_bytes);
+    cJSON_AddNumberToObject(j, "lm_head_bytes", (double)(b->w->lm_bytes ? b->w->lm_bytes : b->w->vocab_bytes));
     cJSON *rf = cJSON_AddObjectToObject(j, "rooflines");
     cJSON_AddNumberToObject(rf, "read_gbs", b->rf.read / 1e9);
     cJSON_AddNumberToObject(rf, "read_median_gbs", b->rf.read_median / 1e9);
@@ -450,7 +453,7 @@ int eng_bench_main(int argc, char **argv)
     o.log = stderr;
     o.max_ctx = 1024;
     o.prefill_chunk = 0; /* 0: each prompt in one pass, as HF prefills it; --prefill-chunk N overrides it */
-    int f32 = 0, mem_flag = 0, np = 1, no_stream = 0, wq_on = 0, fusion_both = 0;
+    int f32 = 0, mem_flag = 0, np = 1, no_stream = 0, wq_on = 0, lm_q = 0, fusion_both = 0;
     eng_qfmt wq = {0, 0, 0};
     long steps = 16, rounds = 3, prompts[MAX_PROMPTS] = {16};
     unsigned long long seed = 1;
@@ -505,7 +508,7 @@ int eng_bench_main(int argc, char **argv)
             no_stream = 1;
         else if (!strcmp(a, "--weights") && has) {
             rc_err qe = {0};
-            if (eng_qfmt_parse(argv[++i], &wq, &wq_on, &qe)) {
+            if (eng_qfmt_parse(argv[++i], &wq, &wq_on, &lm_q, &qe)) {
                 fprintf(stderr, "engine: error: bench: %s\n", qe.msg);
                 return ENG_EXIT_ERROR;
             }
@@ -554,7 +557,7 @@ int eng_bench_main(int argc, char **argv)
     engk_device_name(o.device, b.device, sizeof b.device);
     double t0 = eng_now();
     eng_weights *w = NULL;
-    int rc = eng_weights_synth_quant(&w, &cfg, f32, wq_on ? &wq : NULL, seed, o.threads, &e);
+    int rc = eng_weights_synth_quant(&w, &cfg, f32, wq_on ? &wq : NULL, lm_q, seed, o.threads, &e);
     rc_config_free(&cfg);
     if (rc) {
         fprintf(stderr, "engine: error: bench: %s\n", e.msg + (strncmp(e.msg, "engine: ", 8) ? 0 : 8));
@@ -581,6 +584,9 @@ int eng_bench_main(int argc, char **argv)
         printf("layer matrices: %s, packed (%s of layers; %s in %s); floors count these bytes\n", b.weights,
                eng_bytes_str(w->layer_bytes_total, b1, sizeof b1), eng_bytes_str(w->plain_layer_bytes, b2, sizeof b2),
                f32 ? "f32" : "bf16");
+    if (w->qlm.family)
+        printf("lm_head: packed in the same format (%s against %s), floors count these bytes\n",
+               eng_bytes_str(w->lm_bytes, b1, sizeof b1), eng_bytes_str(w->vocab_bytes, b2, sizeof b2));
     printf("rooflines measured here: read %.0f GB/s (read-only kernel over %zu MiB, best of 10; median %.0f), device "
            "copy %.0f GB/s (cudaMemcpy D2D, read + write), pinned H2D %.1f GB/s; bf16 peak ",
            b.rf.read / 1e9, READ_BYTES >> 20, b.rf.read_median / 1e9, b.rf.d2d / 1e9, b.rf.h2d / 1e9);

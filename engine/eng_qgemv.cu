@@ -198,6 +198,20 @@ static bool int4_o_shape(const eng_qfmt *q, int N, int K)
     return q->bits == 4 && N >= 2048 && N <= 4096 && K <= 8192;
 }
 
+/* 1: vocabulary-sized shapes (a packed lm_head: N > 32768 outputs, K <= 8192), int8 and int4 alike, take the
+ * persistent integer form i8u4p (plain and fused-norm) where k_qgemv_mma runs; 0: the q|k|v-like picks there (int8
+ * i8u4, int4 m8t2u2o). Measured on the H200 (session 32, llama3-8b's lm_head 128256 x 4096): `test_engk_qgemv
+ * --bench`, graph, plain, us: int4 g128 i8u4p 74.6 (86.5% of the 4576 GB/s ceiling), m8u4p 85.0, m8t2u2op 87.5,
+ * m8t2u2o 115.8; int8 i8u4 124.8, i8u4p 126.6, m4u8 127.0; `engine bench --shape llama3-8b --weights
+ * SCHEME+lm_head --prompt-len 16 --steps 32 --rounds 2 --no-stream`, fused-norm lm_head by $REFCHAIN_QGEMV_PICKS,
+ * ms/token: int4 i8u4p 1.898 / 1.903, m8u4p 1.910, m8t2u2op 1.912, i8t2u2o 1.983, m8t2u2o (the q|k|v-like pick)
+ * 1.969, i8u4 2.008, i8t2u4 2.021; int8 i8u4p 2.580 / 2.576, i8u4 (the q|k|v-like pick) 2.610, s1u4w16 2.634. */
+static const int VOCAB_PER = 1;
+static bool vocab_shape(const eng_qfmt *q, int N, int K)
+{
+    return (q->bits == 4 || q->bits == 8) && N > 32768 && K <= 8192;
+}
+
 /* The k_qgemv_s variant for a shape (plain, GLU or fused norm: k_qgemv_s's best was the same for both forms).
  * Measured on the H200 (test_engk_qgemv --bench, graph times, llama3-8b shapes), us, int8 per row: q|k|v s1u2w16
  * 6.8 (m8u4 6.2), o s1u2w16 4.9, fused gate|up s1u4w16 33.7 (s1u2w16 33.8, m8u4 34.0), down s1u4w16 16.6 (m8u8
@@ -282,6 +296,8 @@ extern "C" int engk_qgemv_pick(int glu, const eng_qfmt *q, int N, int K)
         return ev;
     const int64_t rows = glu ? 2 * (int64_t)N : N;
     if (USE_MMA && N >= 1 && !glu && mma_runs(q, rows, K)) {
+        if (VOCAB_PER && vocab_shape(q, N, K))
+            return vindex("i8u4p"); /* a packed lm_head */
         if (int8_qkv_shape(q, N, K))
             return vindex(INT8_I ? "i8u4" : "m8u4");
         if (INT8_I && int8_o_shape(q, N, K))
@@ -322,6 +338,8 @@ extern "C" int engk_qgemv_pick_norm(int glu, const eng_qfmt *q, int N, int K)
     const int ev = env_pick(glu ? 'm' : 'n', N, K);
     if (ev >= 0)
         return ev;
+    if (USE_MMA && VOCAB_PER && N >= 1 && !glu && vocab_shape(q, N, K) && mma_norm_runs(q, N, K))
+        return vindex("i8u4p"); /* a packed lm_head */
     if (USE_MMA && NORM_MMA && N >= 1 && !glu && int8_qkv_shape(q, N, K) && mma_norm_runs(q, N, K))
         return vindex(INT8_I ? "i8u4" : "m8u4");
     if (USE_MMA && INT8_I && N >= 1 && glu && int8_qkv_shape(q, N, K) && mma_norm_runs(q, 2 * (int64_t)N, K))

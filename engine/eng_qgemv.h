@@ -24,7 +24,8 @@
  *   step sums and 2^-30 max|x| sum|w| (mma_ref's ibound). A NaN or infinity in x gives NaN outputs (checked, the
  *   fixed point has no such value).
  * engk_qgemv_pick chooses k_qgemv_mma where it runs and measured best (int8 q|k|v-like shapes, int4 down-like ones,
- * int4 q|k|v, gate|up and o-like ones; eng_qgemv.cu's USE_MMA switches that off). The fused-norm forms follow it for
+ * int4 q|k|v, gate|up and o-like ones, and vocabulary-sized ones, a packed lm_head; eng_qgemv.cu's USE_MMA switches
+ * that off). The fused-norm forms follow it for
  * int8 and int4 q|k|v-like shapes and int4 gate|up; elsewhere they are k_qgemv_s's order. */
 #ifndef ENG_QGEMV_H
 #define ENG_QGEMV_H

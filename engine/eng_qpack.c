@@ -125,20 +125,24 @@ float eng_qdot_model(const void *mat, int64_t N, int64_t K, const eng_qfmt *q, i
     return acc[0];
 }
 
-int eng_qfmt_parse(const char *name, eng_qfmt *q, int *on, rc_err *e)
+int eng_qfmt_parse(const char *name, eng_qfmt *q, int *on, int *lm_head, rc_err *e)
 {
     *on = 0;
+    if (lm_head)
+        *lm_head = 0;
     *q = (eng_qfmt){0, 0, 0};
     if (!strcmp(name, "bf16"))
         return RC_OK;
     rc_quant_scheme s;
     if (rc_quant_scheme_parse(name, &s, e))
         return rc_fail(e, RC_E_USAGE, "--weights '%s': give bf16 or a scheme (int8, int4-g32, int4-g64, int4-g128, "
-                       "int4-gN-sym)", name);
+                       "int4-gN-sym; '+lm_head' after a scheme packs lm_head too)", name);
     if (s.group > INT32_MAX)
         return rc_fail(e, RC_E_USAGE, "--weights '%s': group too large", name);
     *q = (eng_qfmt){(int)s.family, s.bits, (int)s.group};
     *on = 1;
+    if (lm_head)
+        *lm_head = s.lm_head;
     return RC_OK;
 }
 

@@ -22,8 +22,9 @@ void eng_qdequant_row(const void *mat, int64_t N, int64_t K, const eng_qfmt *q, 
  * k_qgemv_mma's: eng_qgemv.h). */
 float eng_qdot_model(const void *mat, int64_t N, int64_t K, const eng_qfmt *q, int64_t r, const float *x);
 /* --weights NAME: "bf16" (nothing quantized: *on = 0) or a model/quant.h scheme ("int8", "int4-g128", ...) as an
- * engine format (group 0: one group per row, resolved per matrix). RC_E_USAGE naming the known ones otherwise. */
-int eng_qfmt_parse(const char *name, eng_qfmt *q, int *on, rc_err *e);
+ * engine format (group 0: one group per row, resolved per matrix); *lm_head (if not NULL) = the scheme's lm_head flag
+ * ("int4-g128+lm_head"). RC_E_USAGE naming the known ones otherwise. */
+int eng_qfmt_parse(const char *name, eng_qfmt *q, int *on, int *lm_head, rc_err *e);
 /* "int4 g128 affine", "int8 per-row scale" into buf. */
 const char *eng_qfmt_str(const eng_qfmt *q, int64_t K, char *buf, int cap);
 

@@ -219,9 +219,10 @@ void eng_weights_free(eng_weights *w)
     free(w);
 }
 
-/* Allocates the store for cfg with the given bias presence (blobs zeroed); qf: [L][4] matrix formats or NULL. */
+/* Allocates the store for cfg with the given bias presence (blobs zeroed); qf: [L][4] matrix formats or NULL; qlm:
+ * an untied lm_head's packed format, or NULL / family 0 (the store's bf16 / f32). */
 static int store_alloc(eng_weights **out, const rc_config *cfg, int f32, int bqkv, int bo, int bgu, int bdown,
-                       const eng_qfmt *qf, rc_err *e)
+                       const eng_qfmt *qf, const eng_qfmt *qlm, rc_err *e)
 {
     *out = NULL;
     int rc = eng_config_check(cfg, e);
@@ -265,8 +266,12 @@ static int store_alloc(eng_weights **out, const rc_config *cfg, int f32, int bqk
         }
     }
     w->vocab_bytes = cfg->vocab * cfg->hidden * w->elt;
+    if (qlm && qlm->family && !cfg->tie_embeddings)
+        w->qlm = *qlm;
+    w->lm_bytes = cfg->tie_embeddings ? 0 : w->qlm.family ? eng_qmat_bytes(cfg->vocab, cfg->hidden, &w->qlm)
+                                                            : w->vocab_bytes;
     w->embed = alloc_blob(w->vocab_bytes, e, "the embedding");
-    w->lm_head = cfg->tie_embeddings ? w->embed : alloc_blob(w->vocab_bytes, e, "lm_head");
+    w->lm_head = cfg->tie_embeddings ? w->embed : alloc_blob(w->lm_bytes, e, "lm_head");
     w->final_norm = rc_calloc(cfg->hidden, sizeof(float), e, "final norm");
     if (!w->embed || !w->lm_head || !w->final_norm) {
         if (!w->lm_head)
@@ -506,8 +511,18 @@ int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int th
     if (!rc && m->quant.on)
         quant_formats(m, qt, qf, &plain);
     eng_weights *w = NULL;
+    /* an untied lm_head quantized in a format the kernels run at its width (the checkpoint's lm_head flag) is packed */
+    const rc_qtensor *qlm_t = m->quant.on && !m->cfg.tie_embeddings ? rc_quant_find(&m->quant, "lm_head.weight") : NULL;
+    eng_qfmt qlm = {0, 0, 0};
+    if (qlm_t) {
+        rc_err qe = {0};
+        if (eng_qfmt_of(qlm_t, &qlm, &qe) || !eng_qfmt_ok(&qlm, m->cfg.hidden)) {
+            qlm = (eng_qfmt){0, 0, 0};
+            plain++;
+        }
+    }
     if (!rc)
-        rc = store_alloc(&w, &m->cfg, f32, bqkv, bo, bgu, bdown, m->quant.on ? qf : NULL, e);
+        rc = store_alloc(&w, &m->cfg, f32, bqkv, bo, bgu, bdown, m->quant.on ? qf : NULL, &qlm, e);
     if (!rc)
         w->quant_plain = plain;
     free(qf);
@@ -525,7 +540,9 @@ int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int th
     eng_pool_run(pool, m->cfg.n_layers, conv_layers, &cc);
     rows_ctx rcx = {.dst = w->embed, .src = m->w.embed, .elt = w->elt, .width = m->cfg.hidden};
     eng_pool_run(pool, m->cfg.vocab, conv_rows, &rcx);
-    if (w->lm_head != w->embed) {
+    if (w->qlm.family)
+        eng_qpack_rows(w->lm_head, m->cfg.vocab, m->cfg.hidden, &w->qlm, 0, qlm_t, 0, m->cfg.vocab);
+    else if (w->lm_head != w->embed) {
         rows_ctx r2 = {.dst = w->lm_head, .src = m->w.lm_head, .elt = w->elt, .width = m->cfg.hidden};
         eng_pool_run(pool, m->cfg.vocab, conv_rows, &r2);
     }
@@ -672,23 +689,34 @@ static int synth_formats(const rc_config *cfg, const eng_qfmt *q, eng_qfmt **out
 
 int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t seed, int threads, rc_err *e)
 {
-    return eng_weights_synth_quant(out, cfg, f32, NULL, seed, threads, e);
+    return eng_weights_synth_quant(out, cfg, f32, NULL, 0, seed, threads, e);
 }
 
-int eng_weights_synth_quant(eng_weights **out, const rc_config *cfg, int f32, const eng_qfmt *q, uint64_t seed,
-                            int threads, rc_err *e)
+int eng_weights_synth_quant(eng_weights **out, const rc_config *cfg, int f32, const eng_qfmt *q, int lm_q,
+                            uint64_t seed, int threads, rc_err *e)
 {
     eng_weights *w;
-    eng_qfmt *qf;
+    eng_qfmt *qf, qlm = {0, 0, 0};
+    if (q && lm_q) {
+        if (cfg->tie_embeddings)
+            return rc_fail(e, RC_E_UNSUPPORTED, "engine: a packed lm_head needs an untied one (this model ties lm_head "
+                           "to the embedding, a row gather kept in %s)", f32 ? "f32" : "bf16");
+        qlm = *q;
+        if (qlm.group <= 0)
+            qlm.group = (int)cfg->hidden; /* per row */
+        if (!eng_qfmt_ok(&qlm, cfg->hidden))
+            return rc_fail(e, RC_E_UNSUPPORTED, "engine: int%d groups of %d do not fit lm_head's width %lld", qlm.bits,
+                           qlm.group, (long long)cfg->hidden);
+    }
     int rc = synth_formats(cfg, q, &qf, e);
     if (rc)
         return rc;
-    rc = store_alloc(&w, cfg, f32, cfg->attn_bias, cfg->attn_bias, cfg->mlp_bias, cfg->mlp_bias, qf, e);
+    rc = store_alloc(&w, cfg, f32, cfg->attn_bias, cfg->attn_bias, cfg->mlp_bias, cfg->mlp_bias, qf, &qlm, e);
     free(qf);
     if (rc)
         return rc;
     const int L = cfg->n_layers;
-    qsyn_job *qj = rc_calloc(4 * (int64_t)L + 1, sizeof *qj, e, "synth jobs");
+    qsyn_job *qj = rc_calloc(4 * (int64_t)L + 2, sizeof *qj, e, "synth jobs");
     if (!qj) {
         eng_weights_free(w);
         return e->code;
@@ -755,7 +783,9 @@ int eng_weights_synth_quant(eng_weights **out, const rc_config *cfg, int f32, co
         }
     }
     add_job(jobs, &nj, w->embed, cfg->vocab * Hd);
-    if (w->lm_head != w->embed)
+    if (w->qlm.family)
+        qj[nq++] = (qsyn_job){w->lm_head, cfg->vocab, Hd, w->qlm};
+    else if (w->lm_head != w->embed)
         add_job(jobs, &nj, w->lm_head, cfg->vocab * Hd);
     if (cfg->ple_dim) {
         const int64_t LP = (int64_t)L * cfg->ple_dim;
@@ -786,9 +816,16 @@ void eng_weights_print_quant(const eng_weights *w, FILE *f)
         fprintf(f, "engine: %d quantized matri%s kept in %s (dequantized at load: a gated delta net / gated-attention "
                 "layer, a format the kernels do not run, or parts of one matrix in different formats)\n",
                 w->quant_plain, w->quant_plain == 1 ? "x" : "ces", w->f32 ? "f32" : "bf16");
-    if (!w->quant)
+    if (!w->quant && !w->qlm.family)
         return;
     const rc_config *c = &w->cfg;
+    char lm[48];
+    if (w->qlm.family)
+        fprintf(f, "engine: lm_head quantized (the scheme's lm_head flag): %s, %.2f MiB packed against %.2f MiB in %s; "
+                "it runs on the device only (no --vocab-on-cpu)\n", eng_qfmt_str(&w->qlm, c->hidden, lm, 48),
+                (double)w->lm_bytes / 1048576.0, (double)w->vocab_bytes / 1048576.0, w->f32 ? "f32" : "bf16");
+    if (!w->quant)
+        return;
     char fm[4][48];
     int first = -1, uniform = 1;
     for (int i = 0; i < c->n_layers; i++) {
@@ -806,7 +843,7 @@ void eng_weights_print_quant(const eng_weights *w, FILE *f)
             "down %s%s\n", eng_qfmt_str(&F->qqkv, Hd, fm[0], 48), eng_qfmt_str(&F->qo, F->qd, fm[1], 48),
             eng_qfmt_str(&F->qgu, Hd, fm[2], 48), eng_qfmt_str(&F->qdown, F->inter, fm[3], 48),
             uniform ? "" : " (layer formats differ; first quantized layer shown)");
-    fprintf(f, "engine: full precision: embedding and lm_head (%s), norms, biases and every other tensor (f32); "
-            "layers %.2f MiB packed against %.2f MiB in %s\n", w->f32 ? "f32" : "bf16",
+    fprintf(f, "engine: full precision: embedding%s (%s), norms, biases and every other tensor (f32); "
+            "layers %.2f MiB packed against %.2f MiB in %s\n", w->qlm.family ? "" : " and lm_head", w->f32 ? "f32" : "bf16",
             (double)w->layer_bytes_total / 1048576.0, (double)w->plain_layer_bytes / 1048576.0, w->f32 ? "f32" : "bf16");
 }

@@ -44,7 +44,9 @@ typedef struct eng_weights {
     eng_layer_layout *lay;  /* [L] */
     void **layer;           /* [L] host blobs (whole pages; pinned in place by the engine when it streams) */
     void *embed;            /* [V, Hd] */
-    void *lm_head;          /* [V, Hd]; == embed when tied */
+    void *lm_head;          /* [V, Hd]; == embed when tied; packed (eng_qfmt.h) when qlm.family */
+    eng_qfmt qlm;           /* lm_head's format: family 0 = the store's bf16 / f32 (untied only otherwise) */
+    int64_t lm_bytes;       /* lm_head's bytes (0 when tied: the embedding's) */
     float *final_norm;      /* [Hd] */
     /* per-layer embeddings (cfg.ple_dim = P > 0, else NULL): the token table stays on the host (one row gathered per
      * token), the model projection and its norm go to the device */
@@ -74,9 +76,11 @@ int eng_weights_from_model(eng_weights **out, const rc_model *m, int f32, int th
 /* Random weights for benchmarks: matrices uniform with std 0.02, norms 1, biases 0; same seed, same bits
  * whatever the thread count. */
 int eng_weights_synth(eng_weights **out, const rc_config *cfg, int f32, uint64_t seed, int threads, rc_err *e);
-/* The same with every layer matrix quantized to q (random packed codes, eng_qsynth_rows); q NULL: eng_weights_synth. */
-int eng_weights_synth_quant(eng_weights **out, const rc_config *cfg, int f32, const eng_qfmt *q, uint64_t seed,
-                            int threads, rc_err *e);
+/* The same with every layer matrix quantized to q (random packed codes, eng_qsynth_rows), and with lm_q an untied
+ * lm_head too (the scheme's lm_head flag: RC_E_UNSUPPORTED for a tied one, or a width q's groups do not divide);
+ * q NULL: eng_weights_synth. */
+int eng_weights_synth_quant(eng_weights **out, const rc_config *cfg, int f32, const eng_qfmt *q, int lm_q,
+                            uint64_t seed, int threads, rc_err *e);
 /* The memory banner's quantization lines (which matrices are packed in which format, what stays full precision,
  * bytes against bf16 / f32 storage); nothing when no matrix is quantized. */
 void eng_weights_print_quant(const eng_weights *w, FILE *f);

@@ -373,7 +373,7 @@ static void plan_sizes(const eng_weights *w, int max_ctx, int C, int P, int gemm
     s->n_layers = c->n_layers;
     s->layer_total = w->layer_bytes_total;
     s->layer_max = w->layer_bytes_max;
-    s->vocab_dev = w->vocab_bytes * (c->tie_embeddings ? 1 : 2);
+    s->vocab_dev = w->vocab_bytes + w->lm_bytes; /* lm_bytes: 0 when tied, packed when quantized */
     s->logits_dev = c->vocab * 4;
     s->kv_resident = kv;
     s->kv_offload = (4 * (int64_t)P * kvr + 2 * (int64_t)C * kvr) * w->elt + (int64_t)C * (2 * heads + qd) * 4;
@@ -539,9 +539,14 @@ static int choose_plan(eng *E, rc_err *e)
     eng_plan_sizes s;
     plan_sizes(E->w, E->max_ctx, E->C, E->P, E->use_gemm, &s);
     const eng_opts *o = &E->o;
+    /* a packed lm_head runs only in the device's quantized GEMV: the host's GEMV would give other bits */
+    if (E->w->qlm.family && o->vocab_on_cpu == 1)
+        return rc_fail(e, RC_E_UNSUPPORTED, "engine: --vocab-on-cpu: this lm_head is quantized (packed), and a packed "
+                       "lm_head runs on the device only");
+    const int vocab_cpu = E->w->qlm.family ? 0 : o->vocab_on_cpu == ENG_AUTO ? -1 : o->vocab_on_cpu;
     if (o->vram_budget > 0) {
         ATTEMPT(eng_plan_choose(&s, o->vram_budget, o->resident_layers, o->kv_offload == ENG_AUTO ? -1 : o->kv_offload,
-                                o->vocab_on_cpu == ENG_AUTO ? -1 : o->vocab_on_cpu, &E->plan, e));
+                                vocab_cpu, &E->plan, e));
     } else
         eng_plan_bytes(&s, o->resident_layers == ENG_AUTO ? ENG_ALL_LAYERS : o->resident_layers,
                        o->kv_offload == 1, o->vocab_on_cpu == 1, &E->plan);
@@ -612,8 +617,8 @@ static int open_weights(eng *E, rc_err *e)
         if (w->lm_head == w->embed)
             E->d_lm_head = E->d_embed;
         else {
-            ATTEMPT(DALLOC(E->d_lm_head, w->vocab_bytes, acct, "lm_head"));
-            CK(cudaMemcpy(E->d_lm_head, w->lm_head, (size_t)w->vocab_bytes, cudaMemcpyHostToDevice));
+            ATTEMPT(DALLOC(E->d_lm_head, w->lm_bytes, acct, "lm_head"));
+            CK(cudaMemcpy(E->d_lm_head, w->lm_head, (size_t)w->lm_bytes, cudaMemcpyHostToDevice));
         }
     }
     return RC_OK;
@@ -1712,6 +1717,19 @@ mlp:
     return release_layer(E, l, e);
 }
 
+/* logits[n, V] = lm_head fin[n, Hd] on the device: the store's matrix, or a packed one row by row in the decode
+ * GEMV (engk_qgemv: no dequantized copy of the vocabulary). */
+static cudaError_t head_gemv(eng *E, float *logits, const float *fin, int n)
+{
+    const int64_t V = E->c->vocab, Hd = E->c->hidden;
+    if (!E->w->qlm.family)
+        return engk_matmul(logits, fin, E->d_lm_head, E->f32, NULL, NULL, n, (int)V, (int)Hd, E->s_comp);
+    cudaError_t err = cudaSuccess;
+    for (int r = 0; r < n && err == cudaSuccess; r++)
+        err = engk_qgemv(logits + r * V, fin + r * Hd, E->d_lm_head, &E->w->qlm, NULL, NULL, (int)V, (int)Hd, E->s_comp);
+    return err;
+}
+
 /* lm_head of n rows fin[n, Hd] (device) into host logits[n, V], with the final softcap if the model has one: on
  * the host with the vocabulary on the CPU, else on the device (engk_softcap: rc_softcap's bits). */
 static int head_rows(eng *E, const float *fin, int n, float *logits, rc_err *e)
@@ -1726,7 +1744,7 @@ static int head_rows(eng *E, const float *fin, int n, float *logits, rc_err *e)
         if (E->c->final_softcap != 0.0f)
             rc_softcap(logits, n * V, E->c->final_softcap);
     } else if (n == 1) {
-        CK(engk_matmul(E->d_logits, fin, E->d_lm_head, E->f32, NULL, NULL, 1, (int)V, (int)Hd, E->s_comp));
+        CK(head_gemv(E, E->d_logits, fin, 1));
         if (E->c->final_softcap != 0.0f) /* on the device, rc_softcap's bits */
             CK(engk_softcap(E->d_logits, V, E->c->final_softcap, E->s_comp));
         CK(cudaMemcpyAsync(E->h_logits, E->d_logits, (size_t)V * 4, cudaMemcpyDeviceToHost, E->s_comp));
@@ -1735,7 +1753,7 @@ static int head_rows(eng *E, const float *fin, int n, float *logits, rc_err *e)
     } else { /* probe path: all rows at once (per-row arithmetic is the same as one row) */
         float *tmp = NULL;
         CK(cudaMalloc((void **)&tmp, (size_t)(n * V * 4)));
-        cudaError_t err = engk_matmul(tmp, fin, E->d_lm_head, E->f32, NULL, NULL, n, (int)V, (int)Hd, E->s_comp);
+        cudaError_t err = head_gemv(E, tmp, fin, n);
         if (err == cudaSuccess && E->c->final_softcap != 0.0f)
             err = engk_softcap(tmp, n * V, E->c->final_softcap, E->s_comp);
         if (err == cudaSuccess)
@@ -1999,7 +2017,14 @@ static int decode_enqueue(eng *E, rc_err *e)
     ATTEMPT(ple_inputs(E, 1, NULL, e)); /* from the rows ple_rows gathered */
     for (int l = 0; l < E->L; l++)
         ATTEMPT(layer_decode(E, l, e));
-    if (E->plan.vocab_on_cpu || !engk_gemv_norm_fits(Hd)) {
+    const eng_qfmt *qlm = &E->w->qlm;
+    if (qlm->family && engk_qgemv_norm_use(0, qlm, (int)V, Hd)) /* packed: the fused-norm quantized GEMV */
+        CK(engk_qgemv_norm(E->d_logits, E->d_fin, E->d_x, E->d_final_norm, c->eps, c->norm, E->d_lm_head, qlm, NULL,
+                           (int)V, Hd, E->s_comp));
+    else if (qlm->family) {
+        CK(engk_rmsnorm(E->d_fin, E->d_x, E->d_final_norm, 1, Hd, c->eps, c->norm, E->s_comp));
+        CK(engk_qgemv(E->d_logits, E->d_fin, E->d_lm_head, qlm, NULL, NULL, (int)V, Hd, E->s_comp));
+    } else if (E->plan.vocab_on_cpu || !engk_gemv_norm_fits(Hd)) {
         CK(engk_rmsnorm(E->d_fin, E->d_x, E->d_final_norm, 1, Hd, c->eps, c->norm, E->s_comp));
         if (E->plan.vocab_on_cpu)
             return RC_OK; /* lm_head on the host: decode_finish */

@@ -17,10 +17,12 @@ static const char usage_text[] =
     "usage: engine --model PATH (--prompt \"TEXT\" [--chat [--system \"TEXT\"]] | --ids \"ID ID ...\" |\n"
     "                            --prompt-golden) [--steps N] [options]\n"
     "       engine --synth llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid|gemma4-12b|tiny-gemma --ids \"ID ...\" [options]   (random weights; tests)\n"
-    "                    [--weights bf16|int8|int4-g32|int4-g64|int4-g128[-sym]]   (random packed quantized matrices)\n"
+    "                    [--weights bf16|int8|int4-g32|int4-g64|int4-g128[-sym][+lm_head]]   (random packed quantized\n"
+    "                    matrices; +lm_head: an untied lm_head packed too)\n"
     "       engine bench --shape llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid|gemma4-12b|tiny-gemma [--steps N] [--prompt-len N[,N...]] [--rounds R]\n"
     "                    [--json FILE] [--commit ID] [--peak-tflops X [--peak-source TEXT]] [--no-stream] [options]\n"
-    "                    [--weights bf16|int8|int4-g128|...]   (layer matrices packed: floors from the bytes read)\n"
+    "                    [--weights bf16|int8|int4-g128|...[+lm_head]]   (layer matrices packed, and lm_head with\n"
+    "                    +lm_head: floors from the bytes read)\n"
     "       engine bench --print-shape llama3-8b|llama3-1b|tiny|qwen3.5-9b|tiny-hybrid|gemma4-12b|tiny-gemma   (the shape's HF config.json)\n"
     "       engine devices      (exit 0 iff GPU 0 can run the engine)\n"
     "       engine --help\n"
@@ -133,6 +135,7 @@ static int cmd_run(int argc, char **argv)
     double temperature = 0.0, top_p = 1.0;
     unsigned long long seed = 0;
     eng_qfmt wq = {0, 0, 0};
+    int lm_q = 0; /* --weights SCHEME+lm_head */
     int wq_on = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -154,7 +157,7 @@ static int cmd_run(int argc, char **argv)
             synth = argv[++i];
         else if (!strcmp(a, "--weights") && has) { /* --synth's matrices quantized (eng_qpack.h) */
             rc_err qe = {0};
-            if (eng_qfmt_parse(argv[++i], &wq, &wq_on, &qe))
+            if (eng_qfmt_parse(argv[++i], &wq, &wq_on, &lm_q, &qe))
                 return fail(qe.msg);
         }
         else if (!strcmp(a, "--prompt") && has)
@@ -261,7 +264,7 @@ static int cmd_run(int argc, char **argv)
                          (long long)i, (long long)m.cfg.vocab);
     eng_weights *w = NULL;
     if (!rc)
-        rc = synth ? eng_weights_synth_quant(&w, &m.cfg, f32, wq_on ? &wq : NULL, 1, o.threads, &e)
+        rc = synth ? eng_weights_synth_quant(&w, &m.cfg, f32, wq_on ? &wq : NULL, lm_q, 1, o.threads, &e)
                    : eng_weights_from_model(&w, &m, f32, o.threads, &e);
     if (synth)
         rc_config_free(&m.cfg);

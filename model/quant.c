@@ -102,21 +102,41 @@ void rc_qtensor_dequant(const rc_qtensor *t, float *out)
 
 /* ---- schemes ---- */
 
+/* The scheme named base (no suffix) into *s; 0 if base names none. */
+static int scheme_base(const char *base, rc_quant_scheme *s)
+{
+    int g = 0, n = 0;
+    if (!strcmp(base, "int8")) {
+        *s = (rc_quant_scheme){.family = RC_QF_SCALE, .bits = 8, .group = 0};
+        return 1;
+    }
+    if (sscanf(base, "int4-g%d%n", &g, &n) == 1 && (g == 32 || g == 64 || g == 128) &&
+        (!base[n] || !strcmp(base + n, "-sym"))) {
+        *s = (rc_quant_scheme){.family = base[n] ? RC_QF_SCALE : RC_QF_AFFINE, .bits = 4, .group = g};
+        return 1;
+    }
+    return 0;
+}
+
 int rc_quant_scheme_parse(const char *name, rc_quant_scheme *s, rc_err *e)
 {
     memset(s, 0, sizeof *s);
-    int g = 0, n = 0;
-    if (!strcmp(name, "int8")) {
-        *s = (rc_quant_scheme){.family = RC_QF_SCALE, .bits = 8, .group = 0};
-        return RC_OK;
+    static const char lm[] = "+lm_head";
+    const size_t nl = strlen(name), ll = sizeof lm - 1;
+    const int with_lm = nl > ll && !strcmp(name + nl - ll, lm);
+    const size_t bl = nl - (with_lm ? ll : 0);
+    char base[32];
+    if (bl < sizeof base) {
+        memcpy(base, name, bl);
+        base[bl] = '\0';
+        if (scheme_base(base, s)) {
+            s->lm_head = with_lm;
+            return RC_OK;
+        }
     }
-    if (sscanf(name, "int4-g%d%n", &g, &n) == 1 && (g == 32 || g == 64 || g == 128) &&
-        (!name[n] || !strcmp(name + n, "-sym"))) {
-        *s = (rc_quant_scheme){.family = name[n] ? RC_QF_SCALE : RC_QF_AFFINE, .bits = 4, .group = g};
-        return RC_OK;
-    }
-    return rc_fail(e, RC_E_USAGE, "unknown quantization scheme '%s' (known: int8, int4-g32, int4-g64, int4-g128, and "
-                   "int4-gN-sym for symmetric int4)", name);
+    memset(s, 0, sizeof *s);
+    return rc_fail(e, RC_E_USAGE, "unknown quantization scheme '%s' (known: int8, int4-g32, int4-g64, int4-g128, "
+                   "int4-gN-sym for symmetric int4; a '+lm_head' suffix quantizes lm_head too)", name);
 }
 
 const char *rc_quant_scheme_str(const rc_quant_scheme *s, char *buf, int cap)

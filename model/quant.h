@@ -72,7 +72,8 @@ typedef struct rc_quant_scheme {
 } rc_quant_scheme;
 
 /* The named schemes: "int8" (W8A16, per row, symmetric), "int4-g32" / "int4-g64" / "int4-g128" (W4A16,
- * asymmetric), with "-sym" for symmetric int4 ("int4-g128-sym"). RC_E_USAGE naming the known ones otherwise. */
+ * asymmetric), with "-sym" for symmetric int4 ("int4-g128-sym"), and "+lm_head" after any of them for lm_head
+ * quantized in the same format (the lm_head flag: "int4-g128+lm_head"). RC_E_USAGE naming the known ones otherwise. */
 int rc_quant_scheme_parse(const char *name, rc_quant_scheme *s, rc_err *e);
 /* "int4-g128 (asymmetric, gptq_v2)" into buf. */
 const char *rc_quant_scheme_str(const rc_quant_scheme *s, char *buf, int cap);

@@ -396,6 +396,16 @@ static void test_schemes_and_policy(void **state)
     assert_true(s.family == RC_QF_SCALE && s.group == 64);
     assert_int_equal(rc_quant_scheme_parse("int4-g48", &s, &e), RC_E_USAGE);
     assert_int_equal(rc_quant_scheme_parse("int4-g128-symx", &s, &e), RC_E_USAGE);
+    assert_false(s.lm_head);
+    assert_int_equal(rc_quant_scheme_parse("int4-g128-sym+lm_head", &s, &e), RC_OK);
+    assert_true(s.family == RC_QF_SCALE && s.bits == 4 && s.group == 128 && s.lm_head);
+    assert_string_equal(rc_quant_scheme_str(&s, buf, sizeof buf), "int4-g128-sym (per group, symmetric, lm_head quantized)");
+    assert_int_equal(rc_quant_scheme_parse("int8+lm_head", &s, &e), RC_OK);
+    assert_true(s.bits == 8 && s.lm_head);
+    assert_int_equal(rc_quant_scheme_parse("+lm_head", &s, &e), RC_E_USAGE);
+    assert_int_equal(rc_quant_scheme_parse("int8+lm_head+lm_head", &s, &e), RC_E_USAGE);
+    assert_int_equal(rc_quant_scheme_parse("int8+lm_headx", &s, &e), RC_E_USAGE);
+    assert_false(s.lm_head);
     const char *why;
     assert_int_equal(rc_quant_policy("model.layers.3.self_attn.q_proj.weight", &why), RC_QP_QUANT);
     assert_int_equal(rc_quant_policy("model.layers.3.self_attn.q_proj.bias", &why), RC_QP_FULL);

@@ -65,6 +65,8 @@ identity | identity-synth)
         g=synth-${shape#tiny-} prec=$1 # synth-tiny, synth-wide
         src=(--synth "$shape" --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
         [ -n "${3:-}" ] && g=$g-$3 && src+=(--weights "$3") # quantized random matrices
+        # SCHEME+lm_head: lm_head packed too, which runs on the device only (--vocab-on-cpu is refused: bad-input)
+        [ "${3:-}" != "${3%+lm_head}" ] && device_head=1
     elif [ "$2" = tiny-d128 ]; then # 3 layers of head dim 128 (4 query heads on 1 KV head, as llama3-8b's GQA 4): the
         # prefill attention's wgmma + TMA kernel on an sm_90a GPU; 300 tokens cross its 128-row blocks and 64-key steps
         g=synth-d128 prec=$1
@@ -97,6 +99,10 @@ identity | identity-synth)
         for spec in "$@"; do
             name=${spec%%|*}
             flags=${spec#*|}
+            if [ "${device_head:-0}" = 1 ] && [ "$flags" != "${flags%--vocab-on-cpu*}" ]; then
+                printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" - "not run: packed lm_head"
+                continue
+            fi
             local envs=(env) args=()
             for w in $flags; do
                 case $w in
@@ -344,6 +350,12 @@ bad-input)
     check bench_prompt_list 'prompt-len' bench --shape tiny --prompt-len 16,x
     check bench_peak 'peak-tflops' bench --shape tiny --peak-tflops -3
     check bench_print_shape 'unknown --shape' bench --print-shape nosuch
+    # a packed lm_head (SCHEME+lm_head) runs on the device only, and needs an untied one
+    check packed_head_on_cpu 'vocab-on-cpu: this lm_head is quantized' --synth tiny --weights int4-g128+lm_head \
+        --ids "1 2" --vocab-on-cpu
+    check packed_head_tied 'packed lm_head needs an untied one' --synth llama3-1b --weights int8+lm_head --ids "1 2"
+    check bad_scheme_suffix "unknown quantization scheme 'int8\+lm_heads'|--weights 'int8\+lm_heads'" --synth tiny \
+        --weights int8+lm_heads --ids "1 2"
     [ "$fails" -eq 0 ] || exit 1
     ;;
 

@@ -107,10 +107,10 @@ static void test_synth(void **st)
     for (int n = 0; n < 4; n++) {
         eng_qfmt q;
         int on;
-        assert_int_equal(eng_qfmt_parse(names[n], &q, &on, &e), RC_OK);
+        assert_int_equal(eng_qfmt_parse(names[n], &q, &on, NULL, &e), RC_OK);
         assert_true(on);
         eng_weights *a = NULL, *b = NULL;
-        if (eng_weights_synth_quant(&a, &cfg, 0, &q, 3, 1, &e) || eng_weights_synth_quant(&b, &cfg, 0, &q, 3, 2, &e))
+        if (eng_weights_synth_quant(&a, &cfg, 0, &q, 0, 3, 1, &e) || eng_weights_synth_quant(&b, &cfg, 0, &q, 0, 3, 2, &e))
             fail_msg("synth %s: %s", names[n], e.msg);
         assert_true(a->quant);
         assert_int_equal(a->lay[0].qdown.group, q.group ? q.group : a->lay[0].inter);
@@ -120,12 +120,52 @@ static void test_synth(void **st)
         eng_weights_free(a);
         eng_weights_free(b);
     }
+    /* "+lm_head": an untied lm_head packed in the scheme's format, the same bits whatever the thread count; a tied
+     * one refused by name (the embedding is a row gather, kept) */
+    for (int n = 0; n < 4; n++) {
+        char name[48];
+        snprintf(name, sizeof name, "%s+lm_head", names[n]);
+        eng_qfmt q;
+        int on, lm = 0;
+        assert_int_equal(eng_qfmt_parse(name, &q, &on, &lm, &e), RC_OK);
+        assert_true(on && lm);
+        rc_config untied = cfg, tied = cfg;
+        untied.tie_embeddings = 0;
+        tied.tie_embeddings = 1;
+        eng_weights *a = NULL, *b = NULL;
+        if (eng_weights_synth_quant(&a, &untied, 0, &q, 1, 3, 1, &e) ||
+            eng_weights_synth_quant(&b, &untied, 0, &q, 1, 3, 2, &e))
+            fail_msg("synth %s: %s", name, e.msg);
+        assert_int_equal(a->qlm.family, q.family);
+        assert_int_equal(a->qlm.group, q.group ? q.group : (int)cfg.hidden);
+        assert_int_equal(a->lm_bytes, eng_qmat_bytes(cfg.vocab, cfg.hidden, &a->qlm));
+        assert_true(a->lm_bytes < a->vocab_bytes);
+        assert_memory_equal(a->lm_head, b->lm_head, (size_t)a->lm_bytes);
+        float row[4096];
+        assert_true(cfg.hidden <= 4096);
+        eng_qdequant_row(a->lm_head, cfg.vocab, cfg.hidden, &a->qlm, cfg.vocab - 1, row);
+        double ss = 0;
+        for (int64_t k = 0; k < cfg.hidden; k++)
+            ss += (double)row[k] * row[k];
+        assert_true(ss > 0); /* the last row was written */
+        eng_weights_free(a);
+        eng_weights_free(b);
+        a = NULL;
+        assert_int_equal(eng_weights_synth_quant(&a, &tied, 0, &q, 1, 3, 1, &e), RC_E_UNSUPPORTED);
+        assert_null(a);
+        assert_non_null(strstr(e.msg, "lm_head"));
+        /* without the flag lm_head stays in the store's bf16 */
+        assert_int_equal(eng_weights_synth_quant(&a, &untied, 0, &q, 0, 3, 1, &e), RC_OK);
+        assert_int_equal(a->qlm.family, 0);
+        assert_int_equal(a->lm_bytes, a->vocab_bytes);
+        eng_weights_free(a);
+    }
     rc_model_free(&m);
     eng_qfmt q;
     int on;
-    assert_int_equal(eng_qfmt_parse("bf16", &q, &on, &e), RC_OK);
+    assert_int_equal(eng_qfmt_parse("bf16", &q, &on, NULL, &e), RC_OK);
     assert_false(on);
-    assert_int_equal(eng_qfmt_parse("int3", &q, &on, &e), RC_E_USAGE);
+    assert_int_equal(eng_qfmt_parse("int3", &q, &on, NULL, &e), RC_E_USAGE);
     assert_non_null(strstr(e.msg, "int3"));
 }
 
@@ -162,6 +202,78 @@ static void test_mixed_parts(void **st)
     rc_model_free(&m);
 }
 
+/* A checkpoint's quantized lm_head (GPTQ's lm_head flag): packed when untied and in a format the kernels run (its
+ * rows dequantize to model/'s rule bit for bit), else kept in the store's precision and counted on the banner. */
+static void test_lm_head_packed(void **st)
+{
+    (void)st;
+    char path[512];
+    snprintf(path, sizeof path, "%s/llama_int4_g128.h5", RC_TEST_GOLDEN_DIR);
+    static const struct { rc_qfamily fam; int bits, group, zero, tied, packed; } cases[] = {
+        {RC_QF_AFFINE, 4, 32, 1, 0, 1},  /* int4 g32 with integer zeros */
+        {RC_QF_SCALE, 8, 0, 0, 0, 1},    /* int8 per row */
+        {RC_QF_AFFINE, 8, 64, 0, 0, 0},  /* affine int8: not a format the kernels run */
+        {RC_QF_SCALE, 4, 64, 0, 1, 0},   /* tied: the embedding's gather, kept */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        rc_model m;
+        memset(&m, 0, sizeof m);
+        rc_err e = {0};
+        if (rc_model_load(&m, path, &e))
+            fail_msg("%s: %s", path, e.msg);
+        const int64_t V = m.cfg.vocab, Hd = m.cfg.hidden, g = cases[c].group ? cases[c].group : Hd;
+        m.cfg.tie_embeddings = cases[c].tied;
+        rc_qtensor *t = realloc(m.quant.t, (size_t)(m.quant.n + 1) * sizeof *t);
+        assert_non_null(t);
+        m.quant.t = t;
+        rc_qtensor *lm = &m.quant.t[m.quant.n];
+        assert_int_equal(rc_qtensor_alloc(lm, "lm_head.weight", cases[c].fam, cases[c].bits, V, Hd, g,
+                                          cases[c].zero, &e), RC_OK);
+        m.quant.n++;
+        const int lo = cases[c].fam == RC_QF_AFFINE ? 0 : -(1 << (cases[c].bits - 1));
+        const int span = 1 << cases[c].bits;
+        for (int64_t i = 0; i < V * Hd; i++)
+            lm->q[i] = (int8_t)(lo + (int)((i * 2654435761u + (uint64_t)c) % (uint64_t)span));
+        for (int64_t j = 0; j < V * (Hd / g); j++) {
+            lm->scale[j] = 0.001f * (float)(1 + j % 7);
+            if (lm->zero)
+                lm->zero[j] = (int16_t)(j % 16);
+            else if (lm->offset)
+                lm->offset[j] = -0.003f * (float)(j % 5);
+        }
+        if (lm->zero)
+            rc_qtensor_set_offsets(lm);
+        eng_weights *w = NULL;
+        if (eng_weights_from_model(&w, &m, 1, 2, &e))
+            fail_msg("case %zu: %s", c, e.msg);
+        if (cases[c].packed) {
+            assert_int_equal(w->qlm.family, cases[c].fam);
+            assert_int_equal(w->qlm.bits, cases[c].bits);
+            assert_int_equal(w->qlm.group, (int)g);
+            assert_int_equal(w->lm_bytes, eng_qmat_bytes(V, Hd, &w->qlm));
+            float *want = malloc((size_t)(V * Hd) * sizeof *want), *got = malloc((size_t)Hd * sizeof *got);
+            assert_non_null(want);
+            assert_non_null(got);
+            rc_qtensor_dequant(lm, want);
+            for (int64_t r = 0; r < V; r += V / 7 + 1) {
+                eng_qdequant_row(w->lm_head, V, Hd, &w->qlm, r, got);
+                assert_memory_equal(got, want + r * Hd, (size_t)Hd * sizeof *got);
+            }
+            eng_qdequant_row(w->lm_head, V, Hd, &w->qlm, V - 1, got);
+            assert_memory_equal(got, want + (V - 1) * Hd, (size_t)Hd * sizeof *got);
+            free(want);
+            free(got);
+        } else {
+            assert_int_equal(w->qlm.family, 0);
+            assert_int_equal(w->lm_bytes, cases[c].tied ? 0 : w->vocab_bytes);
+            if (!cases[c].tied) /* kept: the fp32 copy model/ dequantized at load, counted on the banner */
+                assert_memory_equal(w->lm_head, m.w.lm_head, (size_t)w->vocab_bytes);
+        }
+        eng_weights_free(w);
+        rc_model_free(&m);
+    }
+}
+
 /* Formats the kernels do not run are refused by the tensor's name. */
 static void test_refusals(void **st)
 {
@@ -187,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_golden_int4_g128),
         cmocka_unit_test(test_synth),
         cmocka_unit_test(test_mixed_parts),
+        cmocka_unit_test(test_lm_head_packed),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1100,6 +1100,8 @@ int main(int argc, char **argv)
         fails += check_mma(&mma_cases[c], 9001, 4096, 0, 1);
         fails += check_mma(&mma_cases[c], 9001, 1152, 1, 1);
         fails += check_mma(&mma_cases[c], 20011, 1152, 0, 0);
+        /* vocabulary-sized (a packed lm_head: eng_qgemv.cu's vocab_shape takes i8u4p), ~140 units a block */
+        fails += check_mma(&mma_cases[c], 40009, 4096, 2, 0);
         fails += check_mma_grid(&mma_cases[c], 4099, 17, 4096);
         fails += check_mma_nonfinite(&mma_cases[c], 37, 4096);
     }
@@ -1108,6 +1110,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizeof nsh / sizeof nsh[0]; i++)
             for (int glu = 0; glu < 2; glu++)
                 fails += check_norm(&norm_cases[c], nsh[i][0], nsh[i][1], glu);
+        fails += check_norm(&norm_cases[c], 40009, 4096, 0); /* a packed lm_head's fused final norm */
     }
     fails += check_refusals();
     fails += check_nib8();
