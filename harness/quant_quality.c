@@ -18,6 +18,7 @@ typedef struct qq_row {
     const char *scheme;
     int sym, gptq;
     int bf16;        /* context row: every weight rounded to bf16, nothing quantized */
+    int lm;          /* lm_head quantized too (the lm_head flag; an untied lm_head) */
     rc_quality q;
     int64_t greedy_equal, greedy_n; /* greedy tokens equal to the unquantized model's (each prompt's equal prefix),
                                      * of greedy_n over all prompts */
@@ -95,7 +96,7 @@ static const char *row_zero(const qq_row *r)
 
 static const char *row_method(const qq_row *r)
 {
-    return r->bf16 ? "round" : r->gptq ? "gptq" : "rtn";
+    return r->bf16 ? "round" : r->gptq ? (r->lm ? "gptq+lm" : "gptq") : r->lm ? "rtn+lm" : "rtn";
 }
 
 static cJSON *row_json(const qq_row *r, int64_t prompts)
@@ -104,6 +105,7 @@ static cJSON *row_json(const qq_row *r, int64_t prompts)
     cJSON_AddStringToObject(j, "scheme", r->scheme);
     cJSON_AddStringToObject(j, "zero", r->bf16 ? "none" : r->sym ? "symmetric" : "asymmetric");
     cJSON_AddStringToObject(j, "method", r->bf16 ? "bf16-round" : r->gptq ? "gptq" : "rtn");
+    cJSON_AddBoolToObject(j, "lm_head", r->lm);
     cJSON_AddNumberToObject(j, "dnll", r->q.nll_stage - r->q.nll_ref);
     cJSON_AddNumberToObject(j, "nll", r->q.nll_stage);
     cJSON_AddNumberToObject(j, "nll_ref", r->q.nll_ref);
@@ -169,7 +171,7 @@ static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int
     int rc = rcq_source_load(&src, model, e);
     if (rc)
         return rc;
-    rcq_opts o = {.gptq = r->gptq, .gq = *gq, .progress = 0, .only = gs->only};
+    rcq_opts o = {.gptq = r->gptq, .gq = *gq, .progress = 0, .only = gs->only, .lm_head = r->lm};
     rcq_model qm = {0};
     const int64_t V = src.m.cfg.vocab;
     float *ls = NULL;
@@ -358,22 +360,26 @@ int rc_cmd_quant_quality(int argc, char **argv)
         {.key = "gptq-sym", .scheme = g4, .sym = 1, .gptq = 1},
         {.key = "gptq", .scheme = g4, .gptq = 1},
         {.key = "int8-gptq", .scheme = "int8", .sym = 1, .gptq = 1},
+        /* lm_head quantized too (the engine's packed lm_head): only when asked */
+        {.key = "int8-lm", .scheme = "int8", .sym = 1, .lm = 1},
+        {.key = "rtn-lm", .scheme = g4, .lm = 1},
+        {.key = "gptq-lm", .scheme = g4, .gptq = 1, .lm = 1},
     };
-    enum { R_BF16, R_INT8, R_RTN, R_RTN_SYM, R_GPTQ_SYM, R_GPTQ, R_INT8_GPTQ, NR };
+    enum { R_BF16, R_INT8, R_RTN, R_RTN_SYM, R_GPTQ_SYM, R_GPTQ, R_INT8_GPTQ, R_INT8_LM, R_RTN_LM, R_GPTQ_LM, NR };
     int run[NR], n_run = 0;
-    for (int i = 0; i < NR; i++)
-        n_run += run[i] = only ? list_has(only, rows[i].key) : i != R_INT8_GPTQ; /* int8 GPTQ only when asked */
-    int n_items = only ? 1 : NR - 1;
+    for (int i = 0; i < NR; i++) /* int8 GPTQ and the lm_head rows only when asked */
+        n_run += run[i] = only ? list_has(only, rows[i].key) : i < R_INT8_GPTQ;
+    int n_items = only ? 1 : R_INT8_GPTQ;
     for (const char *c = only ? strchr(only, ',') : NULL; c; c = strchr(c + 1, ','))
         n_items++;
     if (!rc && n_run != n_items)
-        rc = rc_fail(&e, RC_E_USAGE, "--rows '%s' names a row twice or one that is not bf16, int8, rtn, rtn-sym, gptq-sym, gptq, int8-gptq", only);
+        rc = rc_fail(&e, RC_E_USAGE, "--rows '%s' names a row twice or one that is not bf16, int8, rtn, rtn-sym, gptq-sym, gptq, int8-gptq, int8-lm, rtn-lm, gptq-lm", only);
     if (!rc) {
         printf("quant-quality %s: ref on dequantized weights against ref unquantized\n", model);
         printf("calibration %lld tokens, held-out %lld tokens, greedy %lld tokens after %lld from %ld prompt(s); "
                "damp %g, block %d\n", (long long)C, (long long)T, (long long)G, (long long)P, n_prompts, gq.damp,
                gq.block);
-        printf("%-10s %-5s %-6s %12s %12s %12s %8s %10s %8s %9s\n", "scheme", "zero", "method", "ΔNLL", "KL mean",
+        printf("%-10s %-5s %-7s %12s %12s %12s %8s %10s %8s %9s\n", "scheme", "zero", "method", "ΔNLL", "KL mean",
                "KL max", "top-1", "greedy", "prompts", "time (s)");
     }
     for (int i = 0; i < NR && !rc; i++) {
@@ -385,7 +391,7 @@ int rc_cmd_quant_quality(int argc, char **argv)
         char gr[32], pr[32];
         snprintf(gr, sizeof gr, "%lld/%lld", (long long)r->greedy_equal, (long long)r->greedy_n);
         snprintf(pr, sizeof pr, "%lld/%ld", (long long)r->prompts_equal, n_prompts);
-        printf("%-10s %-5s %-6s %+12.5e %12.5e %12.5e %7.2f%% %10s %8s %9.1f\n", r->scheme, row_zero(r),
+        printf("%-10s %-5s %-7s %+12.5e %12.5e %12.5e %7.2f%% %10s %8s %9.1f\n", r->scheme, row_zero(r),
                row_method(r), r->q.nll_stage - r->q.nll_ref, r->q.kl_mean, r->q.kl_max,
                100.0 * (double)r->q.top1_agree / (double)r->q.n, gr, pr, r->quantize_s + r->eval_s);
         if (r->greedy_equal < r->greedy_n)

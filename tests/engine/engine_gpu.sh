@@ -8,6 +8,9 @@
 #                                                          or tiny-d128 (head dim 128: the wgmma + TMA prefill attention)
 #                                                          or tiny-wide (gate|up 4608 x 4096: the wide quantized picks)
 #                                                          WEIGHTS (tiny, tiny-wide): --weights int8|int4-g32|... packed matrices
+#   engine_gpu.sh lm-head-ref SCHEME [engine flags]         a quantize --lm-head checkpoint of the llama golden
+#                                                          (needs $QUANTIZE): the engine (f32, lm_head packed)
+#                                                          against ref on the same quantized weights, probe by probe
 #   engine_gpu.sh bad-input                                bad inputs: exit 2, one error line (no GPU needed)
 #   engine_gpu.sh bench-tiny                               engine bench --shape tiny runs; its --json has every row
 #   engine_gpu.sh text                                     a text prompt: same logits as its ids, streamed text =
@@ -286,6 +289,21 @@ identity | identity-synth)
         exit 1
     fi
     echo "PASS: every mode bit-identical"
+    ;;
+
+lm-head-ref)
+    need_gpu
+    scheme=$1
+    shift
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/engine_lmhead.XXXXXX") || exit 2
+    trap 'rm -rf "$dir"' EXIT
+    # RTN: no calibration set; the layers and lm_head in one GPTQ-layout folder, its config's lm_head flag set
+    "${QUANTIZE:?}" --model "$GOLDEN_DIR/llama.h5" --scheme "$scheme" --method rtn --lm-head --out "$dir/q" \
+        2>"$dir/log" || { cat "$dir/log"; exit 1; }
+    "$ENGINE" --model "$dir/q" --ids "1 2 3" --steps 1 --f32 2>&1 >/dev/null | grep -q 'engine: lm_head quantized' ||
+        { echo "FAIL: the engine did not pack the checkpoint's lm_head"; exit 1; }
+    "$HARNESS" compare --stage engine --against ref --model "$dir/q" --f32 \
+        --prompt "5 17 99 3 44 250 199 0 12 64 77 100 101 102 8 9" --steps 8 "$@"
     ;;
 
 bad-input)

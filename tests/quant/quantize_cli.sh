@@ -23,6 +23,14 @@ grep -q '"group_size":	-1' "$tmp/int8/config.json" || fail "int8 is not per row"
 grep -q 'q_proj.qweight' "$tmp/a/model.safetensors" || fail "no GPTQ tensors"
 grep -q "\"method\":.*\"gptq\"" "$tmp/a/quantize.json" || fail "no quantize.json provenance"
 cmp "$tmp/a/model.safetensors" "$tmp/b/model.safetensors" || fail "two GPTQ runs differ"
+# --lm-head: lm_head in the GPTQ layout too, the config's flag set (the folder is loaded back before it is renamed)
+"$q" --model "$golden" --scheme int4-g32 --method gptq --calib "$calib" --lm-head --out "$tmp/lm" 2>"$tmp/log" ||
+    fail "gptq --lm-head exit $?: $(tail -n 1 "$tmp/log")"
+grep -q 'quantize: lm_head:' "$tmp/log" || fail "no lm_head progress line"
+grep -q 'lm_head.qweight' "$tmp/lm/model.safetensors" || fail "no quantized lm_head"
+grep -q '"lm_head":	true' "$tmp/lm/config.json" || fail "the config's lm_head flag is not set"
+grep -q '"lm_head":	false' "$tmp/a/config.json" || fail "lm_head flag set without --lm-head"
+grep -q 'lm_head.qweight' "$tmp/a/model.safetensors" && fail "lm_head quantized without --lm-head"
 "$q" --model "$golden" --scheme int4-g32 --method rtn --out "$tmp/a" >"$tmp/log" 2>&1
 [ $? -eq 2 ] && grep -q 'already exists' "$tmp/log" || fail "an existing output was not refused"
 "$q" --model "$golden" --scheme int4-g128 --method rtn --out "$tmp/c" >"$tmp/log" 2>&1

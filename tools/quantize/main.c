@@ -8,9 +8,10 @@
 
 static const char usage[] =
     "usage: quantize --model DIR|GOLDEN.h5 --scheme int8|int4-g128|int4-g64|int4-g32 --method rtn|gptq\n"
-    "                [--sym] [--calib IDS_FILE | --calib-golden] [--damp 0.01] [--block 128] --out DIR\n"
+    "                [--sym] [--calib IDS_FILE | --calib-golden] [--damp 0.01] [--block 128] [--lm-head] --out DIR\n"
     "  Quantizes the attention, MLP and gated-delta-net projections (embeddings, lm_head, norms, biases stay\n"
-    "  fp32) and writes DIR (new) as an HF GPTQ checkpoint (model.safetensors, config.json with\n"
+    "  fp32; --lm-head: an untied lm_head too, after the layers, GPTQ calibrating it on the final norm's output)\n"
+    "  and writes DIR (new) as an HF GPTQ checkpoint (model.safetensors, config.json with\n"
     "  quantization_config, quantize.json), checked by loading it back before it is renamed into place.\n"
     "  int8: symmetric, one scale per output row; int4-gN: one (scale, zero) per N input columns,\n"
     "  asymmetric unless --sym. gptq calibrates each layer on the ref forward of the calibration ids\n"
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--sym"))
             sym = 1;
+        else if (!strcmp(a, "--lm-head"))
+            o.lm_head = 1;
         else if (!strcmp(a, "--calib-golden"))
             calib_golden = 1;
         else if (!has && (!strcmp(a, "--model") || !strcmp(a, "--scheme") || !strcmp(a, "--method") ||
@@ -109,8 +112,8 @@ int main(int argc, char **argv)
         rc = rcq_read_ids(calib, src.m.cfg.vocab, &ids, &T, &e);
     char sch[48];
     if (!rc)
-        fprintf(stderr, "quantize: %s -> %s, %s by %s, %lld calibration tokens\n", model, out,
-                rc_gq_scheme_str(&o.scheme, sch, sizeof sch), method, (long long)T);
+        fprintf(stderr, "quantize: %s -> %s, %s%s by %s, %lld calibration tokens\n", model, out,
+                rc_gq_scheme_str(&o.scheme, sch, sizeof sch), o.lm_head ? " with lm_head" : "", method, (long long)T);
     rcq_model q = {0};
     if (!rc)
         rc = rcq_quantize(&src.m, &o, ids, T, &q, &e);

@@ -140,10 +140,70 @@ static int layer_hessians(const rc_model *m, int l, const int32_t *ids, int64_t 
 }
 
 /* ---- the model ---- */
-rc_quant_scheme rcq_quant_scheme(const rc_gq_scheme *s)
+rc_quant_scheme rcq_quant_scheme(const rc_gq_scheme *s, int lm_head)
 {
     return (rc_quant_scheme){.family = s->sym ? RC_QF_SCALE : RC_QF_AFFINE, .bits = s->bits, .group = s->group,
-                             .gptq_v1 = 0, .lm_head = 0};
+                             .gptq_v1 = 0, .lm_head = lm_head != 0};
+}
+
+/* ---- lm_head (the lm_head flag): after the layers, its input the final norm's output ---- */
+typedef struct head_sink {
+    double *H;
+    int64_t K;
+    int done;
+    rc_err *e;
+} head_sink;
+
+static int head_want(void *user, const char *name)
+{
+    (void)user;
+    return !strcmp(name, "final_norm");
+}
+
+static int head_emit(void *user, const char *name, const float *data, int ndim, const int64_t *shape)
+{
+    head_sink *h = user;
+    if (strcmp(name, "final_norm"))
+        return 0;
+    if (ndim != 2 || shape[1] != h->K)
+        return rc_fail(h->e, RC_E_SHAPE, "quantize: probe final_norm is not [T, %lld]", (long long)h->K);
+    rc_gq_hessian_add(h->H, data, shape[0], h->K);
+    h->done = 1;
+    return STOP;
+}
+
+/* lm_head.weight quantized into *q and dequantized in place; GPTQ calibrates on the final norm's output over calib
+ * (the layers already quantized). */
+static int quantize_head(rc_model *m, const rcq_opts *o, const int32_t *calib, int64_t T, rcq_linear *q, rc_err *e)
+{
+    if (m->cfg.tie_embeddings)
+        return rc_fail(e, RC_E_UNSUPPORTED, "quantize: --lm-head: this model ties lm_head to the embedding (a row "
+                       "gather, kept in full precision); only an untied lm_head is quantized");
+    rc_tensor *t = (rc_tensor *)rc_tensors_find(&m->store, "lm_head.weight");
+    if (!t || t->data != m->w.lm_head || t->ndim != 2)
+        return rc_fail(e, RC_E_UNSUPPORTED, "quantize: --lm-head: no lm_head.weight [vocab, hidden] of its own");
+    const int64_t V = t->shape[0], K = t->shape[1];
+    snprintf(q->name, sizeof q->name, "lm_head.weight");
+    q->layer = m->cfg.n_layers;
+    int rc;
+    if (o->gptq) {
+        head_sink h = {.K = K, .e = e};
+        if (!(h.H = rc_calloc(K * K, sizeof(double), e, "the lm_head calibration Hessian")))
+            return e->code;
+        const rc_probe_sink sink = {.emit = head_emit, .want = head_want, .user = &h};
+        rc = ref_forward(m, calib, T, NULL, &sink, e);
+        if (rc == STOP && h.done)
+            rc = e->code = RC_OK;
+        else if (!rc)
+            rc = rc_fail(e, RC_E_UNSUPPORTED, "quantize: the forward reported no final_norm probe");
+        if (!rc)
+            rc = rc_gq_gptq(t->data, V, K, h.H, &o->scheme, &o->gq, q->name, &q->q, e);
+        free(h.H);
+    } else
+        rc = rc_gq_rtn(t->data, V, K, &o->scheme, q->name, &q->q, e);
+    if (!rc)
+        rc_gq_dequant(&q->q, t->data);
+    return rc;
 }
 
 static double now(void)
@@ -157,10 +217,10 @@ int rcq_quantize(rc_model *m, const rcq_opts *o, const int32_t *calib, int64_t T
 {
     memset(out, 0, sizeof *out);
     const int L = m->cfg.n_layers;
-    const rc_quant_scheme qs = rcq_quant_scheme(&o->scheme);
+    const rc_quant_scheme qs = rcq_quant_scheme(&o->scheme, 0); /* the layers' matrices; lm_head after them */
     find_ctx f = {.m = m, .s = &qs, .only = o->only, .cap = 10 * L};
     f.out = rc_calloc(f.cap, sizeof *f.out, e, "the linear layers");
-    out->lin = f.out ? rc_calloc(f.cap, sizeof *out->lin, e, "the quantized layers") : NULL;
+    out->lin = f.out ? rc_calloc(f.cap + 1, sizeof *out->lin, e, "the quantized layers") : NULL;
     if (!out->lin) {
         free(f.out);
         return e->code;
@@ -211,6 +271,13 @@ int rcq_quantize(rc_model *m, const rcq_opts *o, const int32_t *calib, int64_t T
                     now() - tl, now() - t0);
     }
     free(f.out);
+    if (!rc && o->lm_head) {
+        const double th = now();
+        if (!(rc = quantize_head(m, o, calib, T, &out->lin[out->n], e)))
+            out->n++;
+        if (!rc && o->progress)
+            fprintf(stderr, "quantize: lm_head: %.2f s (%.1f s total)\n", now() - th, now() - t0);
+    }
     out->seconds = now() - t0;
     if (rc)
         rcq_model_free(out);

@@ -15,6 +15,8 @@ typedef struct rcq_opts {
     int progress;  /* "layer i/L" lines on stderr */
     const char *only; /* NULL, or comma-separated substrings: only the policy's matrices whose HF name holds one
                        * of them are quantized, the others stay fp32 (a sensitivity bisection) */
+    int lm_head;   /* lm_head quantized too, after the layers (GPTQ's lm_head flag; GPTQ: its Hessian from the final
+                    * norm's output through the quantized layers); an untied lm_head only */
 } rcq_opts;
 
 typedef struct rcq_linear {
@@ -29,12 +31,12 @@ typedef struct rcq_model {
     double seconds;
 } rcq_model;
 
-/* model/quant's scheme for s (gptq_v2 zeros, lm_head kept). */
-rc_quant_scheme rcq_quant_scheme(const rc_gq_scheme *s);
+/* model/quant's scheme for s (gptq_v2 zeros; lm_head kept unless lm_head). */
+rc_quant_scheme rcq_quant_scheme(const rc_gq_scheme *s, int lm_head);
 
-/* Replaces every matrix model/quant's policy quantizes (attention, MLP and gated-delta-net projections) by its
- * dequantized quantization (the tensors in out); the other tensors (embeddings, lm_head, norms, biases, the
- * small gate projections) stay fp32. calib[T] is needed for GPTQ only. */
+/* Replaces every matrix model/quant's policy quantizes (attention, MLP and gated-delta-net projections, and lm_head
+ * with o->lm_head) by its dequantized quantization (the tensors in out); the other tensors (embeddings, lm_head
+ * unless asked, norms, biases, the small gate projections) stay fp32. calib[T] is needed for GPTQ only. */
 int rcq_quantize(rc_model *m, const rcq_opts *o, const int32_t *calib, int64_t T, rcq_model *out, rc_err *e);
 void rcq_model_free(rcq_model *q);
 

@@ -44,6 +44,7 @@ static int write_meta(const char *path, const rcq_opts *o, const rcq_meta *meta,
     cJSON_AddStringToObject(r, "tool", "refchain quantize");
     cJSON_AddStringToObject(r, "scheme", rc_gq_scheme_str(&o->scheme, sch, sizeof sch));
     cJSON_AddStringToObject(r, "method", meta->method);
+    cJSON_AddBoolToObject(r, "lm_head", o->lm_head);
     cJSON_AddStringToObject(r, "source", meta->source);
     cJSON_AddNumberToObject(r, "calibration_tokens", (double)meta->calib_tokens);
     cJSON_AddNumberToObject(r, "damp", meta->damp);
@@ -121,7 +122,7 @@ int rcq_write_gptq(const char *dir, const rc_model *m, const rcq_model *q, const
         memcpy(copy, t->data, (size_t)t->numel * sizeof *copy);
         rc = rc_tensors_add(&full, t->name, t->ndim, t->shape, copy, e);
     }
-    const rc_quant_scheme qs = rcq_quant_scheme(&o->scheme);
+    const rc_quant_scheme qs = rcq_quant_scheme(&o->scheme, o->lm_head);
     if (!rc)
         rc = rc_gptq_write(tmp, meta->config_json, &qs, &full, qt, q->n, e);
     if (!rc) {
