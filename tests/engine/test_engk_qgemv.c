@@ -447,10 +447,10 @@ static int check_case(const qcase *c, int N, int K)
     EKC_CU(engk_qgemv(dy, dx, dm, &q, db, dres, N, K, 0));
     ekc_from_dev(got, dy, N, 4);
     mref mr = mma_ref(&t, x, b, res, N, K);
-    if (engk_qgemv_variant_mma(engk_qgemv_pick(0, &q, N, K), 0, &q, N, K)) { /* the pick is k_qgemv_mma */
+    const int pick = engk_qgemv_pick(0, &q, N, K);
+    if (engk_qgemv_variant_mma(pick, 0, &q, N, K)) { /* the pick is k_qgemv_mma */
         snprintf(what, sizeof what, "qgemv %s N=%d K=%d (mma) vs double over rc_qtensor_dequant", c->name, N, K);
-        fails += ekc_check(what, got, mr.want, mref_bound(&mr, engk_qgemv_pick(0, &q, N, K)), "MMA bound (see mma_ref)",
-                           N);
+        fails += ekc_check(what, got, mr.want, mref_bound(&mr, pick), "MMA bound (see mma_ref)", N);
     } else {
         snprintf(what, sizeof what, "qgemv %s N=%d K=%d vs eng_qdot_model", c->name, N, K);
         fails += ekc_check(what, got, model, NULL, "bit equality (the kernel's order on the host)", N);
