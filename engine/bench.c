@@ -134,6 +134,13 @@ static double gdn_state_bytes(const rc_layer_desc *d)
     return 2.0 * (S + conv);
 }
 
+/* the bytes of the vocabulary matrix a decode step reads, lm_head (the embedding is a row gather): packed when
+ * quantized, the embedding's when tied */
+static double head_bytes(const eng_weights *w)
+{
+    return (double)(w->lm_bytes ? w->lm_bytes : w->vocab_bytes);
+}
+
 /* the floors of one row: decode (bytes moved per token over the read ceiling, bytes crossing the host link over
  * the H2D bandwidth, whichever is slower; the bytes: the weights, the KV read at the mean context and the DeltaNet
  * layers' states read and written, the writes counted at the read ceiling too) and prefill (FLOPs over the peak,
@@ -151,8 +158,7 @@ static void floors(const bench_run *b, const eng_plan *p, row *r)
         kv_full += d->state == RC_STATE_KV_RING ? 0.0 : n;
         state += gdn_state_bytes(d);
     }
-    /* a step reads one vocabulary matrix, lm_head (the embedding is a row gather): packed when quantized */
-    const double head = (double)(w->lm_bytes ? w->lm_bytes : w->vocab_bytes);
+    const double head = head_bytes(w);
     double dev = (double)w->layer_bytes_total + kv + state + (p->vocab_on_cpu ? 0.0 : head);
     double link = (p->resident_layers >= 0 ? (double)w->layer_bytes_total : 0.0) + (p->kv_offload ? kv_full : 0.0);
     r->floor_ms = 1e3 * fmax(dev / b->rf.read, link / b->rf.h2d);
@@ -255,7 +261,7 @@ static cJSON *bench_json(const bench_run *b)
     cJSON_AddNumberToObject(j, "layer_bytes", (double)b->w->layer_bytes_total);
     cJSON_AddStringToObject(j, "weights", b->weights ? b->weights : b->w->elt == 4 ? "f32" : "bf16");
     cJSON_AddNumberToObject(j, "vocab_bytes", (double)b->w->vocab_bytes);
-    cJSON_AddNumberToObject(j, "lm_head_bytes", (double)(b->w->lm_bytes ? b->w->lm_bytes : b->w->vocab_bytes));
+    cJSON_AddNumberToObject(j, "lm_head_bytes", head_bytes(b->w));
     cJSON *rf = cJSON_AddObjectToObject(j, "rooflines");
     cJSON_AddNumberToObject(rf, "read_gbs", b->rf.read / 1e9);
     cJSON_AddNumberToObject(rf, "read_median_gbs", b->rf.read_median / 1e9);

@@ -657,6 +657,18 @@ static void qsyn_mats(void *ctx, int64_t b, int64_t end, int worker)
     }
 }
 
+/* q at width K into *g (group <= 0: one group per row); RC_E_UNSUPPORTED naming what when its groups do not fit. */
+static int synth_fmt(const eng_qfmt *q, int64_t K, const char *what, eng_qfmt *g, rc_err *e)
+{
+    *g = *q;
+    if (g->group <= 0)
+        g->group = (int)K; /* per row */
+    if (!eng_qfmt_ok(g, K))
+        return rc_fail(e, RC_E_UNSUPPORTED, "engine: int%d groups of %d do not fit %s of width %lld", g->bits, g->group,
+                       what, (long long)K);
+    return RC_OK;
+}
+
 /* Plain attention layers' matrices in format q (the layers from_model would pack); others none. */
 static int synth_formats(const rc_config *cfg, const eng_qfmt *q, eng_qfmt **out, rc_err *e)
 {
@@ -671,17 +683,13 @@ static int synth_formats(const rc_config *cfg, const eng_qfmt *q, eng_qfmt **out
         if (d->mixer != RC_MIXER_ATTN || d->out_gate)
             continue;
         const int64_t Ks[4] = {cfg->hidden, (int64_t)d->n_heads * d->head_dim, cfg->hidden, d->intermediate};
-        for (int k = 0; k < 4; k++) {
-            eng_qfmt g = *q;
-            if (g.group <= 0)
-                g.group = (int)Ks[k]; /* per row */
-            if (!eng_qfmt_ok(&g, Ks[k])) {
+        char what[32];
+        snprintf(what, sizeof what, "a layer %d matrix", i);
+        for (int k = 0; k < 4; k++)
+            if (synth_fmt(q, Ks[k], what, &qf[4 * i + k], e)) {
                 free(qf);
-                return rc_fail(e, RC_E_UNSUPPORTED, "engine: int%d groups of %d do not fit a layer %d matrix of "
-                               "width %lld", g.bits, g.group, i, (long long)Ks[k]);
+                return e->code;
             }
-            qf[4 * i + k] = g;
-        }
     }
     *out = qf;
     return RC_OK;
@@ -701,12 +709,8 @@ int eng_weights_synth_quant(eng_weights **out, const rc_config *cfg, int f32, co
         if (cfg->tie_embeddings)
             return rc_fail(e, RC_E_UNSUPPORTED, "engine: a packed lm_head needs an untied one (this model ties lm_head "
                            "to the embedding, a row gather kept in %s)", f32 ? "f32" : "bf16");
-        qlm = *q;
-        if (qlm.group <= 0)
-            qlm.group = (int)cfg->hidden; /* per row */
-        if (!eng_qfmt_ok(&qlm, cfg->hidden))
-            return rc_fail(e, RC_E_UNSUPPORTED, "engine: int%d groups of %d do not fit lm_head's width %lld", qlm.bits,
-                           qlm.group, (long long)cfg->hidden);
+        if (synth_fmt(q, cfg->hidden, "lm_head", &qlm, e))
+            return e->code;
     }
     int rc = synth_formats(cfg, q, &qf, e);
     if (rc)

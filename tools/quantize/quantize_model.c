@@ -14,9 +14,10 @@
 #include "io.h"
 #include "quant.h"
 
-/* The four linear inputs of a layer and the probe that carries each. */
-enum { IN_ATTN, IN_CTX, IN_GDN, IN_MLP, IN_ACT, N_IN };
-static const char *const in_probe[N_IN] = {"attn_norm", "attn.ctx", "gdn.normed", "mlp_norm", "mlp.act"};
+/* The linear inputs of a layer and the probe that carries each; IN_HEAD: lm_head's, the final norm's output (the
+ * "layer" after the last, its probe named without a layer prefix). */
+enum { IN_ATTN, IN_CTX, IN_GDN, IN_MLP, IN_ACT, IN_HEAD, N_IN };
+static const char *const in_probe[N_IN] = {"attn_norm", "attn.ctx", "gdn.normed", "mlp_norm", "mlp.act", "final_norm"};
 
 typedef struct lin_ref {
     char name[160];
@@ -76,6 +77,7 @@ static int find_visit(void *user, const char *name, int ndim, const int64_t *sha
 
 typedef struct hess_sink {
     int layer, out_gate; /* out_gate: o_proj reads attn.ctx_gated */
+    int head;            /* layer is n_layers: lm_head's input (IN_HEAD) only */
     double *H[N_IN];
     int64_t K[N_IN];
     int done;
@@ -84,8 +86,10 @@ typedef struct hess_sink {
 
 static int probe_input(const hess_sink *h, const char *name)
 {
+    if (h->head)
+        return strcmp(name, in_probe[IN_HEAD]) ? -1 : IN_HEAD;
     char want[64];
-    for (int i = 0; i < N_IN; i++) {
+    for (int i = 0; i < IN_HEAD; i++) {
         snprintf(want, sizeof want, "L%d.%s", h->layer, i == IN_CTX && h->out_gate ? "attn.ctx_gated" : in_probe[i]);
         if (!strcmp(name, want))
             return i;
@@ -115,7 +119,7 @@ static int hess_emit(void *user, const char *name, const float *data, int ndim, 
         return rc_fail(h->e, RC_E_SHAPE, "quantize: probe %s width %lld, then %lld", name, (long long)h->K[i],
                        (long long)K);
     rc_gq_hessian_add(h->H[i], data, shape[0], K);
-    if (i == IN_ACT) {
+    if (i == IN_ACT || i == IN_HEAD) { /* the layer's last input */
         h->done = 1;
         return STOP;
     }
@@ -126,7 +130,8 @@ static int layer_hessians(const rc_model *m, int l, const int32_t *ids, int64_t 
 {
     memset(h, 0, sizeof *h);
     h->layer = l;
-    h->out_gate = m->cfg.layers[l].out_gate;
+    h->head = l == m->cfg.n_layers;
+    h->out_gate = h->head ? 0 : m->cfg.layers[l].out_gate;
     h->e = e;
     const rc_probe_sink sink = {.emit = hess_emit, .want = hess_want, .user = h};
     int rc = ref_forward(m, ids, T, NULL, &sink, e);
@@ -135,7 +140,8 @@ static int layer_hessians(const rc_model *m, int l, const int32_t *ids, int64_t 
         return RC_OK;
     }
     if (!rc && !h->done)
-        return rc_fail(e, RC_E_UNSUPPORTED, "quantize: layer %d reported no %s probe", l, in_probe[IN_ACT]);
+        return rc_fail(e, RC_E_UNSUPPORTED, "quantize: layer %d reported no %s probe", l,
+                       in_probe[h->head ? IN_HEAD : IN_ACT]);
     return rc;
 }
 
@@ -144,32 +150,6 @@ rc_quant_scheme rcq_quant_scheme(const rc_gq_scheme *s, int lm_head)
 {
     return (rc_quant_scheme){.family = s->sym ? RC_QF_SCALE : RC_QF_AFFINE, .bits = s->bits, .group = s->group,
                              .gptq_v1 = 0, .lm_head = lm_head != 0};
-}
-
-/* ---- lm_head (the lm_head flag): after the layers, its input the final norm's output ---- */
-typedef struct head_sink {
-    double *H;
-    int64_t K;
-    int done;
-    rc_err *e;
-} head_sink;
-
-static int head_want(void *user, const char *name)
-{
-    (void)user;
-    return !strcmp(name, "final_norm");
-}
-
-static int head_emit(void *user, const char *name, const float *data, int ndim, const int64_t *shape)
-{
-    head_sink *h = user;
-    if (strcmp(name, "final_norm"))
-        return 0;
-    if (ndim != 2 || shape[1] != h->K)
-        return rc_fail(h->e, RC_E_SHAPE, "quantize: probe final_norm is not [T, %lld]", (long long)h->K);
-    rc_gq_hessian_add(h->H, data, shape[0], h->K);
-    h->done = 1;
-    return STOP;
 }
 
 /* lm_head.weight quantized into *q and dequantized in place; GPTQ calibrates on the final norm's output over calib
@@ -186,19 +166,16 @@ static int quantize_head(rc_model *m, const rcq_opts *o, const int32_t *calib, i
     snprintf(q->name, sizeof q->name, "lm_head.weight");
     q->layer = m->cfg.n_layers;
     int rc;
-    if (o->gptq) {
-        head_sink h = {.K = K, .e = e};
-        if (!(h.H = rc_calloc(K * K, sizeof(double), e, "the lm_head calibration Hessian")))
-            return e->code;
-        const rc_probe_sink sink = {.emit = head_emit, .want = head_want, .user = &h};
-        rc = ref_forward(m, calib, T, NULL, &sink, e);
-        if (rc == STOP && h.done)
-            rc = e->code = RC_OK;
-        else if (!rc)
-            rc = rc_fail(e, RC_E_UNSUPPORTED, "quantize: the forward reported no final_norm probe");
+    if (o->gptq) { /* the Hessian of the "layer" after the last: the final norm's output */
+        hess_sink h;
+        rc = layer_hessians(m, m->cfg.n_layers, calib, T, &h, e);
+        if (!rc && h.K[IN_HEAD] != K)
+            rc = rc_fail(e, RC_E_SHAPE, "quantize: lm_head.weight has %lld inputs but probe %s gave %lld",
+                         (long long)K, in_probe[IN_HEAD], (long long)h.K[IN_HEAD]);
         if (!rc)
-            rc = rc_gq_gptq(t->data, V, K, h.H, &o->scheme, &o->gq, q->name, &q->q, e);
-        free(h.H);
+            rc = rc_gq_gptq(t->data, V, K, h.H[IN_HEAD], &o->scheme, &o->gq, q->name, &q->q, e);
+        for (int i = 0; i < N_IN; i++)
+            free(h.H[i]);
     } else
         rc = rc_gq_rtn(t->data, V, K, &o->scheme, q->name, &q->q, e);
     if (!rc)
