@@ -1,0 +1,45 @@
+# Sourced by the GPU scripts (gpu-lane.sh, gpu-ab.sh; from the repo root, PREFIX set): the private prefix of the
+# Debian packages the GPU machine lacks, and the environment that builds and runs against it.
+#   make_prefix   unpack .debs/*.deb into $PREFIX and point their .pc files at it (returns 1 on failure)
+#   gpu_env       set NVCC, CUDA_HOME and LIBDIR; export PATH, PKG_CONFIG_PATH, LD_LIBRARY_PATH, LIBRARY_PATH, CPATH
+
+make_prefix() {
+    rm -rf "$PREFIX" && mkdir -p "$PREFIX" || return 1
+    local n=0 deb
+    for deb in .debs/*.deb; do
+        if [ ! -e "$deb" ]; then
+            echo "no .debs/*.deb: run scripts/gpu-lane-fetch.sh on the developer machine and carry .debs"
+            return 1
+        fi
+        case $deb in
+        */libssl-dev_*) [ -f /usr/include/openssl/evp.h ] && continue ;; # the machine's own headers win
+        esac
+        dpkg -x "$deb" "$PREFIX" || return 1
+        n=$((n + 1))
+    done
+    local so
+    for so in libcrypto libssl; do # libssl-dev's links name Debian's runtime: use the machine's (same soname)
+        [ -L "$PREFIX/usr/lib/x86_64-linux-gnu/$so.so" ] && [ -e "/usr/lib/x86_64-linux-gnu/$so.so.3" ] &&
+            ln -sf "/usr/lib/x86_64-linux-gnu/$so.so.3" "$PREFIX/usr/lib/x86_64-linux-gnu/$so.so"
+    done
+    # Debian's .pc files name /usr absolutely (prefix=/usr, libdir=/usr/lib/..., -I/usr/include, -L/usr/lib/...)
+    find "$PREFIX" -name '*.pc' -print0 |
+        xargs -0 -r sed -i -E "s#(^|[=[:space:]]|-I|-L)/usr(/|[[:space:]]|\$)#\1$PREFIX/usr\2#g" || return 1
+    echo "$n packages unpacked into $PREFIX"
+    grep -H . "$PREFIX"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc
+    if grep -nE '(^|[=[:space:]]|-I|-L)/usr(/|[[:space:]]|$)' "$PREFIX"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; then
+        echo "absolute /usr paths left in the .pc files above"
+        return 1
+    fi
+}
+
+gpu_env() {
+    NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+    CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
+    LIBDIR=$PREFIX/usr/lib/x86_64-linux-gnu
+    export PATH=$CUDA_HOME/bin:$PATH
+    export PKG_CONFIG_PATH=$LIBDIR/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+    export LD_LIBRARY_PATH=$LIBDIR:$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export LIBRARY_PATH=$LIBDIR${LIBRARY_PATH:+:$LIBRARY_PATH}
+    export CPATH=$PREFIX/usr/include${CPATH:+:$CPATH}
+}
