@@ -69,7 +69,7 @@ identity | identity-synth)
         src=(--synth "$shape" --ids "5 17 901 3 44 250 999 0 12 640 77 300 301 302 8 9 10 11 512 600" --steps 12)
         [ -n "${3:-}" ] && g=$g-$3 && src+=(--weights "$3") # quantized random matrices
         # SCHEME+lm_head: lm_head packed too, which runs on the device only (--vocab-on-cpu is refused: bad-input)
-        [ "${3:-}" != "${3%+lm_head}" ] && device_head=1
+        case ${3:-} in *+lm_head) device_head=1 ;; esac
     elif [ "$2" = tiny-d128 ]; then # 3 layers of head dim 128 (4 query heads on 1 KV head, as llama3-8b's GQA 4): the
         # prefill attention's wgmma + TMA kernel on an sm_90a GPU; 300 tokens cross its 128-row blocks and 64-key steps
         g=synth-d128 prec=$1
