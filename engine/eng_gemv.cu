@@ -105,6 +105,11 @@ struct GemvRope {
     int qd, kd, D, back;
 };
 
+/* The widest row whose normed copy and norm weight (norm_w_stage) fit the 48 KiB of shared memory a launch gets
+ * without opting in, with the 16 floats engk_gemv_norm_fits keeps; a wider fused-norm row (up to what
+ * engk_gemv_norm_fits allows) reads its weight from global memory after the wait, with the same bits. */
+constexpr int NW_STAGE_K = (int)((48 * 1024 - 16 * sizeof(float)) / (2 * sizeof(float)));
+
 template <typename W, int R, int U, int WARPS, bool NORM, bool GLU, int PF, bool PER, bool ROPE = false>
 __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 1024 / (WARPS * 32) : 1)
     k_gemv(float *y, float *xn, const float *x, const float *nw, float eps, int kind, const W *Wm, const float *b,
@@ -149,6 +154,8 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
         }
     };
     rows(o0, wr, ok);
+    if (NORM) /* a weight: its copies first, so that no ring register is live across them and they lead the queue */
+        norm_w_stage(xs + K, nw, kind, K, K <= NW_STAGE_K);
     Chunk<W> ch[U][R];
     auto fill = [&]() { /* the ring's first U chunks of the rows in wr */
 #pragma unroll
@@ -179,9 +186,10 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
         rrow[warp] = (*rp.pos_dev - rp.back) * rp.pos_row;
     }
     dep_launch();
-    dep_wait(); /* x, nw, b, res and y belong to the kernels before */
+    dep_wait(); /* x, b, res and y belong to the kernels before */
     if (NORM) {
-        norm_row<false>(SlotFlat{xs}, xn, x, nw, eps, kind, K, part);
+        norm_w_landed(); /* norm_row's block_sum syncs before it reads the row */
+        norm_row<false>(SlotFlat{xs}, xn, x, norm_w_row(xs + K, nw, kind, K <= NW_STAGE_K), eps, kind, K, part);
         __syncthreads();
     }
     while (o0 < N) {
@@ -336,7 +344,8 @@ cudaError_t launch(const Args &a, cudaStream_t s)
 {
     constexpr int R = GLU ? 2 * RO : RO;
     auto k = k_gemv<W, R, U, WARPS, NORM, GLU, PF, PER, ROPE>;
-    const size_t smem = NORM ? (size_t)a.K * sizeof(float) : 0;
+    /* x's normed copy, then (K <= NW_STAGE_K) the staged norm weight */
+    const size_t smem = NORM ? (a.K <= NW_STAGE_K ? 2 : 1) * (size_t)a.K * sizeof(float) : 0;
     int64_t grid = ((int64_t)a.N + WARPS * RO - 1) / (WARPS * RO);
     if (PER) { /* at most the blocks the device holds at once at this shared memory */
         static Held h;

@@ -165,6 +165,64 @@ __device__ __forceinline__ void norm_row(const Slot &slot, float *xn, const floa
         }
 }
 
+/* 1: a fused-norm GEMV stages its norm weight in shared memory before dep_wait() (norm_w_stage); 0: norm_row reads
+ * it from global memory after the wait. The same values either way, so the same bits. Measured on the H200 (session
+ * 33, llama3-8b, `engine bench --prompt-len 16 --steps 32 --rounds 2 --no-stream`, alternating in one call): a
+ * timing-only build whose norm reads no weight at all ran bf16 at 3.900 ms/token against 4.000 and int4 g128 with a
+ * packed lm_head at 1.822 against 1.906, so the weight's loads after the wait cost ~1.5 us a fused-norm kernel (they
+ * queue in DRAM behind the kernel's own weight stream); a plain copy into shared memory between dep_launch() and
+ * dep_wait() gave bf16 3.945 / 3.943 against 4.000 / 4.000 but int4 1.952 against 1.906; an L1 prefetch of the row
+ * lost everywhere (bf16 4.14, int4 2.04). This form copies by cp.async (no register holds the values, nothing
+ * serializes on them). Measured against 0 (session 34, the same bench, alternating in one call): bf16 3.979 / 3.983
+ * against 4.029 / 4.030, int8 with a packed lm_head 2.537 / 2.536 against 2.588 / 2.587, int4 g128 2.066 / 2.065
+ * against 2.074 / 2.073, int4 g128 with a packed lm_head 1.910 / 1.910 against 1.906 / 1.907 (no gain there). */
+#ifndef NORM_W_STAGE
+#define NORM_W_STAGE 1
+#endif
+
+/* Whether norm_w_stage copies: room (the caller's shared memory has K floats for it), a weight to read (none:
+ * RC_NORM_POW or a NULL row), sm_80+ and NORM_W_STAGE. A pure function of the kernel's arguments, so that the
+ * kernel recomputes the row's address after the wait instead of holding it in a register across it. */
+__device__ __forceinline__ bool norm_w_staged(const float *nw, int kind, bool room)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && NORM_W_STAGE
+    return room && nw && kind != 3; /* RC_NORM_POW reads no weight */
+#else
+    (void)nw, (void)kind, (void)room;
+    return false;
+#endif
+}
+
+/* Stage norm_row's weight row nw[0:K] into shared memory dst[0:K] by cp.async, 4 bytes a copy (nothing asked of
+ * nw's alignment), before dep_wait(): a weight, never written inside a step; nothing where !norm_w_staged. After
+ * the wait the caller calls norm_w_landed() before the block barrier that precedes norm_row's reads (every thread
+ * waits for its own copies; the barrier shows them to the others), and gives norm_row norm_w_row()'s row. */
+__device__ __forceinline__ void norm_w_stage(float *dst, const float *nw, int kind, int K, bool room)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && NORM_W_STAGE
+    if (!norm_w_staged(nw, kind, room))
+        return;
+    const unsigned base = (unsigned)__cvta_generic_to_shared(dst);
+    for (int i = (int)threadIdx.x; i < K; i += (int)blockDim.x)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(base + 4u * (unsigned)i), "l"(nw + i)
+                     : "memory");
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+    (void)dst, (void)nw, (void)kind, (void)K, (void)room;
+#endif
+}
+__device__ __forceinline__ void norm_w_landed()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && NORM_W_STAGE
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+/* The row norm_row reads: the staged copy dst, or nw itself where nothing was staged. */
+__device__ __forceinline__ const float *norm_w_row(const float *dst, const float *nw, int kind, bool room)
+{
+    return norm_w_staged(nw, kind, room) ? dst : nw;
+}
+
 /* norm_row's slots in a plain shared row: element i at p[i]. */
 struct SlotFlat {
     float *p;

@@ -38,8 +38,46 @@ template <int FAM, int BITS> __device__ __forceinline__ float code(const uint4 &
     return __uint_as_float(0x4B000000u | (c ^ BIAS)) - (8388608.0f + (float)BIAS);
 }
 
+/* L2 eviction priority of the weight stream (codes, scales, offsets: each read once a step). 1: evict_first, by a
+ * cache policy (createpolicy, sm_80+), so that what a step reads again (the norm weights, x, the KV cache, the
+ * recurrent state) is not pushed out of L2 by the stream; 0: the default priority. A hint changes no value. Measured
+ * on the H200 (session 34, llama3-8b, `engine bench --prompt-len 16 --steps 32 --rounds 2 --no-stream`, alternating
+ * in one call; engine/README "The fused norm's weight after the wait"): with the hint on the bf16 GEMV's stream too,
+ * int4 g128 with a packed lm_head 1.891 against 1.914 ms/token, but bf16 lost (4.014 against 3.977; not profiled),
+ * so it is here only; this form and NORM_W_STAGE together against neither: int4 1.884 / 1.886 against 1.906 / 1.906,
+ * int8 with a packed lm_head 2.516 / 2.517 against 2.581 / 2.583. An evict_last policy on the norm weights' reads
+ * instead gained nothing (int4 1.914, bf16 3.977), nor did a persisting-L2 set-aside of 8 MB beside it. */
+#ifndef QW_L2_FIRST
+#define QW_L2_FIRST 1
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && QW_L2_FIRST
+__device__ __forceinline__ uint64_t l2_evict_first()
+{
+    uint64_t p;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+/* 16 bytes of codes through the read-only path, not allocated in L1 (read once). */
+__device__ __forceinline__ uint4 ld_stream16(const void *p)
+{
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p), "l"(l2_evict_first()));
+    return r;
+}
+/* A scale or offset. */
+__device__ __forceinline__ float ld_sc(const float *p)
+{
+    float v;
+    asm("ld.global.nc.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(l2_evict_first()));
+    return v;
+}
+#else
 /* 16 bytes of codes through the read-only path. */
 __device__ __forceinline__ uint4 ld_stream16(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+__device__ __forceinline__ float ld_sc(const float *p) { return __ldg(p); }
+#endif
 
 struct QMat {
     const unsigned char *codes;
@@ -163,6 +201,7 @@ struct QNorm {
     const float *nw;
     float eps;
     int kind;
+    bool stage = false; /* k_qgemv_mma: its launch has K more floats of shared memory for nw (norm_w_stage) */
 };
 
 /* The same sums as code()/dq() in k order for one 16-byte block of each of R rows (acc[r] += row r's block . x): a
@@ -291,8 +330,8 @@ __global__ void __launch_bounds__(256, R * U > 4 ? 2 : 4)
             float s[R], off[R];
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                s[r] = ok[r] ? __ldg(sp[r] + j) : 0.0f;
-                off[r] = FAM == 2 && ok[r] ? __ldg(op[r] + j) : 0.0f;
+                s[r] = ok[r] ? ld_sc(sp[r] + j) : 0.0f;
+                off[r] = FAM == 2 && ok[r] ? ld_sc(op[r] + j) : 0.0f;
             }
             dot_block<FAM, BITS, R>(acc, ch[u], ok, XGlobal{xb}, xb, s, off, 0x4B000000u);
             if (RING)
@@ -403,15 +442,15 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
                 ch[u][r] = ld_stream16(w16 + wo[r] + 32 * u);
                 if (!PERROW) {
                     const unsigned g = so[r] + ((unsigned)(lane + 32 * u) >> gshift);
-                    cs[u][r] = __ldg(m.scale + g);
-                    cm[u][r] = FAM == 2 ? __ldg(m.offset + g) : 0.0f;
+                    cs[u][r] = ld_sc(m.scale + g);
+                    cm[u][r] = FAM == 2 ? ld_sc(m.offset + g) : 0.0f;
                 }
             }
     float srow[R], mrow[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        srow[r] = PERROW ? __ldg(m.scale + so[r]) : 0.0f;
-        mrow[r] = PERROW && FAM == 2 ? __ldg(m.offset + so[r]) : 0.0f;
+        srow[r] = PERROW ? ld_sc(m.scale + so[r]) : 0.0f;
+        mrow[r] = PERROW && FAM == 2 ? ld_sc(m.offset + so[r]) : 0.0f;
     }
     dep_launch(); /* the codes and scales above are weights; x, nw, b, res and y belong to the kernels before */
     dep_wait();
@@ -444,8 +483,8 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
             row_offsets<R, RP, GLU>(wr, sr, m, o0 + (int64_t)i * RP, N, lane);
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                srn[r] = PERROW ? __ldg(m.scale + sr[r]) : 0.0f;
-                mrn[r] = PERROW && FAM == 2 ? __ldg(m.offset + sr[r]) : 0.0f;
+                srn[r] = PERROW ? ld_sc(m.scale + sr[r]) : 0.0f;
+                mrn[r] = PERROW && FAM == 2 ? ld_sc(m.offset + sr[r]) : 0.0f;
             }
         };
 #pragma unroll
@@ -480,8 +519,8 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
                     for (int r = 0; r < R; r++) {
                         ch[u][r] = ld_stream16(w16 + (wr[r] + 32u * (unsigned)jr));
                         if (!PERROW) {
-                            cs[u][r] = __ldg(m.scale + (sr[r] + g));
-                            cm[u][r] = FAM == 2 ? __ldg(m.offset + (sr[r] + g)) : 0.0f;
+                            cs[u][r] = ld_sc(m.scale + (sr[r] + g));
+                            cm[u][r] = FAM == 2 ? ld_sc(m.offset + (sr[r] + g)) : 0.0f;
                         }
                     }
                     if (++jr == nj) {
@@ -529,8 +568,8 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
                 for (int r = 0; r < R; r++) {
                     ch[u][r] = ld_stream16(wp[r] + 32 * (u + U));
                     if (!PERROW) {
-                        cs[u][r] = __ldg(m.scale + (so[r] + g));
-                        cm[u][r] = FAM == 2 ? __ldg(m.offset + (so[r] + g)) : 0.0f;
+                        cs[u][r] = ld_sc(m.scale + (so[r] + g));
+                        cm[u][r] = FAM == 2 ? ld_sc(m.offset + (so[r] + g)) : 0.0f;
                     }
                 }
             }
@@ -576,8 +615,8 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
                         ch[u][r] = ld_stream16(w16 + wo[r] + 32 * (j + U));
                         if (!PERROW) {
                             const unsigned g = so[r] + ((unsigned)(c + 32 * U) >> gshift);
-                            cs[u][r] = __ldg(m.scale + g);
-                            cm[u][r] = FAM == 2 ? __ldg(m.offset + g) : 0.0f;
+                            cs[u][r] = ld_sc(m.scale + g);
+                            cm[u][r] = FAM == 2 ? ld_sc(m.offset + g) : 0.0f;
                         }
                     }
             }
@@ -953,6 +992,8 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
                     (unsigned)(ra * m.ng), (unsigned)(rb * m.ng)};
     };
     Rows cur = rows_of(un);
+    if (NORM) /* the norm's weight (a weight) staged after x's flat copy, first: no ring register is live yet */
+        norm_w_stage(reinterpret_cast<float *>(xq + mma_xf_unit(K, BITS, FAM)) + K, nm.nw, nm.kind, K, nm.stage);
     uint4 cha[U], chb[U];
     float csa[U], csb[U], cma[U], cmb[U];
     /* ring slot u <- step j of rows rw: the two rows' 16 bytes and (not PERROW) their group's scales and offsets */
@@ -960,10 +1001,10 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
         cha[u] = ld_stream16(w16 + rw.wa + 4 * j);
         chb[u] = ld_stream16(w16 + rw.wb + 4 * j);
         if (!PERROW) {
-            csa[u] = __ldg(m.scale + rw.sa + (j >> gshift));
-            csb[u] = __ldg(m.scale + rw.sb + (j >> gshift));
-            cma[u] = FAM == 2 ? __ldg(m.offset + rw.sa + (j >> gshift)) : 0.0f;
-            cmb[u] = FAM == 2 ? __ldg(m.offset + rw.sb + (j >> gshift)) : 0.0f;
+            csa[u] = ld_sc(m.scale + rw.sa + (j >> gshift));
+            csb[u] = ld_sc(m.scale + rw.sb + (j >> gshift));
+            cma[u] = FAM == 2 ? ld_sc(m.offset + rw.sa + (j >> gshift)) : 0.0f;
+            cmb[u] = FAM == 2 ? ld_sc(m.offset + rw.sb + (j >> gshift)) : 0.0f;
         }
     };
     const auto fill = [&]() {
@@ -992,8 +1033,10 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
         float *xf = reinterpret_cast<float *>(xq + mma_xf_unit(K, BITS, FAM));
         for (int L = threadIdx.x; L < K / 4; L += NT)
             reinterpret_cast<float4 *>(xf)[L] = x4[L];
+        norm_w_landed();
         __syncthreads();
-        norm_row<true>(SlotFlat{xf}, nm.xn, x, nm.nw, nm.eps, nm.kind, K, wmx); /* wmx: free until the max below */
+        norm_row<true>(SlotFlat{xf}, nm.xn, x, norm_w_row(xf + K, nm.nw, nm.kind, nm.stage), nm.eps, nm.kind, K,
+                       wmx); /* wmx: free until the max below */
         __syncthreads();
         x4 = reinterpret_cast<const float4 *>(xf);
     }
@@ -1149,9 +1192,9 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
                     vb = __fadd_rn(vb, red[par][tr * KS + w][r + 8]);
             }
             if (PERROW) { /* one group a row: m.ng == 1 */
-                va = __fmul_rn(va, __ldg(m.scale + o));
+                va = __fmul_rn(va, ld_sc(m.scale + o));
                 if (GLU)
-                    vb = __fmul_rn(vb, __ldg(m.scale + N + o));
+                    vb = __fmul_rn(vb, ld_sc(m.scale + N + o));
             }
             const float acc[2] = {va, vb};
             store_rows<1, GLU>(y, acc, o, b, res, N, act);
@@ -1196,7 +1239,15 @@ cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, co
                      const QNorm &nm, cudaStream_t s)
 {
     const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW, NORM, MINB, PER, INT>;
-    const size_t smem = NORM ? (size_t)mma_xf_unit(K, BITS, FAM) * 16 + (size_t)K * 4 : mma_smem(K, BITS, FAM);
+    /* NORM: x's flat copy after the B pieces, then the staged norm weight where the device has room for it (the
+     * same 2 KiB margin as mma_norm_runs; without it the norm reads the weight from global memory, same bits) */
+    QNorm nms = nm;
+    size_t smem = NORM ? (size_t)mma_xf_unit(K, BITS, FAM) * 16 + (size_t)K * 4 : mma_smem(K, BITS, FAM);
+    const int optin = NORM && NORM_W_STAGE ? dev_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin) : -1;
+    if (optin > 0 && smem + (size_t)K * 4 + 2048 <= (size_t)optin) {
+        smem += (size_t)K * 4;
+        nms.stage = true;
+    }
     if (smem > 32 * 1024) {
         const cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (err != cudaSuccess)
@@ -1212,7 +1263,7 @@ cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, co
         grid = h.blocks() < units ? h.blocks() : units;
     }
     return launch_dep(kern, dim3((unsigned)grid), dim3(KS * TILES * 32), smem, s, y, x, m, b, res, N, K, act,
-                      mma_shift(m.group, K, mma_stepk<BITS>()), nm);
+                      mma_shift(m.group, K, mma_stepk<BITS>()), nms);
 }
 
 /* k_qgemv_mma for q's family, bits and grouping (mma_runs). */
