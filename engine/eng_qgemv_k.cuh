@@ -945,6 +945,15 @@ __host__ __device__ inline int mma_xf_unit(int K, int bits, int family)
     return (S + 1) * NQ * 8 + (family == 2 ? (S * 4 + 15) / 16 : 0);
 }
 
+/* Bytes of dynamic shared memory of the fused-norm form: the B pieces, then x's flat copy. */
+inline size_t mma_norm_smem(int K, int bits, int family)
+{
+    return (size_t)mma_xf_unit(K, bits, family) * 16 + (size_t)K * 4;
+}
+
+/* What a k_qgemv_mma launch keeps free of its opt-in shared memory beyond the dynamic part: red, wmx (static). */
+constexpr size_t MMA_SMEM_SPARE = 2048;
+
 /* KS warps split a tile's k steps (warp ks: steps ks, ks + KS, ...), TILES tiles a block, a ring of U steps in
  * flight per lane (loaded before dep_wait: weights); MINB > 0: at least that many blocks an SM (the registers capped
  * to fit; 0: no minimum, the compiler's own choice). Per row: each step's MMAs from zero, v = (c0 + c1) 2^e, then
@@ -1231,7 +1240,7 @@ inline bool mma_runs(const eng_qfmt *q, int64_t rows, int K)
         return false;
     const int major = dev_attr(cudaDevAttrComputeCapabilityMajor);
     const int optin = dev_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
-    return major >= 8 && optin >= 0 && mma_smem(K, q->bits, q->family) + 2048 <= (size_t)optin; /* + red, wmx */
+    return major >= 8 && optin >= 0 && mma_smem(K, q->bits, q->family) + MMA_SMEM_SPARE <= (size_t)optin;
 }
 
 template <int FAM, int BITS, int KS, int TILES, int U, bool GLU, bool PERROW, bool NORM, int MINB, bool PER, bool INT>
@@ -1239,12 +1248,12 @@ cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, co
                      const QNorm &nm, cudaStream_t s)
 {
     const auto kern = k_qgemv_mma<FAM, BITS, KS, TILES, U, GLU, PERROW, NORM, MINB, PER, INT>;
-    /* NORM: x's flat copy after the B pieces, then the staged norm weight where the device has room for it (the
-     * same 2 KiB margin as mma_norm_runs; without it the norm reads the weight from global memory, same bits) */
+    /* NORM: x's flat copy after the B pieces, then the staged norm weight where the device has room for it
+     * (without it the norm reads the weight from global memory, same bits) */
     QNorm nms = nm;
-    size_t smem = NORM ? (size_t)mma_xf_unit(K, BITS, FAM) * 16 + (size_t)K * 4 : mma_smem(K, BITS, FAM);
+    size_t smem = NORM ? mma_norm_smem(K, BITS, FAM) : mma_smem(K, BITS, FAM);
     const int optin = NORM && NORM_W_STAGE ? dev_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin) : -1;
-    if (optin > 0 && smem + (size_t)K * 4 + 2048 <= (size_t)optin) {
+    if (optin > 0 && smem + (size_t)K * 4 + MMA_SMEM_SPARE <= (size_t)optin) {
         smem += (size_t)K * 4;
         nms.stage = true;
     }
@@ -1300,8 +1309,7 @@ cudaError_t launch_mq(float *y, const float *x, const void *W, const eng_qfmt *q
 inline bool mma_norm_runs(const eng_qfmt *q, int64_t rows, int K)
 {
     const int optin = dev_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
-    return mma_runs(q, rows, K) &&
-           (size_t)mma_xf_unit(K, q->bits, q->family) * 16 + (size_t)K * 4 + 2048 <= (size_t)optin;
+    return mma_runs(q, rows, K) && mma_norm_smem(K, q->bits, q->family) + MMA_SMEM_SPARE <= (size_t)optin;
 }
 
 /* The fused-norm form of launch_mq: the same kernel (or the same fallback, s2u2w8) on rmsnorm(x); refused where
