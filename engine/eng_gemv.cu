@@ -188,8 +188,9 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
     dep_launch();
     dep_wait(); /* x, b, res and y belong to the kernels before */
     if (NORM) {
-        norm_w_landed(); /* norm_row's block_sum syncs before it reads the row */
-        norm_row<false>(SlotFlat{xs}, xn, x, norm_w_row(xs + K, nw, kind, K <= NW_STAGE_K), eps, kind, K, part);
+        if (!NW_LATE_WAIT)
+            norm_w_landed(); /* norm_row's block_sum syncs before it reads the row */
+        norm_row<false, NW_LATE_WAIT != 0>(SlotFlat{xs}, xn, x, norm_w_row(xs + K, nw, kind, K <= NW_STAGE_K), eps, kind, K, part);
         __syncthreads();
     }
     while (o0 < N) {

@@ -143,7 +143,8 @@ __device__ __forceinline__ void rope_pair(float *u, int i, int half, float ci, f
  * in the caller's shared copy of the row) and, from block 0, into xn if not NULL. STAGED: the slots already hold x
  * (the caller copied it and synced), so the sum reads them instead of x. Every thread of the block calls it
  * (block_sum syncs; part: one float per warp of the block); the caller syncs before reading the slots. */
-template <bool STAGED, typename Slot>
+__device__ __forceinline__ void norm_w_landed();
+template <bool STAGED, bool LANDW = false, typename Slot>
 __device__ __forceinline__ void norm_row(const Slot &slot, float *xn, const float *x, const float *nw, float eps,
                                          int kind, int K, float *part)
 {
@@ -155,6 +156,8 @@ __device__ __forceinline__ void norm_row(const Slot &slot, float *xn, const floa
                 slot(i) = v;
             ss = fmaf(v, v, ss);
         }
+    if (LANDW) /* the staged weight's copies: waited for after the sum, before block_sum's barrier */
+        norm_w_landed();
     const float inv = inv_rms(block_sum(ss, part), K, eps);
     if (threadIdx.x < NORM_THREADS)
         for (int i = threadIdx.x; i < K; i += NORM_THREADS) {
@@ -178,6 +181,17 @@ __device__ __forceinline__ void norm_row(const Slot &slot, float *xn, const floa
  * against 2.074 / 2.073, int4 g128 with a packed lm_head 1.910 / 1.910 against 1.906 / 1.907 (no gain there). */
 #ifndef NORM_W_STAGE
 #define NORM_W_STAGE 1
+#endif
+/* 1: a fused-norm GEMV waits for its staged norm weight inside norm_row, after the sum of squares (norm_row's LANDW),
+ * so that the copies land while the sum runs; 0: before the barrier ahead of norm_row. The same values read, so the
+ * same bits. Measured on the H200 (session 35, llama3-8b, `engine bench --prompt-len 16 --steps 32 --rounds 2
+ * --no-stream`, scripts/gpu-ab.sh, builds alternating in one call, ms/token, two passes): bf16 3.900 / 3.899 against
+ * 3.945 / 3.947 (the weightless norm's 3.900 of session 33: the weight's cost is gone); int4 g128 + packed lm_head
+ * 1.884 / 1.878 against 1.883 / 1.878, int8 + packed lm_head 2.493 / 2.499 against 2.496 / 2.499 (no change).
+ * Copying in 16-byte cp.async.cg pieces where aligned lost in the same call: bf16 3.968 / 3.963, 3.953 / 3.951 with
+ * the late wait. */
+#ifndef NW_LATE_WAIT
+#define NW_LATE_WAIT 1
 #endif
 
 /* Whether norm_w_stage copies: room (the caller's shared memory has K floats for it), a weight to read (none:

@@ -1042,9 +1042,10 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
         float *xf = reinterpret_cast<float *>(xq + mma_xf_unit(K, BITS, FAM));
         for (int L = threadIdx.x; L < K / 4; L += NT)
             reinterpret_cast<float4 *>(xf)[L] = x4[L];
-        norm_w_landed();
+        if (!NW_LATE_WAIT)
+            norm_w_landed();
         __syncthreads();
-        norm_row<true>(SlotFlat{xf}, nm.xn, x, norm_w_row(xf + K, nm.nw, nm.kind, nm.stage), nm.eps, nm.kind, K,
+        norm_row<true, NW_LATE_WAIT != 0>(SlotFlat{xf}, nm.xn, x, norm_w_row(xf + K, nm.nw, nm.kind, nm.stage), nm.eps, nm.kind, K,
                        wmx); /* wmx: free until the max below */
         __syncthreads();
         x4 = reinterpret_cast<const float4 *>(xf);
