@@ -180,9 +180,18 @@ static const int MMA4_GLU_PER = 1;
  * three together 2.067 / 2.067 (484 tok/s against 453); q|k|v on i8t2u2o 2.245 / 2.249, i8u4p 2.274 / 2.271, all
  * four 2.123 / 2.124. */
 static const int INT4_I = 1;
+/* 1: int4's q|k|v (plain and fused-norm) takes the integer form i8t2u2o (m8t2u2o's shape, INT's order and bound);
+ * 0: m8t2u2o. Session 31's graph (above) had it lose (2.245 against 2.206); once the fused norm's weight was staged
+ * (NORM_W_STAGE, NW_LATE_WAIT) it wins. Measured on the H200 (session 35, `engine bench --shape llama3-8b --weights
+ * int4-g128+lm_head --prompt-len 16 --steps 32 --rounds 2 --no-stream`, $REFCHAIN_QGEMV_PICKS in one binary,
+ * alternating, two passes, ms/token): m8t2u2o 1.884 / 1.886, i8t2u2o 1.848 / 1.846, i8u4p 1.847 / 1.847, m8t2u2op
+ * 1.850 / 1.851. */
+static const int INT4_QKV_I = 1;
 static const char *int4_wide_pick(int glu)
 {
-    return glu && MMA4_GLU_PER ? (INT4_I ? "i8u4p" : "m8u4p") : "m8t2u2o";
+    if (glu)
+        return MMA4_GLU_PER ? (INT4_I ? "i8u4p" : "m8u4p") : "m8t2u2o";
+    return INT4_I && INT4_QKV_I ? "i8t2u2o" : "m8t2u2o";
 }
 
 /* 1: int4's o-like shapes (plain, 2048 <= N <= 4096 outputs, K <= 8192: the attention's output projection of the 8B

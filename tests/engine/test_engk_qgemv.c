@@ -9,7 +9,7 @@
  * The fused-norm forms (k_qgemv_s, k_qgemv_mma) bit-equal to engk_rmsnorm + the same variant, every norm kind, xn.
  * --bench: llama3-8b decode shapes at int8 per row and int4 g128, GB/s of the bytes read against a read ceiling
  * measured in the same run; the fused-norm forms next to engk_rmsnorm + the plain form. --sanitize: the engine's
- * wide fused gate|up pick once a format, small enough for compute-sanitizer. Exit 77 without a GPU
+ * wide fused gate|up and q|k|v picks once a format, small enough for compute-sanitizer. Exit 77 without a GPU
  * (after the emulation); 1 on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -1016,46 +1016,51 @@ static int check_nib8(void)
     return bad != 0;
 }
 
-/* ---- --sanitize: the engine's wide-shape decode pick once a format, for compute-sanitizer ----
+/* ---- --sanitize: the engine's wide-shape decode picks once a format, for compute-sanitizer ----
  * The persistent gate|up (i8u4p since session 31, m8u4p before: several units a block, the ring crossing units, two
- * reduction buffers) runs in
- * the engine only on wide int4 shapes, which no golden reaches: so int4 g128 affine (and int8 per row, whose pick is
- * k_qgemv_s's) at I = 9001, K = 4096 through engk_qgemv_glu_norm (the engine's fused-norm pick), against engk_rmsnorm
- * + the same variant's plain GLU form bit for bit. */
+ * reduction buffers) and the wide fused-norm q|k|v (i8t2u2o since session 35) run in the engine only on wide int4
+ * shapes, which no golden reaches: so int4 g128 affine (and int8 per row) at I = N = 9001, K = 4096 through
+ * engk_qgemv_glu_norm and engk_qgemv_norm (the engine's fused-norm picks), against engk_rmsnorm + the same variant's
+ * plain form bit for bit. */
 static int sanitize_picks(void)
 {
     static const qcase fm[] = {{"int4 g128 affine", RC_QF_AFFINE, 4, 128, 1, 0},
                                {"int8 per-row scale", RC_QF_SCALE, 8, 0, 0, 0}};
     const int I = 9001, K = 4096;
     int fails = 0;
-    for (size_t f = 0; f < sizeof fm / sizeof fm[0]; f++) {
-        const qcase *c = &fm[f];
-        rc_qtensor t;
-        make_qt(&t, c, 2 * I, K);
-        eng_qfmt q;
-        void *hm = pack(&t, &q);
-        float *x = ekc_hmalloc(K, 4), *nw = ekc_hmalloc(K, 4), *a = ekc_hmalloc(I, 4), *bb = ekc_hmalloc(I, 4);
-        ekc_fill(x, K, -3, 3, 71);
-        ekc_fill(nw, K, 0.5, 1.5, 73);
-        void *dm = ekc_to_dev(hm, eng_qmat_bytes(2 * I, K, &q), 1);
-        float *dx = ekc_to_dev(x, K, 4), *dnw = ekc_to_dev(nw, K, 4), *dxn = ekc_dev_alloc(K, 4);
-        float *dy = ekc_dev_alloc(I, 4), *dz = ekc_dev_alloc(I, 4);
-        const int pick = engk_qgemv_pick_norm(1, &q, I, K);
-        ekc_poison(dy, I, 4);
-        EKC_CU(engk_qgemv_glu_norm(dy, NULL, dx, dnw, 1e-5f, RC_NORM_W, dm, &q, NULL, I, K, RC_ACT_SILU, 0));
-        EKC_CU(engk_rmsnorm(dxn, dx, dnw, 1, K, 1e-5f, RC_NORM_W, 0));
-        ekc_poison(dz, I, 4);
-        EKC_CU(engk_qgemv_variant(pick, 1, dz, dxn, dm, &q, NULL, NULL, I, K, RC_ACT_SILU, 0));
-        ekc_from_dev(a, dy, I, 4);
-        ekc_from_dev(bb, dz, I, 4);
-        char what[200];
-        snprintf(what, sizeof what, "sanitize: %s glu_norm pick %s I=%d K=%d vs engk_rmsnorm + its plain form", c->name,
-                 engk_qgemv_variant_name(pick), I, K);
-        fails += ekc_check(what, a, bb, NULL, "bit equality", I);
-        free(hm); free(x); free(nw); free(a); free(bb);
-        ekc_dev_free(dm); ekc_dev_free(dx); ekc_dev_free(dnw); ekc_dev_free(dxn); ekc_dev_free(dy); ekc_dev_free(dz);
-        rc_qtensor_free(&t);
-    }
+    for (int glu = 1; glu >= 0; glu--)
+        for (size_t f = 0; f < sizeof fm / sizeof fm[0]; f++) {
+            const qcase *c = &fm[f];
+            const int rows = glu ? 2 * I : I;
+            rc_qtensor t;
+            make_qt(&t, c, rows, K);
+            eng_qfmt q;
+            void *hm = pack(&t, &q);
+            float *x = ekc_hmalloc(K, 4), *nw = ekc_hmalloc(K, 4), *a = ekc_hmalloc(I, 4), *bb = ekc_hmalloc(I, 4);
+            ekc_fill(x, K, -3, 3, 71);
+            ekc_fill(nw, K, 0.5, 1.5, 73);
+            void *dm = ekc_to_dev(hm, eng_qmat_bytes(rows, K, &q), 1);
+            float *dx = ekc_to_dev(x, K, 4), *dnw = ekc_to_dev(nw, K, 4), *dxn = ekc_dev_alloc(K, 4);
+            float *dy = ekc_dev_alloc(I, 4), *dz = ekc_dev_alloc(I, 4);
+            const int pick = engk_qgemv_pick_norm(glu, &q, I, K);
+            ekc_poison(dy, I, 4);
+            if (glu)
+                EKC_CU(engk_qgemv_glu_norm(dy, NULL, dx, dnw, 1e-5f, RC_NORM_W, dm, &q, NULL, I, K, RC_ACT_SILU, 0));
+            else
+                EKC_CU(engk_qgemv_norm(dy, NULL, dx, dnw, 1e-5f, RC_NORM_W, dm, &q, NULL, I, K, 0));
+            EKC_CU(engk_rmsnorm(dxn, dx, dnw, 1, K, 1e-5f, RC_NORM_W, 0));
+            ekc_poison(dz, I, 4);
+            EKC_CU(engk_qgemv_variant(pick, glu, dz, dxn, dm, &q, NULL, NULL, I, K, RC_ACT_SILU, 0));
+            ekc_from_dev(a, dy, I, 4);
+            ekc_from_dev(bb, dz, I, 4);
+            char what[200];
+            snprintf(what, sizeof what, "sanitize: %s %s pick %s N=%d K=%d vs engk_rmsnorm + its plain form", c->name,
+                     glu ? "glu_norm" : "norm", engk_qgemv_variant_name(pick), I, K);
+            fails += ekc_check(what, a, bb, NULL, "bit equality", I);
+            free(hm); free(x); free(nw); free(a); free(bb);
+            ekc_dev_free(dm); ekc_dev_free(dx); ekc_dev_free(dnw); ekc_dev_free(dxn); ekc_dev_free(dy); ekc_dev_free(dz);
+            rc_qtensor_free(&t);
+        }
     printf("sanitize: %d failure(s)\n", fails);
     return fails;
 }
