@@ -58,7 +58,7 @@ struct eng {
     int max_tiles, dec_fuse, fuse_max, step_fuse; /* step_fuse: this decode step's form (step_fusion) */
     int dec_post; /* qkv_post folded into the fused decode attention at one live tile (ENG_DECODE_POST) */
     int qkv_rope; /* qkv_post in the q|k|v GEMV's epilogue where a layer allows it (ENG_QKV_ROPE) */
-    int gv[4];    /* $REFCHAIN_GEMV_SHAPES: k_gemv launch shapes of a decode layer's GEMVs (GV_*), -1 its pick */
+    int gv[5];    /* $REFCHAIN_GEMV_SHAPES: k_gemv launch shapes of the decode GEMVs (GV_IN..GV_HEAD), -1 its pick */
     int gdn_form; /* the fused DeltaNet step's form (ENG_GDN_STEP_*; $REFCHAIN_GDN_STEP_FORM) */
     /* recurrent state of each GDN layer (NULL elsewhere), on the device in every mode: S [Hv, dv, dk] at position
      * gdn_base followed by the pending rows of gdn_base's DeltaNet chunk (engk_gdn_chunked), conv [K-1, C]; fp32 */
@@ -236,34 +236,39 @@ static int gdn_step_form(rc_err *e)
     return v[0] - '0';
 }
 
-/* The decode GEMVs of a layer whose k_gemv launch shape $REFCHAIN_GEMV_SHAPES may set: the norm-fused input
- * projection (q|k|v, or the DeltaNet in-projection), the mixer's output projection (o, or GV_GDN_OUT: the DeltaNet
- * out_proj, which the variable sets with o), the norm-fused gate|up + GLU, down. */
-enum { GV_IN, GV_OUT, GV_GLU, GV_DOWN, GV_GDN_OUT };
+/* The decode GEMVs whose k_gemv launch shape $REFCHAIN_GEMV_SHAPES may set: a layer's norm-fused input projection
+ * (q|k|v, or the DeltaNet in-projection), the mixer's output projection (o, or GV_GDN_OUT: the DeltaNet out_proj,
+ * which the variable sets with o), the norm-fused gate|up + GLU, down; and the step's final norm + lm_head (GV_HEAD,
+ * a plain lm_head on the device with the norm fused). */
+enum { GV_IN, GV_OUT, GV_GLU, GV_DOWN, GV_HEAD, GV_GDN_OUT };
 
 /* $REFCHAIN_GEMV_SHAPES: unset, empty or "auto" (gv all -1: engk_gemv_pick's shapes), or four engk_gemv shape
- * numbers in GV_* order, for benchmarking other shapes in the engine. Every shape computes each output in the same
- * order, so the bits do not change (the identity suite runs some). Quantized matrices keep their own picks. */
-static int gemv_shapes(int gv[4], rc_err *e)
+ * numbers in GV_* order and optionally a fifth (GV_HEAD), for benchmarking other shapes in the engine. Every shape
+ * computes each output in the same order, so the bits do not change (the identity suite runs some). Quantized
+ * matrices keep their own picks. */
+static int gemv_shapes(int gv[5], rc_err *e)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         gv[i] = -1;
     const char *v = getenv("REFCHAIN_GEMV_SHAPES");
     if (!v || !*v || !strcmp(v, "auto"))
         return RC_OK;
     const int n = engk_gemv_variants();
     const char *p = v;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         int k = 0, digits = 0;
         for (; *p >= '0' && *p <= '9' && k < n; p++, digits++)
             k = 10 * k + (*p - '0');
-        if (!digits || k >= n || *p != (i < 3 ? ',' : '\0'))
+        /* after the fourth number: the end, or a comma and the fifth; after the fifth: the end */
+        const int sep_ok = i < 3 ? *p == ',' : i == 3 ? *p == ',' || *p == '\0' : *p == '\0';
+        if (!digits || k >= n || !sep_ok)
             return rc_fail(e, RC_E_USAGE,
                            "engine: REFCHAIN_GEMV_SHAPES must be auto or four shape numbers 0..%d (norm+q|k|v, o, "
-                           "norm+gate|up+GLU, down), got '%s'",
+                           "norm+gate|up+GLU, down) and optionally a fifth (final norm+lm_head), got '%s'",
                            n - 1, v);
         gv[i] = k;
-        p++;
+        if (*p++ == '\0')
+            break;
     }
     return RC_OK;
 }
@@ -893,7 +898,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     const char *qrope = getenv("REFCHAIN_QKV_ROPE");
     if (qrope && *qrope && strcmp(qrope, "0") && strcmp(qrope, "1"))
         return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_QKV_ROPE must be 0 or 1, got '%s'", qrope);
-    int gv[4];
+    int gv[5];
     rc = gemv_shapes(gv, e);
     if (rc)
         return rc;
@@ -2029,9 +2034,10 @@ static int decode_enqueue(eng *E, rc_err *e)
         if (E->plan.vocab_on_cpu)
             return RC_OK; /* lm_head on the host: decode_finish */
         CK(engk_gemv(E->d_logits, E->d_fin, E->d_lm_head, E->f32, NULL, NULL, V, Hd, E->s_comp));
-    } else
-        CK(engk_gemv_norm(E->d_logits, E->d_fin, E->d_x, E->d_final_norm, c->eps, c->norm, E->d_lm_head, E->f32,
-                          NULL, V, Hd, E->s_comp));
+    } else /* engk_gemv_norm's kernel, or $REFCHAIN_GEMV_SHAPES's fifth shape */
+        CK(engk_gemv_variant(gv_shape(E, GV_HEAD, ENGK_FUSE_NORM, (int)V, Hd), ENGK_FUSE_NORM, E->d_logits, E->d_fin,
+                             E->d_x, E->d_final_norm, c->eps, c->norm, E->d_lm_head, E->f32, NULL, NULL, (int)V, Hd, 0,
+                             NULL, E->s_comp));
     if (c->final_softcap != 0.0f) /* rc_softcap's bits on the device: the token and logits as the host's */
         CK(engk_softcap(E->d_logits, V, c->final_softcap, E->s_comp));
     CK(engk_argmax(E->d_next, E->d_logits, V, E->d_amax, E->s_comp));

@@ -188,8 +188,8 @@ identity | identity-synth)
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
             "fusion off+no-graph|--decode-fusion off --no-graph" "post off|REFCHAIN_DECODE_POST=0" \
             "post off+no-graph|REFCHAIN_DECODE_POST=0 --no-graph" "${CTX_MODES[@]}" \
-            "gemv shapes|REFCHAIN_GEMV_SHAPES=16,0,16,0" "gemv shapes+no-graph|REFCHAIN_GEMV_SHAPES=17,15,14,5 --no-graph" \
-            "gemv rings 5, 15|REFCHAIN_GEMV_SHAPES=18,19,20,18" \
+            "gemv shapes|REFCHAIN_GEMV_SHAPES=16,0,16,0,16" "gemv shapes+no-graph|REFCHAIN_GEMV_SHAPES=17,15,14,5 --no-graph" \
+            "gemv rings 5, 15|REFCHAIN_GEMV_SHAPES=18,19,20,18,19" \
             "qkv rope on|REFCHAIN_QKV_ROPE=1" "qkv rope on+fusion off|REFCHAIN_QKV_ROPE=1 --decode-fusion off" \
             "qkv rope on+no-graph|REFCHAIN_QKV_ROPE=1 --no-graph"
         run_pipe 8
@@ -346,6 +346,10 @@ bad-input)
     REFCHAIN_GEMV_SHAPES=1,2,3 check bad_gemv_shapes 'REFCHAIN_GEMV_SHAPES must be auto or four shape numbers' \
         --model "$L" --prompt-golden
     REFCHAIN_GEMV_SHAPES=1,2,3,99 check gemv_shape_range 'REFCHAIN_GEMV_SHAPES must be auto or four shape numbers' \
+        --model "$L" --prompt-golden
+    REFCHAIN_GEMV_SHAPES=1,2,3,4,99 check gemv_shape_head 'REFCHAIN_GEMV_SHAPES must be auto or four shape numbers' \
+        --model "$L" --prompt-golden
+    REFCHAIN_GEMV_SHAPES=1,2,3,4,5,6 check gemv_shapes_six 'REFCHAIN_GEMV_SHAPES must be auto or four shape numbers' \
         --model "$L" --prompt-golden
     REFCHAIN_QGEMV_PICKS=p4096x4096 check bad_qgemv_picks "REFCHAIN_QGEMV_PICKS: 'p4096x4096' is not FNxK=variant" \
         --model "$L" --prompt-golden
