@@ -189,7 +189,7 @@ identity | identity-synth)
             "fusion off+no-graph|--decode-fusion off --no-graph" "post off|REFCHAIN_DECODE_POST=0" \
             "post off+no-graph|REFCHAIN_DECODE_POST=0 --no-graph" "${CTX_MODES[@]}" \
             "gemv shapes|REFCHAIN_GEMV_SHAPES=16,0,16,0,16" "gemv shapes+no-graph|REFCHAIN_GEMV_SHAPES=17,15,14,5 --no-graph" \
-            "gemv rings 5, 15|REFCHAIN_GEMV_SHAPES=18,19,20,18,19" \
+            "gemv rings 5, 15|REFCHAIN_GEMV_SHAPES=18,19,20,18,18" \
             "qkv rope on|REFCHAIN_QKV_ROPE=1" "qkv rope on+fusion off|REFCHAIN_QKV_ROPE=1 --decode-fusion off" \
             "qkv rope on+no-graph|REFCHAIN_QKV_ROPE=1 --no-graph"
         run_pipe 8
