@@ -190,7 +190,8 @@ __global__ void __launch_bounds__(WARPS * 32, sizeof(W) == 2 && R * U <= 8 ? 102
     if (NORM) {
         if (!NW_LATE_WAIT)
             norm_w_landed(); /* norm_row's block_sum syncs before it reads the row */
-        norm_row<false, NW_LATE_WAIT != 0>(SlotFlat{xs}, xn, x, norm_w_row(xs + K, nw, kind, K <= NW_STAGE_K), eps, kind, K, part);
+        norm_row<false, NW_LATE_WAIT != 0>(SlotFlat{xs}, xn, x, norm_w_row(xs + K, nw, kind, K <= NW_STAGE_K), eps,
+                                           kind, K, part);
         __syncthreads();
     }
     while (o0 < N) {

@@ -209,8 +209,9 @@ __device__ __forceinline__ bool norm_w_staged(const float *nw, int kind, bool ro
 
 /* Stage norm_row's weight row nw[0:K] into shared memory dst[0:K] by cp.async, 4 bytes a copy (nothing asked of
  * nw's alignment), before dep_wait(): a weight, never written inside a step; nothing where !norm_w_staged. After
- * the wait the caller calls norm_w_landed() before the block barrier that precedes norm_row's reads (every thread
- * waits for its own copies; the barrier shows them to the others), and gives norm_row norm_w_row()'s row. */
+ * the wait norm_w_landed() runs before a block barrier that precedes norm_row's reads of the row (every thread waits
+ * for its own copies; the barrier shows them to the others): norm_row's own with LANDW (NW_LATE_WAIT), else the
+ * caller's; the caller gives norm_row norm_w_row()'s row. */
 __device__ __forceinline__ void norm_w_stage(float *dst, const float *nw, int kind, int K, bool room)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && NORM_W_STAGE

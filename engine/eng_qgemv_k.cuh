@@ -1045,8 +1045,8 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
         if (!NW_LATE_WAIT)
             norm_w_landed();
         __syncthreads();
-        norm_row<true, NW_LATE_WAIT != 0>(SlotFlat{xf}, nm.xn, x, norm_w_row(xf + K, nm.nw, nm.kind, nm.stage), nm.eps, nm.kind, K,
-                       wmx); /* wmx: free until the max below */
+        norm_row<true, NW_LATE_WAIT != 0>(SlotFlat{xf}, nm.xn, x, norm_w_row(xf + K, nm.nw, nm.kind, nm.stage),
+                                          nm.eps, nm.kind, K, wmx); /* wmx: free until the max below */
         __syncthreads();
         x4 = reinterpret_cast<const float4 *>(xf);
     }
