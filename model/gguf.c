@@ -43,8 +43,9 @@ const char *rc_ggml_type_name(uint32_t type)
 static int type_supported(uint32_t t)
 {
     return t == RC_GGML_F32 || t == RC_GGML_F16 || t == RC_GGML_BF16 || t == RC_GGML_Q8_0 || t == RC_GGML_Q4_0 ||
-           t == RC_GGML_Q4_1;
+           t == RC_GGML_Q4_1 || t == RC_GGML_Q5_0 || t == RC_GGML_Q4_K || t == RC_GGML_Q6_K;
 }
+#define SUPPORTED_TYPES "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K"
 
 /* ---- a bounds-checked cursor over the mapping ---- */
 typedef struct cur {
@@ -443,11 +444,77 @@ static const int8_t *nibbles(const unsigned char *qs, int bias, int8_t *codes)
     return codes;
 }
 
+/* Q5_0 (32 values: fp16 d, 4 bytes of fifth bits, 16 bytes of nibbles): value i's low four bits are nibble i % 16
+ * of byte i % 16 (low nibbles first), its fifth bit is bit i of the little-endian word; q = that - 16, scale d. */
+static const int8_t *q5_0_codes(const unsigned char *blk, int8_t *codes)
+{
+    const uint32_t qh = (uint32_t)le(blk + 2, 4);
+    const unsigned char *qs = blk + 6;
+    for (int i = 0; i < 32; i++) {
+        const int lo = i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4;
+        codes[i] = (int8_t)((lo | (int)((qh >> i) & 1u) << 4) - 16);
+    }
+    return codes;
+}
+
+/* Q4_K's 6-bit scale and min of sub-block j (0..7) from its 12 bytes: j < 4 the low six bits of bytes j and j + 4;
+ * j >= 4 four bits of byte j + 4 (low: scale, high: min) and the top two bits of bytes j - 4 and j. */
+static void q4_k_scale_min(const unsigned char *sc, int j, int *scale, int *min)
+{
+    if (j < 4) {
+        *scale = sc[j] & 63;
+        *min = sc[j + 4] & 63;
+    } else {
+        *scale = (sc[j + 4] & 0x0f) | (sc[j - 4] >> 6) << 4;
+        *min = (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
+    }
+}
+
+/* Q4_K (256 values: fp16 d, fp16 dmin, 12 bytes of scales and mins, 128 bytes of nibbles): eight sub-blocks of 32
+ * in the affine family, s = d * scale and m = -(dmin * min) (both rounded to f32, as ggml and the gguf package);
+ * sub-blocks 2 i and 2 i + 1 are the low and the high nibbles of bytes 32 i .. 32 i + 31. */
+static void q4_k_block(const unsigned char *blk, float *y)
+{
+    const float d = f16_at(blk), dmin = f16_at(blk + 2);
+    const unsigned char *sc = blk + 4, *qs = blk + 16;
+    int8_t codes[32];
+    for (int j = 0; j < 8; j++) {
+        int scale, min;
+        q4_k_scale_min(sc, j, &scale, &min);
+        const unsigned char *q = qs + 32 * (j / 2);
+        for (int l = 0; l < 32; l++)
+            codes[l] = (int8_t)(j % 2 ? q[l] >> 4 : q[l] & 0x0f);
+        const float s = d * (float)scale, m = dmin * (float)min;
+        rc_qf_dequant_group(RC_QF_AFFINE, s, -m, codes, 32, y + 32 * j);
+    }
+}
+
+/* Q6_K (256 values: 128 bytes of low nibbles, 64 of two-bit highs, 16 signed scales, fp16 d): sixteen groups of 16
+ * in the scale family, s = d * scale (rounded to f32), q = the six bits - 32. In each half h of 128 values, value
+ * 128 h + 32 c + l (c = 0..3, l < 32) takes the low (c < 2) or high nibble of low byte 64 h + 32 (c % 2) + l and
+ * bits 2 c, 2 c + 1 of high byte 32 h + l. */
+static void q6_k_block(const unsigned char *blk, float *y)
+{
+    const unsigned char *ql = blk, *qh = blk + 128;
+    const signed char *sc = (const signed char *)(blk + 192);
+    const float d = f16_at(blk + 208);
+    int8_t codes[256];
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                const unsigned char b = ql[64 * h + 32 * (c % 2) + l];
+                const int lo = c < 2 ? b & 0x0f : b >> 4, hi = (qh[32 * h + l] >> (2 * c)) & 3;
+                codes[128 * h + 32 * c + l] = (int8_t)((lo | hi << 4) - 32);
+            }
+    for (int gi = 0; gi < 16; gi++)
+        rc_qf_dequant_group(RC_QF_SCALE, d * (float)sc[gi], 0.0f, codes + 16 * gi, 16, y + 16 * gi);
+}
+
 int rc_ggml_dequant(uint32_t type, const unsigned char *src, int64_t n, float *dst, rc_err *e)
 {
     int8_t codes[32];
     if (!type_supported(type))
-        return rc_fail(e, RC_E_UNSUPPORTED, "ggml type %s is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1)",
+        return rc_fail(e, RC_E_UNSUPPORTED, "ggml type %s is not supported (" SUPPORTED_TYPES ")",
                        rc_ggml_type_name(type) ? rc_ggml_type_name(type) : "?");
     const int blck = ggml_types[type].blck, bs = ggml_types[type].size;
     if (n % blck)
@@ -473,6 +540,11 @@ int rc_ggml_dequant(uint32_t type, const unsigned char *src, int64_t n, float *d
                                 type == RC_GGML_Q4_1 ? f16_at(q + 2) : 0.0f,
                                 nibbles(q + (type == RC_GGML_Q4_1 ? 4 : 2), type == RC_GGML_Q4_0 ? 8 : 0, codes), 32, y);
             break;
+        case RC_GGML_Q5_0: /* scale family, q = five bits - 16 */
+            rc_qf_dequant_group(RC_QF_SCALE, f16_at(q), 0.0f, q5_0_codes(q, codes), 32, y);
+            break;
+        case RC_GGML_Q4_K: q4_k_block(q, y); break;
+        case RC_GGML_Q6_K: q6_k_block(q, y); break;
         }
     }
     return RC_OK;
@@ -506,8 +578,8 @@ int rc_gguf_tensor_f32(const rc_gguf *g, const rc_gguf_tensor *t, float **out, r
 {
     *out = NULL;
     if (!type_supported(t->type))
-        return rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF tensor '%s' has type %s (supported: F32, F16, BF16, Q8_0, Q4_0, "
-                       "Q4_1)", g->path, t->name, rc_ggml_type_name(t->type));
+        return rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF tensor '%s' has type %s (supported: " SUPPORTED_TYPES ")",
+                       g->path, t->name, rc_ggml_type_name(t->type));
     float *y = rc_calloc(t->numel, sizeof *y, e, t->name);
     if (!y)
         return e->code;

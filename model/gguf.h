@@ -15,7 +15,17 @@ enum {
 };
 
 /* ggml tensor types this reader dequantizes (the others are named in messages and refused) */
-enum { RC_GGML_F32 = 0, RC_GGML_F16 = 1, RC_GGML_Q4_0 = 2, RC_GGML_Q4_1 = 3, RC_GGML_Q8_0 = 8, RC_GGML_BF16 = 30 };
+enum {
+    RC_GGML_F32 = 0,
+    RC_GGML_F16 = 1,
+    RC_GGML_Q4_0 = 2,
+    RC_GGML_Q4_1 = 3,
+    RC_GGML_Q5_0 = 6,
+    RC_GGML_Q8_0 = 8,
+    RC_GGML_Q4_K = 12,
+    RC_GGML_Q6_K = 14,
+    RC_GGML_BF16 = 30
+};
 
 typedef struct rc_gguf_kv {
     char *key;
@@ -70,8 +80,11 @@ int rc_gguf_get_strs(const rc_gguf *g, const rc_gguf_kv *kv, rc_gguf_str *out, r
 
 /* "Q4_1", or NULL for a type id ggml does not define. */
 const char *rc_ggml_type_name(uint32_t type);
-/* Dequantizes n values of a supported type (n a multiple of its block) into dst, bit-identical to the gguf
- * Python package's dequantize. */
+/* Dequantizes n values of a supported type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K; n a multiple of its
+ * block) into dst, bit-identical to the gguf Python package's dequantize. Every block goes through one of the two
+ * family rules of model/quant.h: Q5_0 the scale family (q = five bits - 16, 32 values a scale), Q4_K the affine
+ * family (eight sub-blocks of 32, s = d * scale, m = -(dmin * min)), Q6_K the scale family (sixteen groups of 16,
+ * s = d * scale, q = six bits - 32). Only Q8_0, Q4_0 and Q4_1 are kept as quantized matrices (below). */
 int rc_ggml_dequant(uint32_t type, const unsigned char *src, int64_t n, float *dst, rc_err *e);
 /* A 2-d Q8_0, Q4_0 or Q4_1 tensor as a quantized matrix named name (model/quant.h): rows ne[1], columns ne[0],
  * group 32; Q8_0 and Q4_0 the scale family (Q4_0's codes nibble - 8), Q4_1 the affine family (its offsets m, no

@@ -19,11 +19,11 @@
 #define FIXTURE(name) RC_TEST_GGUF_DIR "/" name
 
 /* Every supported type dequantizes to the bytes gguf.quants.dequantize produced (zeros, fp16-subnormal
- * scales and large values included). */
+ * scales and large values included; the K-quants from random block bytes, 4 blocks of 256). */
 static void test_dequant_bit_exact(void **state)
 {
     (void)state;
-    static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"};
+    static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q4_k", "q6_k"};
     rc_gguf g;
     rc_err e = {0};
     assert_int_equal(rc_gguf_open(&g, FIXTURE("dequant.gguf"), &e), RC_OK);
@@ -34,7 +34,7 @@ static void test_dequant_bit_exact(void **state)
         assert_non_null(t);
         assert_non_null(x);
         assert_int_equal(x->type, RC_GGML_F32);
-        assert_int_equal(t->numel, 256);
+        assert_int_equal(t->numel, types[i][strlen(types[i]) - 1] == 'k' ? 1024 : 256);
         assert_int_equal(x->numel, t->numel);
         char tn[16];
         for (size_t k = 0; k <= strlen(types[i]); k++)
@@ -262,13 +262,13 @@ static void test_bad_files(void **state)
     expect_open(&s, dir, &(bad_case){"duplicate key", RC_E_FORMAT, "key 'general.architecture' appears twice"});
 
     /* a type ggml defines but this reader does not dequantize: the file opens, the tensor is refused */
-    s = base_spec(), s.type = 14, s.ne[0] = 256, s.ne[1] = 1, s.data_bytes = 210; /* Q6_K */
+    s = base_spec(), s.type = 13, s.ne[0] = 256, s.ne[1] = 1, s.data_bytes = 176; /* Q5_K */
     rc_gguf g;
     rc_err e = {0};
     assert_int_equal(rc_gguf_open(&g, write_spec(&s, dir), &e), RC_OK);
     float *y = NULL;
     assert_int_equal(rc_gguf_tensor_f32(&g, &g.t[0], &y, &e), RC_E_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "tensor 'a' has type Q6_K"));
+    assert_non_null(strstr(e.msg, "tensor 'a' has type Q5_K"));
     rc_gguf_close(&g);
     tu_rmdir(dir);
 }

@@ -6,11 +6,15 @@ transformers and accelerate for the HF side):
 
 dequant.gguf: for each supported ggml type a [4, 64] tensor '<type>' (random data, quantized by
 gguf.quants.quantize, with extreme rows: zeros, tiny values whose scale is an fp16 subnormal, large values)
-and '<type>.expected', the F32 result of gguf.quants.dequantize on the stored bytes.
+and '<type>.expected', the F32 result of gguf.quants.dequantize on the stored bytes; the K-quants Q4_K and Q6_K,
+which the gguf package cannot quantize, as [4, 256] tensors of random block bytes (every bit of the scales, mins
+and codes exercised) with fp16 scales drawn as for real weights, one block's zero and one subnormal; the generator
+and the gguf package's version in the keys 'refchain.generator' and 'refchain.gguf_version'.
 tiny_llama.gguf: a 2-layer llama (tied embeddings, q/k permuted as llama.cpp's convert script does, mixed
 F32/F16/Q8_0/Q4_0/Q4_1/BF16 tensors); tiny_llama_hf.gguf: what transformers loads from it, every tensor
 fp32 under its HF name, and the HF config as the string 'hf.config_json'.
 """
+import importlib.metadata
 import json
 import os
 import sys
@@ -20,7 +24,9 @@ import numpy as np
 from gguf import GGMLQuantizationType as Q
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TYPES = [("f32", Q.F32), ("f16", Q.F16), ("bf16", Q.BF16), ("q8_0", Q.Q8_0), ("q4_0", Q.Q4_0), ("q4_1", Q.Q4_1)]
+TYPES = [("f32", Q.F32), ("f16", Q.F16), ("bf16", Q.BF16), ("q8_0", Q.Q8_0), ("q4_0", Q.Q4_0), ("q4_1", Q.Q4_1),
+         ("q5_0", Q.Q5_0)]
+K_TYPES = [("q4_k", Q.Q4_K, 144, (0, 2)), ("q6_k", Q.Q6_K, 210, (208,))]  # block bytes, offsets of its fp16 scales
 
 
 def sample(rng, rows=4, cols=64):
@@ -38,12 +44,30 @@ def add(w, name, data, qtype):
     return raw
 
 
+def k_blocks(rng, size, scale_at, n=4):
+    """n random blocks of a K-quant: random bytes, each fp16 scale replaced by a plausible one (block 1's zero,
+    block 2's an fp16 subnormal)."""
+    raw = rng.integers(0, 256, size=(n, size), dtype=np.uint8)
+    for b in range(n):
+        for at in scale_at:
+            v = np.float16(0.0) if b == 1 else np.float16(3e-7) if b == 2 else np.float16(rng.uniform(1e-4, 2e-2))
+            raw[b, at:at + 2] = np.frombuffer(v.tobytes(), dtype=np.uint8)
+    return raw
+
+
 def dequant_fixture(path):
     rng = np.random.default_rng(11)
     w = gguf.GGUFWriter(path, "none")
+    w.add_string("refchain.generator", "tests/gguf/make_fixtures.py")
+    w.add_string("refchain.gguf_version", importlib.metadata.version("gguf"))
     for name, qtype in TYPES:
         raw = add(w, name, sample(rng), qtype)
         w.add_tensor(name + ".expected", gguf.quants.dequantize(raw, qtype).astype(np.float32))
+    krng = np.random.default_rng(13)
+    for name, qtype, size, scale_at in K_TYPES:
+        raw = k_blocks(krng, size, scale_at)
+        w.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=qtype)
+        w.add_tensor(name + ".expected", gguf.quants.dequantize(raw, qtype).astype(np.float32).reshape(4, 256))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
