@@ -444,16 +444,14 @@ static const int8_t *nibbles(const unsigned char *qs, int bias, int8_t *codes)
     return codes;
 }
 
-/* Q5_0 (32 values: fp16 d, 4 bytes of fifth bits, 16 bytes of nibbles): value i's low four bits are nibble i % 16
- * of byte i % 16 (low nibbles first), its fifth bit is bit i of the little-endian word; q = that - 16, scale d. */
+/* Q5_0 (32 values: fp16 d, 4 bytes of fifth bits, 16 bytes of nibbles): value i's low four bits are Q4_0's
+ * (nibbles), its fifth bit is bit i of the little-endian word; q = that - 16, scale d. */
 static const int8_t *q5_0_codes(const unsigned char *blk, int8_t *codes)
 {
     const uint32_t qh = (uint32_t)le(blk + 2, 4);
-    const unsigned char *qs = blk + 6;
-    for (int i = 0; i < 32; i++) {
-        const int lo = i < 16 ? qs[i] & 0x0f : qs[i - 16] >> 4;
-        codes[i] = (int8_t)((lo | (int)((qh >> i) & 1u) << 4) - 16);
-    }
+    nibbles(blk + 6, 0, codes);
+    for (int i = 0; i < 32; i++)
+        codes[i] = (int8_t)((codes[i] | (int)((qh >> i) & 1u) << 4) - 16);
     return codes;
 }
 
