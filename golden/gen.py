@@ -76,6 +76,18 @@ GEMMA4_CFG = {  # "Core": every default-on feature, both layer types, sliding wi
                                            "partial_rotary_factor": 0.25}},
 }
 
+GEMMA3_CFG = {  # gemma3_text: both layer types, sliding window 8 < T, a linear RoPE on the full layers (as
+    # the larger Gemma 3 checkpoints have), query_pre_attn_scalar other than head_dim, softcapping off
+    "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6,
+    "layer_types": ["sliding_attention", "sliding_attention", "full_attention",
+                    "sliding_attention", "sliding_attention", "full_attention"],
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "query_pre_attn_scalar": 24,
+    "sliding_window": 8, "max_position_embeddings": 256, "rms_norm_eps": 1e-6,
+    "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+    "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                        "full_attention": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 8.0}},
+}
+
 # RoPE scaling (llama3, linear, yarn). head_dim 16 with theta 10000 gives wavelengths 2*pi*10000^(2i/16) = 6.3,
 # 19.9, 62.8, 199, ... positions. llama3 with original_max_position_embeddings 32, low_freq_factor 1 and
 # high_freq_factor 4 puts the boundaries at 32 / 1 = 32 and 32 / 4 = 8 positions: pair 0 (6.3) stays, pair 1
@@ -106,6 +118,9 @@ PRESETS = {
     "qwen3_5_short": dict(model_type="qwen3_5_text", config=QWEN3_5_CFG, seed=1239, prompt_len=2, steps=16),
     # T = 24 > W = 8; 16 decode steps run on past the window with HF's sliding cache.
     "gemma4": dict(model_type="gemma4_text", config=GEMMA4_CFG, seed=1238, prompt_len=24, steps=16),
+    # seed 1248: of 1244..1251, the one whose 16 greedy tokens change most often (a tied head on random weights
+    # tends to repeat one token)
+    "gemma3": dict(model_type="gemma3_text", config=GEMMA3_CFG, seed=1248, prompt_len=24, steps=16),
     # RoPE scaling: see LLAMA3_ROPE_CFG for why these sizes reach past every scaling boundary.
     "llama_rope_llama3": dict(model_type="llama", config=LLAMA3_ROPE_CFG, seed=1240, prompt_len=40, steps=16),
     "llama_rope_linear": dict(model_type="llama", config=LINEAR_ROPE_CFG, seed=1241, prompt_len=40, steps=16),
@@ -267,19 +282,29 @@ _QWEN35_GDN = [
     ("gdn.normed", "linear_attn.norm", "out", rows),
     ("gdn.out", "linear_attn.out_proj", "out", B),
 ]
-_GEMMA4_LAYER = [
+def head_major(t, d):  # [1, n, T, D] (gemma3's q/k norms run after the transpose) -> [T, n, D]
+    return t[0].transpose(0, 1)
+
+
+_GEMMA_LAYER = [  # what gemma3 and gemma4 layers share; their q/k norms differ in layout
     ("attn.q", "self_attn.q_proj", "out", heads("D")),
-    ("attn.q_norm", "self_attn.q_norm", "out", B),
     ("attn.k", "self_attn.k_proj", "out", heads("D")),
     ("attn.v", "self_attn.v_proj", "out", heads("D")),
-    ("attn.k_norm", "self_attn.k_norm", "out", B),
-    ("attn.v_norm", "self_attn.v_norm", "out", B),
     ("attn.ctx", "self_attn.o_proj", "in0", B),
     ("attn.out", "self_attn.o_proj", "out", B),
     ("attn.post_norm", "post_attention_layernorm", "out", B),
     ("mid", "pre_feedforward_layernorm", "in0", B),  # gemma naming: pre_feedforward is the pre-MLP norm
     ("mlp_norm", "pre_feedforward_layernorm", "out", B),
     ("mlp.post_norm", "post_feedforward_layernorm", "out", B),
+]
+_GEMMA3_LAYER = _GEMMA_LAYER + [
+    ("attn.q_norm", "self_attn.q_norm", "out", head_major),
+    ("attn.k_norm", "self_attn.k_norm", "out", head_major),
+]
+_GEMMA4_LAYER = _GEMMA_LAYER + [
+    ("attn.q_norm", "self_attn.q_norm", "out", B),
+    ("attn.k_norm", "self_attn.k_norm", "out", B),
+    ("attn.v_norm", "self_attn.v_norm", "out", B),
     ("ple.gate", "per_layer_input_gate", "out", B),
     ("ple.act", "per_layer_projection", "in0", B),
     ("ple.proj", "per_layer_projection", "out", B),
@@ -299,6 +324,8 @@ _QWEN35_FULL_ORDER = _o("in attn_norm attn.q attn.gate attn.k attn.v attn.q_norm
                         "attn.k_rope attn.ctx attn.ctx_gated attn.out") + _MLP_ORDER
 _QWEN35_LINEAR_ORDER = _o("in attn_norm gdn.qkv gdn.z gdn.b gdn.a gdn.conv gdn.q gdn.k gdn.v gdn.beta gdn.g "
                           "gdn.core gdn.normed gdn.out gdn.state gdn.conv_state") + _MLP_ORDER
+_GEMMA3_ORDER = _o("in attn_norm attn.q attn.k attn.v attn.q_norm attn.k_norm attn.q_rope attn.k_rope attn.ctx "
+                   "attn.out attn.post_norm mid mlp_norm mlp.gate mlp.up mlp.act mlp.out mlp.post_norm out")
 _GEMMA4_ORDER = _o("in attn_norm attn.q attn.q_norm attn.q_rope attn.k attn.v attn.k_norm attn.k_rope "
                    "attn.v_norm attn.ctx attn.out attn.post_norm mid mlp_norm mlp.gate mlp.up mlp.act "
                    "mlp.out mlp.post_norm ple.gate ple.act ple.proj ple.norm out")
@@ -352,6 +379,16 @@ ARCHS = {
         pre=_o("emb ple.tok ple.mproj ple.mproj_norm ple.in rope.sliding.inv_freq rope.sliding.cos "
                "rope.sliding.sin rope.full.inv_freq rope.full.cos rope.full.sin"),
         post=_o("final_norm logits_raw logits")),
+    "gemma3_text": dict(
+        module="transformers.models.gemma3.modeling_gemma3",
+        hooks={t: _ATTN_IN + _GEMMA3_LAYER + _MLP for t in ("sliding_attention", "full_attention")},
+        order={"sliding_attention": _GEMMA3_ORDER, "full_attention": _GEMMA3_ORDER},
+        wraps={"apply_rotary_pos_emb": wrap_rope_pair},
+        dims=_dims_attn,
+        rope=[("sliding", "sliding_attention_inv_freq"), ("full", "full_attention_inv_freq")],
+        pre=_o("emb rope.sliding.inv_freq rope.sliding.cos rope.sliding.sin rope.full.inv_freq rope.full.cos "
+               "rope.full.sin"),
+        post=_o("final_norm logits")),
 }
 # Mistral's modeling is llama's (sliding_window null): the same hooks on its own module.
 ARCHS["mistral"] = {**ARCHS["llama"], "module": "transformers.models.mistral.modeling_mistral"}
@@ -451,7 +488,7 @@ def capture_probes(model, ids, arch):
     def rope_hook(mod, args, kwargs, out):
         if len(kinds) == 1:
             kind = next(iter(kinds))
-        else:  # gemma4: rotary_emb(x, position_ids, layer_type), once per layer type
+        else:  # gemma3/4: rotary_emb(x, position_ids, layer_type), once per layer type
             kind = (args[2] if len(args) > 2 else kwargs["layer_type"]).split("_")[0]
         put(f"rope.{kind}.cos", out[0][0])
         put(f"rope.{kind}.sin", out[1][0])
@@ -750,6 +787,14 @@ def write_golden(out_path, attrs, ids, order, probes, tokens, glogits, weights, 
         raise
 
 
+def _dist_version(name):  # the installed distribution's version (the gguf package has no __version__)
+    import importlib.metadata
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
 def sha256_file(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -763,7 +808,7 @@ def sha256_file(path):
 _GGUF_CONFIG_EXTRAS = ("quantization_config", "_model_name_or_path", "unk_token_id")
 
 
-def generate_from_model(src, name, text, steps, probes_per_layer, out_path, command, origin):
+def generate_from_model(src, name, text, steps, probes_per_layer, out_path, command, origin, tokenizer="hf"):
     """A golden of an existing checkpoint: an HF folder (weights copied into the file) or a GGUF file
     (weights referenced by name, size and sha256; HF dequantizes it to fp32 on load)."""
     from transformers import AutoTokenizer
@@ -776,13 +821,24 @@ def generate_from_model(src, name, text, steps, probes_per_layer, out_path, comm
         src_dir = os.path.dirname(os.path.abspath(src))
     else:
         src_dir = src
-    tok = AutoTokenizer.from_pretrained(src_dir, **kw)
     model = AutoModelForCausalLM.from_pretrained(src_dir, attn_implementation="eager", dtype=torch.float32, **kw)
     model.eval()
     cfg = model.config
     arch = ARCHS[cfg.model_type]
-    ids = torch.tensor(tok(text)["input_ids"], dtype=torch.int64)
-    assert tok.decode(ids.tolist()) == text, "the prompt text does not round-trip through the tokenizer"
+    if tokenizer == "gguf-spm":  # the file's own SentencePiece vocabulary (golden/gguf_spm.py says why)
+        assert is_gguf, "--tokenizer gguf-spm needs a .gguf file"
+        import gguf_spm
+        toks, scores, types, bos, add_bos = gguf_spm.load_vocab(src)
+        spm = gguf_spm.Spm(toks, scores, types)
+        body = spm.encode(text)
+        ids = torch.tensor(([bos] if add_bos else []) + body, dtype=torch.int64)
+        assert spm.decode(body, toks) == text, "the prompt text does not round-trip through the tokenizer"
+        decode = lambda t: spm.decode(t, toks)  # noqa: E731
+    else:
+        tok = AutoTokenizer.from_pretrained(src_dir, **kw)
+        ids = torch.tensor(tok(text)["input_ids"], dtype=torch.int64)
+        assert tok.decode(ids.tolist()) == text, "the prompt text does not round-trip through the tokenizer"
+        decode = tok.decode
 
     probes, logits = capture_probes(model, ids, arch)
     layer_probes = probes_per_layer.split()
@@ -819,9 +875,8 @@ def generate_from_model(src, name, text, steps, probes_per_layer, out_path, comm
     }
     weights = None
     if is_gguf:
-        import gguf
         attrs.update(weights_file=os.path.basename(src), weights_size=np.int64(os.path.getsize(src)),
-                     weights_sha256=sha256_file(src), gguf_version=getattr(gguf, "__version__", "?"))
+                     weights_sha256=sha256_file(src), gguf_version=_dist_version("gguf"))
     else:
         sd = model.state_dict()
         weights = {n: t.detach().to(torch.float32).numpy() for n, t in sd.items()
@@ -829,7 +884,7 @@ def generate_from_model(src, name, text, steps, probes_per_layer, out_path, comm
     write_golden(out_path, attrs, ids, order, probes, tokens, glogits, weights, links=links, compress=True)
     return dict(path=out_path, size=os.path.getsize(out_path), max_logit=float(logits.abs().max()),
                 n_probes=len(order), tokens=tokens.tolist(), n_ids=int(ids.shape[0]),
-                continuation=tok.decode(tokens.tolist()))
+                continuation=decode(tokens.tolist()))
 
 
 def validate(path, order, probes, weights):
@@ -862,6 +917,9 @@ def main(argv=None):
     ap.add_argument("--layer-probes", default="in attn.ctx mid out",
                     help="with --from-model: per-layer probes to keep (default 'in attn.ctx mid out')")
     ap.add_argument("--origin", default="", help="with --from-model: where the checkpoint comes from, recorded")
+    ap.add_argument("--tokenizer", choices=("hf", "gguf-spm"), default="hf",
+                    help="with --from-model: HF's tokenizer (default), or the GGUF's own SentencePiece vocabulary "
+                         "(golden/gguf_spm.py)")
     a = ap.parse_args(argv)
     if a.from_model:
         if a.preset or a.all or not a.name or not a.text or not a.out:
@@ -869,8 +927,10 @@ def main(argv=None):
         rel = os.path.relpath(os.path.abspath(a.out), ROOT)
         command = (f"python3 {GENERATOR} --from-model {shlex.quote(a.from_model)} --name {a.name} "
                    f"--text {shlex.quote(a.text)} --steps {a.steps} --layer-probes {shlex.quote(a.layer_probes)} "
-                   f"--origin {shlex.quote(a.origin)} -o {rel}")
-        r = generate_from_model(a.from_model, a.name, a.text, a.steps, a.layer_probes, a.out, command, a.origin)
+                   f"--origin {shlex.quote(a.origin)}" + (f" --tokenizer {a.tokenizer}" if a.tokenizer != "hf" else "")
+                   + f" -o {rel}")
+        r = generate_from_model(a.from_model, a.name, a.text, a.steps, a.layer_probes, a.out, command, a.origin,
+                                a.tokenizer)
         print(f"{a.name}: {r['path']} {r['size']} bytes, {r['n_ids']} prompt tokens, {r['n_probes']} probes, "
               f"max|logit| {r['max_logit']:.4f}, greedy {r['tokens']} = {r['continuation']!r}")
         return 0

@@ -755,6 +755,32 @@ static int gemma4_rope(parse_ctx *p, const cJSON *params, const char *type_name,
     return RC_OK;
 }
 
+/* The layers of a gemma stack (gemma4_text, gemma3_text): attention on every layer, sliding (window win, a ring
+ * KV) or full per full[i], head width hd[i] and kv heads kv[i], the RoPE table of its type, q/k norms, a V norm
+ * when v_norm. */
+static int gemma_layers(parse_ctx *p, rc_config *c, int64_t nl, const int *full, const int *hd, const int *kv,
+                        int64_t nh, int64_t win, const int rope_of[2], float attn_scale, int v_norm, int64_t inter)
+{
+    c->layers = rc_calloc(nl, sizeof *c->layers, p->e, "layer descriptions");
+    if (!c->layers)
+        return p->e->code;
+    for (int i = 0; i < nl; i++) {
+        rc_layer_desc *l = &c->layers[i];
+        l->mixer = RC_MIXER_ATTN;
+        l->state = full[i] ? RC_STATE_KV : RC_STATE_KV_RING;
+        l->n_heads = (int)nh;
+        l->n_kv_heads = kv[i];
+        l->head_dim = hd[i];
+        l->window = full[i] ? 0 : (int)win;
+        l->rope = rope_of[full[i]];
+        l->attn_scale = attn_scale;
+        l->q_norm = l->k_norm = 1;
+        l->v_norm = v_norm;
+        l->intermediate = (int)inter;
+    }
+    return RC_OK;
+}
+
 static int parse_gemma4_text(parse_ctx *p, rc_config *c)
 {
     static const name_val types[] = {{"sliding_attention", 0}, {"full_attention", 1}, {NULL, 0}};
@@ -891,26 +917,167 @@ static int parse_gemma4_text(parse_ctx *p, rc_config *c)
     c->ple_dim = (int)P;
     c->ple_vocab = P ? Vp : 0;
     snprintf(c->weight_prefix, sizeof c->weight_prefix, "model.");
-    c->layers = rc_calloc(nl, sizeof *c->layers, p->e, "layer descriptions");
-    if (!c->layers) {
-        rc = p->e->code;
-        goto out_rope;
-    }
-    for (int i = 0; i < nl; i++) {
-        rc_layer_desc *l = &c->layers[i];
-        l->mixer = RC_MIXER_ATTN;
-        l->state = full[i] ? RC_STATE_KV : RC_STATE_KV_RING;
-        l->n_heads = (int)nh;
-        l->n_kv_heads = lkv[i];
-        l->head_dim = lhd[i];
-        l->window = full[i] ? 0 : (int)win;
-        l->rope = rope_of[full[i]];
-        l->attn_scale = 1.0f; /* q and k are RMS-normalised instead */
-        l->q_norm = l->k_norm = l->v_norm = 1;
-        l->intermediate = (int)inter;
-    }
+    /* attention scale 1: q and k are RMS-normalised instead */
+    rc = gemma_layers(p, c, nl, full, lhd, lkv, nh, win, rope_of, 1.0f, 1, inter);
 out_rope:
     cJSON_Delete(defaults);
+out:
+    free(full);
+    return rc;
+}
+
+/* ---- gemma3_text: gemma4's sandwich layout without its extensions ---- */
+
+/* One gemma3 RoPE table, for the layers of type full (1) or sliding (0), merged as HF's Gemma3TextConfig merges
+ * it: rope_parameters.<layer type> (absent: default), a legacy rope_scaling updating the full layers' entry, and a
+ * missing rope_theta taken from theta (rope_theta for full layers, rope_local_base_freq for sliding ones). default
+ * or linear, over the whole head (HF's gemma3 tables ignore partial_rotary_factor). */
+static int gemma3_rope(parse_ctx *p, const cJSON *params, const cJSON *legacy, int full, double theta, int D,
+                       rc_rope_desc *r)
+{
+    const char *type_name = full ? "full_attention" : "sliding_attention";
+    char name[64], key[96];
+    snprintf(name, sizeof name, "rope_parameters.%s", type_name);
+    const cJSON *ent = params ? cJSON_GetObjectItemCaseSensitive(params, type_name) : NULL;
+    if (ent && !cJSON_IsNull(ent) && !cJSON_IsObject(ent))
+        return bad(p, name, ent, "expected an object");
+    cJSON *m = ent && cJSON_IsObject(ent) ? cJSON_Duplicate(ent, 1) : cJSON_CreateObject();
+    int rc = m ? RC_OK : rc_fail(p->e, RC_E_NOMEM, "config: out of memory");
+    const cJSON *it;
+    if (!rc && full && legacy)
+        cJSON_ArrayForEach(it, legacy) {
+            cJSON *d = cJSON_Duplicate(it, 1);
+            if (!d || (cJSON_GetObjectItemCaseSensitive(m, it->string)
+                           ? !cJSON_ReplaceItemInObjectCaseSensitive(m, it->string, d)
+                           : !cJSON_AddItemToObject(m, it->string, d))) {
+                cJSON_Delete(d);
+                rc = rc_fail(p->e, RC_E_NOMEM, "config: out of memory");
+                break;
+            }
+        }
+    rope_fields f = {.type = "default", .theta = -1, .prf = -1, .factor = -1};
+    if (!rc)
+        rc = read_rope_dict(p, name, m, NULL, &f);
+    const int is_default = !rc && strcmp(f.type, "default") == 0, is_linear = !rc && strcmp(f.type, "linear") == 0;
+    snprintf(key, sizeof key, "%s.rope_type", name);
+    if (!rc && !is_default && !is_linear)
+        rc = bad_str(p, key, f.type, "rope type not implemented for gemma3 (default, linear)");
+    if (!rc && f.unknown)
+        rc = bad(p, f.unknown_key, f.unknown, "not implemented");
+    snprintf(key, sizeof key, "%s.factor", name);
+    if (!rc && is_default && f.factor > 0)
+        rc = bad_num(p, key, f.factor, "not implemented for rope_type default");
+    if (!rc && is_linear && !(f.factor > 0))
+        rc = missing(p, key);
+    if (!rc && f.theta > 0)
+        theta = f.theta;
+    snprintf(key, sizeof key, "%s.rope_theta", name);
+    if (!rc && !(theta > 0 && isfinite(theta)))
+        rc = bad_num(p, key, theta, "must be positive");
+    cJSON_Delete(m);
+    if (rc)
+        return rc;
+    memset(r, 0, sizeof *r);
+    snprintf(r->kind, sizeof r->kind, "%s", full ? "full" : "sliding");
+    r->type = is_linear ? RC_ROPE_LINEAR : RC_ROPE_DEFAULT;
+    r->theta = theta;
+    r->factor = is_linear ? f.factor : 1.0;
+    r->head_dim = r->rot_dim = r->exp_den = D;
+    r->n_freq = D / 2;
+    return RC_OK;
+}
+
+/* gemma3_text (docs/architectures.md, "The families"): the sandwich-norm layer of gemma4 with (1 + w) RMSNorms
+ * everywhere (block, post and q/k norms), no V norm, the attention scale query_pre_attn_scalar^-0.5, one head
+ * width, a default (or linear) RoPE table per layer type, and none of gemma4's per-layer embeddings or
+ * layer_scalar. Defaults are HF's Gemma3TextConfig's. */
+static int parse_gemma3_text(parse_ctx *p, rc_config *c)
+{
+    static const name_val types[] = {{"sliding_attention", 0}, {"full_attention", 1}, {NULL, 0}};
+    int64_t vocab, hidden, inter, nl, nh, nkv, hd, win, pattern;
+    double eps, softcap, qpas, theta_full, theta_local;
+    int rc, given, bidir;
+    if ((rc = get_sizes(p, &vocab, &hidden, &inter, &nl, &nh)) ||
+        (rc = get_int(p, "num_key_value_heads", 4, 1, 4096, &nkv)) ||
+        (rc = get_int(p, "head_dim", 256, 2, 4096, &hd)) ||
+        (rc = get_int(p, "sliding_window", 4096, 1, INT32_MAX, &win)) ||
+        (rc = get_int(p, "sliding_window_pattern", 6, 1, 4096, &pattern)) ||
+        (rc = get_num(p, "query_pre_attn_scalar", 256, &qpas)) ||
+        (rc = get_num(p, "rms_norm_eps", 1e-6, &eps)) ||
+        (rc = get_num(p, "final_logit_softcapping", 0.0, &softcap)) ||
+        (rc = get_num(p, "rope_theta", 1e6, &theta_full)) ||
+        (rc = get_num(p, "rope_local_base_freq", 1e4, &theta_local)) ||
+        (rc = get_act(p, "hidden_activation", "gelu_pytorch_tanh", &c->act)) ||
+        (rc = get_bool(p, "attention_bias", 0, &c->attn_bias)) ||
+        (rc = get_bool(p, "tie_word_embeddings", 1, &c->tie_embeddings)) ||
+        (rc = get_bool(p, "use_bidirectional_attention", 0, &bidir)) ||
+        (rc = require_off(p, "attn_logit_softcapping")))
+        return rc;
+    if (bidir)
+        return bad(p, "use_bidirectional_attention", field(p, "use_bidirectional_attention"),
+                   "not implemented (bidirectional attention)");
+    if (!(qpas > 0))
+        return bad_num(p, "query_pre_attn_scalar", qpas, "must be positive");
+    if (field(p, "final_logit_softcapping") && !(softcap > 0))
+        return bad_num(p, "final_logit_softcapping", softcap, "must be positive or null");
+    if (!(eps > 0))
+        return bad_num(p, "rms_norm_eps", eps, "must be positive");
+    if (nh % nkv || hd % 2)
+        return rc_fail(p->e, RC_E_UNSUPPORTED,
+                       "config: head_dim %lld and %lld kv heads for %lld heads: needs an even head_dim and a kv head "
+                       "count dividing num_attention_heads",
+                       (long long)hd, (long long)nkv, (long long)nh);
+    const cJSON *params = field(p, "rope_parameters"), *legacy = field(p, "rope_scaling"), *it;
+    if (params && !cJSON_IsObject(params))
+        return bad(p, "rope_parameters", params, "expected an object keyed by layer type");
+    if (legacy && !cJSON_IsObject(legacy))
+        return bad(p, "rope_scaling", legacy, "expected an object");
+    if (params)
+        cJSON_ArrayForEach(it, params) {
+            if (strcmp(it->string, types[0].name) && strcmp(it->string, types[1].name)) {
+                char key[96];
+                snprintf(key, sizeof key, "rope_parameters.%s", it->string);
+                return bad(p, key, it, "expected an entry per layer type (sliding_attention, full_attention)");
+            }
+        }
+
+    int *full = rc_calloc(3 * nl, sizeof *full, p->e, "layer types"); /* full[], then head dims and kv heads */
+    if (!full)
+        return p->e->code;
+    if ((rc = read_layer_types(p, nl, types, full, &given)))
+        goto out;
+    if (!given) /* HF: every pattern-th layer is full, the others sliding (no layer forced) */
+        for (int i = 0; i < nl; i++)
+            full[i] = (i + 1) % pattern == 0;
+    int rope_of[2] = {-1, -1};
+    c->n_ropes = 0;
+    for (int t = 0; t < 2; t++) {
+        int used = 0;
+        for (int i = 0; i < nl; i++)
+            used |= full[i] == t;
+        if (!used)
+            continue;
+        rope_of[t] = c->n_ropes;
+        if ((rc = gemma3_rope(p, params, legacy, t, t ? theta_full : theta_local, (int)hd, &c->ropes[c->n_ropes++])))
+            goto out;
+    }
+    c->vocab = vocab;
+    c->hidden = hidden;
+    c->n_layers = (int)nl;
+    c->eps = (float)eps;
+    c->norm = RC_NORM_1PW;
+    c->qk_norm = RC_NORM_1PW;
+    c->v_norm = RC_NORM_1PW; /* no layer normalises V */
+    c->emb_scale = (float)sqrt((double)hidden); /* HF: fp32 tensor of hidden_size ** 0.5 */
+    c->final_softcap = (float)softcap;
+    c->post_norms = 1;
+    snprintf(c->weight_prefix, sizeof c->weight_prefix, "model.");
+    for (int i = 0; i < nl; i++) {
+        full[nl + i] = (int)hd;
+        full[2 * nl + i] = (int)nkv;
+    }
+    rc = gemma_layers(p, c, nl, full, full + nl, full + 2 * nl, nh, win, rope_of,
+                      (float)pow(qpas, -0.5) /* HF: query_pre_attn_scalar ** -0.5 */, 0, inter);
 out:
     free(full);
     return rc;
@@ -919,7 +1086,8 @@ out:
 /* The model_types rc_config_parse implements: X("model_type", parser). */
 #define RC_MODEL_TYPES(X)                                                                                   \
     X("llama", parse_llama) X("qwen3", parse_qwen3) X("mistral", parse_mistral) X("qwen3_5_text", parse_qwen3_5_text)                  \
-    X("qwen3_5", parse_qwen3_5) X("gemma4_text", parse_gemma4_text) X("gemma4", parse_gemma4)
+    X("qwen3_5", parse_qwen3_5) X("gemma3_text", parse_gemma3_text) X("gemma4_text", parse_gemma4_text)         \
+    X("gemma4", parse_gemma4)
 
 typedef struct arch_entry {
     const char *model_type;

@@ -19,18 +19,19 @@ static const rc_config_field fields[] = {
     MATH("head_dim", "width of a head; also the attention scale head_dim^-0.5")
     MATH("rms_norm_eps", "the epsilon of every RMSNorm")
     MATH("hidden_act", "the MLP activation (silu, gelu_pytorch_tanh)")
-    MATH("hidden_activation", "gemma4's name for hidden_act")
+    MATH("hidden_activation", "gemma3 / gemma4's name for hidden_act")
     MATH("attention_bias", "biases on the q/k/v/o projections")
     MATH("mlp_bias", "llama: biases on the MLP projections")
     MATH("tie_word_embeddings", "the LM head is the embedding matrix")
     MATH("rope_theta", "RoPE base (legacy top-level spelling)")
-    MATH("rope_parameters", "RoPE type and parameters: default, linear, llama3, yarn (and gemma4's proportional)")
+    MATH("rope_parameters", "RoPE type and parameters: default, linear, llama3, yarn (and gemma4's proportional); gemma: "
+         "one entry per layer type")
     MATH("rope_scaling", "the legacy spelling of rope_parameters")
     MATH("partial_rotary_factor", "qwen3_5: the rotated fraction of each head")
     MATH("original_max_position_embeddings", "llama3 / yarn: the pre-extension context (wins over rope_parameters')")
     MATH("layer_types", "per-layer mixer / attention kind")
     MATH("use_sliding_window", "qwen3: must be false (sliding-window qwen3 not implemented)")
-    MATH("sliding_window", "gemma4: window of sliding layers; qwen3: inert while use_sliding_window is false; "
+    MATH("sliding_window", "gemma3 / gemma4: window of sliding layers; qwen3: inert while use_sliding_window is false; "
          "mistral: must be null")
     MATH("max_window_layers", "qwen3: inert while use_sliding_window is false")
     MATH("full_attention_interval", "qwen3_5: every n-th layer is full attention")
@@ -44,9 +45,10 @@ static const rc_config_field fields[] = {
     MATH("num_global_key_value_heads", "gemma4: K/V heads of full layers (only with attention_k_eq_v)")
     MATH("vocab_size_per_layer_input", "gemma4: rows of the per-layer embedding table")
     MATH("hidden_size_per_layer_input", "gemma4: per-layer embedding width (0 / null: none)")
-    MATH("final_logit_softcapping", "gemma4: logits = c tanh(logits / c)")
+    MATH("final_logit_softcapping", "gemma3 / gemma4: logits = c tanh(logits / c)")
     MATH("per_layer_config", "gemma4: per-layer head_dim / K/V heads overrides")
-    MATH("use_bidirectional_attention", "gemma4: null or \"vision\" (changes nothing for text input); else refused")
+    MATH("use_bidirectional_attention", "gemma4: null or \"vision\" (changes nothing for text input); gemma3: false; "
+         "else refused")
     MATH("attention_k_eq_v", "gemma4: must be false (V = K projection not implemented)")
     MATH("num_kv_shared_layers", "gemma4: must be 0 (KV sharing across layers not implemented)")
     MATH("enable_moe_block", "gemma4: must be false (mixture of experts not implemented)")
@@ -54,10 +56,11 @@ static const rc_config_field fields[] = {
     MATH("num_experts", "gemma4: read only with enable_moe_block")
     MATH("top_k_experts", "gemma4: read only with enable_moe_block")
     MATH("moe_intermediate_size", "gemma4: read only with enable_moe_block")
+    MATH("query_pre_attn_scalar", "gemma3: the attention scale is query_pre_attn_scalar^-0.5")
+    MATH("rope_local_base_freq", "gemma3: the RoPE base of sliding layers (legacy spelling; default 10000)")
+    MATH("sliding_window_pattern", "gemma3: every n-th layer is full when layer_types is absent")
     /* ---- math refused by name ---- */
     REFUSE("attn_logit_softcapping", "attention logit softcapping (gemma2)")
-    REFUSE("query_pre_attn_scalar", "attention scale from a separate scalar (gemma2/3)")
-    REFUSE("rope_local_base_freq", "a second RoPE base for local layers (gemma3)")
     REFUSE("attention_chunk_size", "chunked local attention (llama4)")
     REFUSE("no_rope_layers", "layers without RoPE (smollm3, llama4)")
     REFUSE("num_local_experts", "mixture of experts")
@@ -80,6 +83,8 @@ static const rc_config_field fields[] = {
          "(mtp.*) are skipped; the next-token forward does not use them")
     /* ---- metadata: read, type-checked and ignored; none can change the forward pass ---- */
     META("model_type", "str", "selects the parser; refused there when not implemented")
+    META("_sliding_window_pattern", "int|null", "gemma3: HF's record of sliding_window_pattern, recomputed on load "
+         "(layer_types, or sliding_window_pattern, decide)")
     META("architectures", "strs|null", "the HF class names that load the checkpoint")
     META("_name_or_path", "str|null", "where the config was loaded from")
     META("_model_name_or_path", "str|null", "the model's name, as a GGUF export writes it")

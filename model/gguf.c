@@ -1,4 +1,4 @@
-/* GGUF reader: header, key/values, tensor infos, dequantization, and the llama mapping onto HF names. */
+/* GGUF reader: header, key/values, tensor infos, dequantization, and the llama and gemma3 mappings onto HF names. */
 #include "gguf.h"
 
 #include <cjson/cJSON.h>
@@ -590,10 +590,33 @@ int rc_gguf_tensor_f32(const rc_gguf *g, const rc_gguf_tensor *t, float **out, r
     return RC_OK;
 }
 
-/* ---- llama: metadata -> config.json, tensor names -> HF names ---- */
+/* ---- architectures: metadata -> config.json, tensor names -> HF names (transformers' GGUF loader) ---- */
 
-/* llama.<key> -> HF config field (transformers' GGUF_CONFIG_MAPPING["llama"]) */
-static const struct { const char *gguf, *hf; int is_float; } llama_keys[] = {
+typedef struct gguf_key {
+    const char *gguf, *hf; /* <arch>.<gguf> -> HF config field hf; NULL: read, not a config field */
+    int is_float;
+} gguf_key;
+
+typedef struct gguf_name {
+    const char *gguf, *hf;
+} gguf_name;
+
+/* One architecture the reader maps as transformers 5.17's GGUF loader does (GGUF_CONFIG_MAPPING and its tensor
+ * processors): the keys it turns into config fields, the tensor names, and what it does to the values. */
+typedef struct gguf_arch {
+    const char *name;           /* general.architecture */
+    const char *model_type;     /* the config's; NULL: llama, or mistral for a file named so (as HF) */
+    const gguf_key *keys;
+    int n_keys;
+    const gguf_name *layer;     /* blk.N.<gguf> -> model.layers.N.<hf> */
+    int n_layer;
+    int permute_qk;             /* llama: q/k rows un-interleaved (LlamaTensorProcessor) */
+    int norm_minus_one;         /* gemma: every *norm.weight loaded as the file's value - 1 (Gemma2TensorProcessor:
+                                 * llama.cpp's converter stores gemma's 1 + w, HF's norm adds the 1 back) */
+    int output_tensor;          /* an output.weight (untied lm_head) maps to lm_head.weight */
+} gguf_arch;
+
+static const gguf_key llama_keys[] = {
     {"context_length", "max_position_embeddings", 0},
     {"block_count", "num_hidden_layers", 0},
     {"feed_forward_length", "intermediate_size", 0},
@@ -605,28 +628,71 @@ static const struct { const char *gguf, *hf; int is_float; } llama_keys[] = {
     {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1},
     {"vocab_size", "vocab_size", 0},
 };
-#define N_LLAMA_KEYS ((int)(sizeof llama_keys / sizeof llama_keys[0]))
 
-/* blk.N.<gguf> -> model.layers.N.<hf> */
-static const struct { const char *gguf, *hf; } llama_layer_names[] = {
+static const gguf_name llama_layer_names[] = {
     {"attn_norm", "input_layernorm"},     {"attn_q", "self_attn.q_proj"},   {"attn_k", "self_attn.k_proj"},
     {"attn_v", "self_attn.v_proj"},       {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
     {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},        {"ffn_down", "mlp.down_proj"},
 };
 
-/* The HF name of a llama GGUF tensor into hf (empty when there is none); *qk = 1 for q, 2 for k. */
-static void llama_hf_name(const char *name, char *hf, size_t cap, int *qk)
+/* gemma3: rope.dimension_count and attention.value_length are not config fields in HF's mapping (HF uses
+ * head_dim for both); they are read and must equal attention.key_length, so that llama.cpp and HF agree. Every
+ * other gemma3_text field keeps Gemma3TextConfig's default (query_pre_attn_scalar 256, the sliding layers' RoPE
+ * base 10000, a full layer every sixth), which parse_gemma3_text applies. */
+static const gguf_key gemma3_keys[] = {
+    {"context_length", "max_position_embeddings", 0},
+    {"block_count", "num_hidden_layers", 0},
+    {"feed_forward_length", "intermediate_size", 0},
+    {"embedding_length", "hidden_size", 0},
+    {"rope.dimension_count", NULL, 0},
+    {"rope.freq_base", "rope_theta", 1},
+    {"attention.key_length", "head_dim", 0},
+    {"attention.value_length", NULL, 0},
+    {"attention.head_count", "num_attention_heads", 0},
+    {"attention.head_count_kv", "num_key_value_heads", 0},
+    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1},
+    {"attention.sliding_window", "sliding_window", 0},
+    {"vocab_size", "vocab_size", 0},
+};
+
+static const gguf_name gemma3_layer_names[] = {
+    {"attn_norm", "input_layernorm"},
+    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"},
+    {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"},
+    {"post_attention_norm", "post_attention_layernorm"},
+    {"ffn_norm", "pre_feedforward_layernorm"},
+    {"post_ffw_norm", "post_feedforward_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},
+    {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+
+#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+static const gguf_arch archs[] = {
+    {"llama", NULL, llama_keys, N_OF(llama_keys), llama_layer_names, N_OF(llama_layer_names), 1, 0, 1},
+    /* HF: a gemma3 GGUF holds the text model only (model_type gemma3_text), its head tied to the embedding */
+    {"gemma3", "gemma3_text", gemma3_keys, N_OF(gemma3_keys), gemma3_layer_names, N_OF(gemma3_layer_names), 0, 1, 0},
+};
+#define GGUF_ARCH_LIST "llama, gemma3"
+
+/* The HF name of a GGUF tensor into hf (empty when there is none); *qk = 1 for q, 2 for k. */
+static void hf_name(const gguf_arch *A, const char *name, char *hf, size_t cap, int *qk)
 {
-    static const struct { const char *gguf, *hf; } globals[] = {
+    static const gguf_name globals[] = {
         {"token_embd.weight", "model.embed_tokens.weight"},
         {"output_norm.weight", "model.norm.weight"},
         {"output.weight", "lm_head.weight"},
     };
     hf[0] = 0;
     *qk = 0;
-    for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
+    for (int i = 0; i < N_OF(globals); i++)
         if (!strcmp(name, globals[i].gguf)) {
-            snprintf(hf, cap, "%s", globals[i].hf);
+            if (i < 2 || A->output_tensor)
+                snprintf(hf, cap, "%s", globals[i].hf);
             return;
         }
     int layer, n = 0;
@@ -638,49 +704,74 @@ static void llama_hf_name(const char *name, char *hf, size_t cap, int *qk)
     snprintf(canon, sizeof canon, "blk.%d.%s.%s", layer, part, kind);
     if (strcmp(canon, name)) /* no leading zeros or signs in the layer number */
         return;
-    for (size_t i = 0; i < sizeof llama_layer_names / sizeof llama_layer_names[0]; i++)
-        if (!strcmp(part, llama_layer_names[i].gguf)) {
-            snprintf(hf, cap, "model.layers.%d.%s.%s", layer, llama_layer_names[i].hf, kind);
-            *qk = !strcmp(part, "attn_q") ? 1 : !strcmp(part, "attn_k") ? 2 : 0;
+    for (int i = 0; i < A->n_layer; i++)
+        if (!strcmp(part, A->layer[i].gguf)) {
+            snprintf(hf, cap, "model.layers.%d.%s.%s", layer, A->layer[i].hf, kind);
+            if (A->permute_qk)
+                *qk = !strcmp(part, "attn_q") ? 1 : !strcmp(part, "attn_k") ? 2 : 0;
         }
 }
 
+/* A config number from an <arch>.<key> value. */
+static int key_number(const rc_gguf *g, const rc_gguf_kv *kv, int is_float, double *v, rc_err *e)
+{
+    int64_t iv;
+    if (is_float)
+        return rc_gguf_get_float(g, kv, v, e);
+    int rc = rc_gguf_get_int(g, kv, &iv, e);
+    *v = (double)iv;
+    return rc;
+}
+
 /* The description HF's GGUF loader builds, as the config.json text rc_config_parse reads. */
-static int llama_config_json(const rc_gguf *g, char **out, int64_t *n_heads, int64_t *n_kv_heads, rc_err *e)
+static int arch_config_json(const rc_gguf *g, const gguf_arch *A, char **out, int64_t *n_heads, int64_t *n_kv_heads,
+                            rc_err *e)
 {
     *out = NULL;
     cJSON *j = cJSON_CreateObject();
     if (!j)
         return rc_fail(e, RC_E_NOMEM, "out of host memory");
     int rc = RC_OK;
-    const rc_gguf_kv *name = rc_gguf_find(g, "general.name");
-    rc_gguf_str s = {"", 0};
-    if (name && (rc = rc_gguf_get_str(g, name, &s, e)))
-        goto done;
-    /* transformers loads a llama GGUF named exactly "mistral" as model_type mistral ("mistral" in [name]) */
-    cJSON_AddStringToObject(j, "model_type", s.len == 7 && !memcmp(s.s, "mistral", 7) ? "mistral" : "llama");
+    const size_t plen = strlen(A->name);
+    double unmapped[2] = {-1, -1}; /* gemma3: rope.dimension_count, attention.value_length */
+    if (!A->model_type) {
+        const rc_gguf_kv *name = rc_gguf_find(g, "general.name");
+        rc_gguf_str s = {"", 0};
+        if (name && (rc = rc_gguf_get_str(g, name, &s, e)))
+            goto done;
+        /* transformers loads a llama GGUF named exactly "mistral" as model_type mistral ("mistral" in [name]) */
+        cJSON_AddStringToObject(j, "model_type", s.len == 7 && !memcmp(s.s, "mistral", 7) ? "mistral" : "llama");
+    } else
+        cJSON_AddStringToObject(j, "model_type", A->model_type);
     for (int64_t i = 0; i < g->n_kv; i++) {
         const rc_gguf_kv *kv = &g->kv[i];
-        if (strncmp(kv->key, "llama.", 6))
+        if (strncmp(kv->key, A->name, plen) || kv->key[plen] != '.')
             continue;
+        const char *sub = kv->key + plen + 1;
         int k = 0;
-        while (k < N_LLAMA_KEYS && strcmp(kv->key + 6, llama_keys[k].gguf))
+        while (k < A->n_keys && strcmp(sub, A->keys[k].gguf))
             k++;
-        if (k == N_LLAMA_KEYS) {
-            rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF key '%s' is not supported (HF's llama mapping ignores it)",
-                         g->path, kv->key);
+        if (k == A->n_keys) {
+            rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF key '%s' is not supported (HF's %s mapping ignores it)",
+                         g->path, kv->key, A->name);
             goto done;
         }
         double v;
-        int64_t iv;
-        if (llama_keys[k].is_float)
-            rc = rc_gguf_get_float(g, kv, &v, e);
-        else if ((rc = rc_gguf_get_int(g, kv, &iv, e)) == RC_OK)
-            v = (double)iv;
-        if (rc)
+        if ((rc = key_number(g, kv, A->keys[k].is_float, &v, e)))
             goto done;
-        cJSON_AddNumberToObject(j, llama_keys[k].hf, v);
+        if (A->keys[k].hf)
+            cJSON_AddNumberToObject(j, A->keys[k].hf, v);
+        else
+            unmapped[!strcmp(sub, "attention.value_length")] = v;
     }
+    const cJSON *hd = cJSON_GetObjectItemCaseSensitive(j, "head_dim");
+    for (int u = 0; u < 2; u++)
+        if (unmapped[u] >= 0 && !(cJSON_IsNumber(hd) && hd->valuedouble == unmapped[u])) {
+            rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF key '%s.%s' = %g differs from %s.attention.key_length: not "
+                         "supported (HF's %s mapping uses head_dim for both)", g->path, A->name,
+                         u ? "attention.value_length" : "rope.dimension_count", unmapped[u], A->name, A->name);
+            goto done;
+        }
     const rc_gguf_tensor *emb = rc_gguf_find_tensor(g, "token_embd.weight");
     if (!cJSON_GetObjectItemCaseSensitive(j, "vocab_size")) {
         const rc_gguf_kv *tok = rc_gguf_find(g, "tokenizer.ggml.tokens");
@@ -693,9 +784,11 @@ static int llama_config_json(const rc_gguf *g, char **out, int64_t *n_heads, int
     const cJSON *kvh = cJSON_GetObjectItemCaseSensitive(j, "num_key_value_heads");
     *n_heads = cJSON_IsNumber(h) ? (int64_t)h->valuedouble : 0;
     *n_kv_heads = cJSON_IsNumber(kvh) ? (int64_t)kvh->valuedouble : *n_heads;
-    cJSON_AddBoolToObject(j, "tie_word_embeddings", rc_gguf_find_tensor(g, "output.weight") == NULL);
-    cJSON_AddBoolToObject(j, "attention_bias", rc_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL);
-    cJSON_AddBoolToObject(j, "mlp_bias", rc_gguf_find_tensor(g, "blk.0.ffn_gate.bias") != NULL);
+    if (A->output_tensor) {
+        cJSON_AddBoolToObject(j, "tie_word_embeddings", rc_gguf_find_tensor(g, "output.weight") == NULL);
+        cJSON_AddBoolToObject(j, "attention_bias", rc_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL);
+        cJSON_AddBoolToObject(j, "mlp_bias", rc_gguf_find_tensor(g, "blk.0.ffn_gate.bias") != NULL);
+    }
     if (!(*out = cJSON_PrintUnformatted(j)))
         rc = rc_fail(e, RC_E_NOMEM, "out of host memory");
 done:
@@ -749,17 +842,24 @@ static int keep_qtensor(const rc_gguf_tensor *t, const char *hf, int64_t heads, 
     return RC_OK;
 }
 
-static int load_llama_tensors(const rc_gguf *g, int64_t n_heads, int64_t n_kv_heads, rc_tensors *store,
-                              rc_quant *quant, rc_err *e)
+/* *norm.weight: HF's gemma rule (the name ends in norm.weight) */
+static int is_norm_weight(const char *hf)
+{
+    const size_t n = strlen(hf);
+    return n >= 11 && !strcmp(hf + n - 11, "norm.weight");
+}
+
+static int load_tensors(const rc_gguf *g, const gguf_arch *A, int64_t n_heads, int64_t n_kv_heads, rc_tensors *store,
+                        rc_quant *quant, rc_err *e)
 {
     for (int64_t i = 0; i < g->n_t; i++) {
         const rc_gguf_tensor *t = &g->t[i];
         char hf[GGUF_MAX_NAME + 64];
         int qk, rc;
-        llama_hf_name(t->name, hf, sizeof hf, &qk);
+        hf_name(A, t->name, hf, sizeof hf, &qk);
         if (!hf[0])
-            return rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF tensor '%s' has no llama weight it maps to", g->path,
-                           t->name);
+            return rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF tensor '%s' has no %s weight it maps to", g->path, t->name,
+                           A->name);
         int64_t shape[RC_MAX_DIMS];
         for (int d = 0; d < t->ndim; d++) /* GGUF lists dimensions innermost first */
             shape[d] = t->ne[t->ndim - 1 - d];
@@ -772,10 +872,18 @@ static int load_llama_tensors(const rc_gguf *g, int64_t n_heads, int64_t n_kv_he
             free(w);
             return rc;
         }
+        const int minus_one = A->norm_minus_one && is_norm_weight(hf);
+        if (minus_one) {
+            int64_t n = 1;
+            for (int d = 0; d < t->ndim; d++)
+                n *= shape[d];
+            for (int64_t k = 0; k < n; k++) /* fp32, one rounding: numpy's float32 weights - 1 */
+                w[k] -= 1.0f;
+        }
         if ((rc = rc_tensors_add(store, hf, t->ndim, shape, w, e)))
             return rc;
         const int qtype = t->type == RC_GGML_Q8_0 || t->type == RC_GGML_Q4_0 || t->type == RC_GGML_Q4_1;
-        if (quant && qtype && t->ndim == 2 && (rc = keep_qtensor(t, hf, heads, quant, e)))
+        if (quant && qtype && t->ndim == 2 && !minus_one && (rc = keep_qtensor(t, hf, heads, quant, e)))
             return rc;
     }
     return RC_OK;
@@ -792,20 +900,26 @@ int rc_gguf_load_model(const char *path, rc_config *cfg, rc_tensors *store, rc_q
     rc_gguf_str a;
     char *json = NULL;
     int64_t nh = 0, nkv = 0;
+    const gguf_arch *A = NULL;
     if (!arch)
         rc = rc_fail(e, RC_E_FORMAT, "%s: GGUF key 'general.architecture' is missing", path);
-    else if ((rc = rc_gguf_get_str(&g, arch, &a, e)) == RC_OK && !(a.len == 5 && !memcmp(a.s, "llama", 5)))
-        rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF architecture '%.*s' is not supported (supported: llama)", path,
-                     (int)(a.len > 64 ? 64 : a.len), a.s);
+    else if ((rc = rc_gguf_get_str(&g, arch, &a, e)) == RC_OK) {
+        for (int i = 0; i < N_OF(archs) && !A; i++)
+            if (a.len == strlen(archs[i].name) && !memcmp(a.s, archs[i].name, a.len))
+                A = &archs[i];
+        if (!A)
+            rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF architecture '%.*s' is not supported (supported: "
+                         GGUF_ARCH_LIST ")", path, (int)(a.len > 64 ? 64 : a.len), a.s);
+    }
     if (!rc)
-        rc = llama_config_json(&g, &json, &nh, &nkv, e);
+        rc = arch_config_json(&g, A, &json, &nh, &nkv, e);
     if (!rc && (rc = rc_config_parse(json, cfg, e))) {
         char tmp[sizeof e->msg];
         snprintf(tmp, sizeof tmp, "%s", e->msg);
         rc = rc_fail(e, rc, "%s: %s", path, tmp);
     }
     if (!rc)
-        rc = load_llama_tensors(&g, nh, nkv, store, quant, e);
+        rc = load_tensors(&g, A, nh, nkv, store, quant, e);
     free(json);
     rc_gguf_close(&g);
     if (rc) {

@@ -1,4 +1,4 @@
-/* model/ for qwen3_5_text, its qwen3_5 wrapper and gemma4_text: the description the goldens' configs
+/* model/ for qwen3_5_text, its qwen3_5 wrapper, gemma4_text and gemma3_text: the description the goldens' configs
  * parse into, the documented alternative spellings, the capability gate (every unsupported option is
  * refused by name: each case takes a golden's config and flips one field), weight binding, caps. */
 #include <setjmp.h>
@@ -19,7 +19,7 @@
 #include "model.h"
 #include "testutil.h"
 
-static char *qwen_json, *gemma_json, *wrap_json; /* the goldens' config_json, and qwen3_5 wrapping it */
+static char *qwen_json, *gemma_json, *g3_json, *wrap_json; /* the goldens' config_json, and qwen3_5 wrapping it */
 
 static void parse_ok(char *json, rc_config *c)
 {
@@ -214,7 +214,108 @@ static void test_gemma4_spellings(void **state)
     rc_config_free(&c);
 }
 
+static void test_gemma3(void **state)
+{
+    (void)state;
+    rc_config c;
+    parse_ok(strdup(g3_json), &c);
+    assert_string_equal(c.model_type, "gemma3_text");
+    assert_int_equal(c.n_layers, 6);
+    for (int i = 0; i < 6; i++) {
+        const rc_layer_desc *l = &c.layers[i];
+        int full = i == 2 || i == 5;
+        assert_int_equal(l->mixer, RC_MIXER_ATTN);
+        assert_int_equal(l->state, full ? RC_STATE_KV : RC_STATE_KV_RING);
+        assert_int_equal(l->window, full ? 0 : 8);
+        assert_int_equal(l->head_dim, 16);
+        assert_int_equal(l->n_kv_heads, 2);
+        assert_int_equal(l->rope, full ? 1 : 0);
+        assert_true(l->attn_scale == (float)pow(24.0, -0.5)); /* query_pre_attn_scalar 24, not head_dim 16 */
+        assert_true(l->q_norm && l->k_norm && !l->v_norm && !l->out_gate);
+    }
+    assert_int_equal(c.norm, RC_NORM_1PW);
+    assert_int_equal(c.qk_norm, RC_NORM_1PW);
+    assert_int_equal(c.act, RC_ACT_GELU_TANH);
+    assert_true(c.emb_scale == 8.0f && c.final_softcap == 0.0f);
+    assert_true(c.post_norms && !c.layer_scalar && !c.ple_dim && c.tie_embeddings);
+    assert_string_equal(c.weight_prefix, "model.");
+    assert_int_equal(c.n_ropes, 2);
+    assert_string_equal(c.ropes[0].kind, "sliding");
+    assert_true(c.ropes[0].type == RC_ROPE_DEFAULT && c.ropes[0].rot_dim == 16 && c.ropes[0].n_freq == 8);
+    assert_true(c.ropes[0].theta == 1e4 && c.ropes[0].factor == 1.0);
+    assert_string_equal(c.ropes[1].kind, "full");
+    assert_true(c.ropes[1].type == RC_ROPE_LINEAR && c.ropes[1].rot_dim == 16 && c.ropes[1].n_freq == 8);
+    assert_true(c.ropes[1].exp_den == 16 && c.ropes[1].theta == 1e6 && c.ropes[1].factor == 8.0);
+    assert_int_equal(rc_config_features(&c) & (RC_FEAT_V_NORM | RC_FEAT_PLE | RC_FEAT_LAYER_SCALAR), 0);
+    rc_config_free(&c);
+}
+
+static void test_gemma3_spellings(void **state)
+{
+    (void)state;
+    rc_config c;
+    /* transformers 4.x's spelling (HF merges it as the dictionary form): top-level rope_theta for full layers,
+     * rope_local_base_freq for sliding ones, rope_scaling applied to full layers */
+    parse_ok(EDIT(g3_json, "rope_parameters", NULL, "rope_theta", "1000000.0", "rope_local_base_freq", "10000.0",
+                  "rope_scaling", "{\"rope_type\": \"linear\", \"factor\": 8.0}"),
+             &c);
+    assert_true(c.ropes[0].type == RC_ROPE_DEFAULT && c.ropes[0].theta == 1e4);
+    assert_true(c.ropes[1].type == RC_ROPE_LINEAR && c.ropes[1].theta == 1e6 && c.ropes[1].factor == 8.0);
+    rc_config_free(&c);
+    /* HF's defaults: no rope fields (default on both, 1e4 / 1e6), no query_pre_attn_scalar (256) */
+    parse_ok(EDIT(g3_json, "rope_parameters", NULL, "query_pre_attn_scalar", NULL), &c);
+    assert_true(c.ropes[0].theta == 1e4 && c.ropes[1].theta == 1e6 && c.ropes[1].type == RC_ROPE_DEFAULT);
+    assert_true(c.layers[0].attn_scale == 0.0625f);
+    rc_config_free(&c);
+    /* a dictionary entry without rope_theta takes the top-level one */
+    parse_ok(EDIT(g3_json, "rope_parameters.full_attention.rope_theta", NULL, "rope_theta", "5e5"), &c);
+    assert_true(c.ropes[1].theta == 5e5 && c.ropes[1].factor == 8.0);
+    rc_config_free(&c);
+    /* no layer_types: every sliding_window_pattern-th layer is full (6 by default), none forced */
+    parse_ok(EDIT(g3_json, "layer_types", NULL, "sliding_window_pattern", "3"), &c);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(c.layers[i].window, i == 2 || i == 5 ? 0 : 8);
+    rc_config_free(&c);
+    parse_ok(EDIT(g3_json, "layer_types", NULL, "num_hidden_layers", "4"), &c);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(c.layers[i].window, 8);
+    assert_int_equal(c.n_ropes, 1); /* only the sliding table is built */
+    rc_config_free(&c);
+    /* HF's record of the pattern is metadata; a final softcap is math gemma3 has */
+    parse_ok(EDIT(g3_json, "_sliding_window_pattern", "6", "final_logit_softcapping", "30.0"), &c);
+    assert_true(c.final_softcap == 30.0f);
+    rc_config_free(&c);
+}
+
 /* ---- the capability gate: one flipped field each ---- */
+
+static void test_gemma3_refusals(void **state)
+{
+    (void)state;
+    UNSUP(EDIT(g3_json, "attn_logit_softcapping", "50.0"), "attn_logit_softcapping", "50");
+    UNSUP(EDIT(g3_json, "use_bidirectional_attention", "true"), "use_bidirectional_attention", "bidirectional");
+    UNSUP(EDIT(g3_json, "rope_parameters.full_attention.rope_type", "\"yarn\""),
+          "rope_parameters.full_attention.rope_type", "yarn");
+    UNSUP(EDIT(g3_json, "rope_parameters.full_attention.rope_type", "\"proportional\""),
+          "rope_parameters.full_attention.rope_type", "(default, linear)");
+    UNSUP(EDIT(g3_json, "rope_parameters.sliding_attention.factor", "2.0"), "rope_parameters.sliding_attention.factor",
+          "default");
+    UNSUP(EDIT(g3_json, "rope_parameters.sliding_attention.beta_fast", "32"),
+          "rope_parameters.sliding_attention.beta_fast", "not implemented");
+    UNSUP(EDIT(g3_json, "rope_parameters.chunked_attention", "{}"), "rope_parameters.chunked_attention",
+          "per layer type");
+    UNSUP(EDIT(g3_json, "rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 2.0}"),
+          "rope_parameters.full_attention.rope_type", "dynamic");
+    UNSUP(EDIT(g3_json, "query_pre_attn_scalar", "0"), "query_pre_attn_scalar", "positive");
+    UNSUP(EDIT(g3_json, "global_head_dim", "32"), "global_head_dim", "for this model_type");
+    UNSUP(EDIT(g3_json, "hidden_size_per_layer_input", "8"), "hidden_size_per_layer_input", "for this model_type");
+    UNSUP(EDIT(g3_json, "hidden_activation", "\"gelu\""), "hidden_activation", "gelu");
+    UNSUP(EDIT(g3_json, "layer_types.1", "\"linear_attention\""), "layer_types", "linear_attention");
+    UNSUP(EDIT(g3_json, "num_key_value_heads", "3"), "kv head", "num_attention_heads");
+    REFUSED(EDIT(g3_json, "rope_parameters.full_attention.factor", NULL), RC_E_FORMAT,
+            "rope_parameters.full_attention.factor", "required");
+}
+
 
 static void test_gemma4_refusals(void **state)
 {
@@ -242,7 +343,8 @@ static void test_gemma4_refusals(void **state)
           "256");
     UNSUP(EDIT(gemma_json, "per_layer_config.5.head_dim", "64"), "per_layer_config", "layers 2 and 5");
     UNSUP(EDIT(gemma_json, "per_layer_config.9", "{\"head_dim\": 32}"), "per_layer_config.9", "layer index");
-    UNSUP(EDIT(gemma_json, "model_type", "\"gemma3_text\""), "model_type", "gemma3_text");
+    /* gemma4's config under gemma3_text: refused for what gemma3 lacks (its full layers' proportional RoPE) */
+    UNSUP(EDIT(gemma_json, "model_type", "\"gemma3_text\""), "rope_type", "proportional");
     UNSUP(EDIT(gemma_json, "hidden_activation", "\"gelu\""), "hidden_activation", "gelu");
     UNSUP(EDIT(gemma_json, "final_logit_softcapping", "0.0"), "final_logit_softcapping", "positive");
     UNSUP(EDIT(gemma_json, "layer_types.0", "\"chunked_attention\""), "layer_types", "chunked_attention");
@@ -428,7 +530,8 @@ static int setup(void **state)
     (void)state;
     qwen_json = golden_config(GOLDEN("qwen3_5.h5"));
     gemma_json = golden_config(GOLDEN("gemma4.h5"));
-    if (!qwen_json || !gemma_json)
+    g3_json = golden_config(GOLDEN("gemma3.h5"));
+    if (!qwen_json || !gemma_json || !g3_json)
         return -1;
     cJSON *w = cJSON_CreateObject(), *tc = cJSON_Parse(qwen_json);
     cJSON_AddStringToObject(w, "model_type", "qwen3_5");
@@ -448,6 +551,7 @@ static int teardown(void **state)
     (void)state;
     free(qwen_json);
     free(gemma_json);
+    free(g3_json);
     free(wrap_json);
     return 0;
 }
@@ -461,6 +565,9 @@ int main(void)
         cmocka_unit_test(test_gemma4),
         cmocka_unit_test(test_gemma4_spellings),
         cmocka_unit_test(test_gemma4_refusals),
+        cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_gemma3_spellings),
+        cmocka_unit_test(test_gemma3_refusals),
         cmocka_unit_test(test_qwen3_5_refusals),
         cmocka_unit_test(test_qwen3_5_wrapper_refusals),
         cmocka_unit_test(test_weights),

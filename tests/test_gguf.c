@@ -281,7 +281,7 @@ static void test_bad_models(void **state)
     rc_model m;
     rc_err e = {0};
     assert_int_equal(rc_model_load(&m, FIXTURE("dequant.gguf"), &e), RC_E_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "GGUF architecture 'none' is not supported (supported: llama)"));
+    assert_non_null(strstr(e.msg, "GGUF architecture 'none' is not supported (supported: llama, gemma3)"));
     spec s = base_spec();
     s.arch = "qwen2";
     assert_int_equal(rc_model_load(&m, write_spec(&s, dir), &e), RC_E_UNSUPPORTED);

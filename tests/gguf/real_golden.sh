@@ -14,7 +14,7 @@ rc=$?
 cat "$out"
 echo "--- $golden: exit $rc in $(( $(date +%s) - start )) s"
 if [ "$rc" -eq 2 ] && grep -q "not found in \$REFCHAIN_WEIGHTS_PATH" "$out"; then
-    echo "SKIP: the weights file is not fetched (bash scripts/fetch-weights.sh)"
+    echo "SKIP: the weights file is not fetched (bash scripts/fetch-weights.sh [smollm2|gemma3])"
     exit 77
 fi
 [ "$rc" -eq 0 ] && grep -q "VERDICT .*: PASS" "$out" && grep -q "tokens equal" "$out"
