@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <cmocka.h>
 
 #include "gguf.h"
@@ -55,21 +56,19 @@ static void test_dequant_bit_exact(void **state)
     rc_gguf_close(&g);
 }
 
-/* tiny_llama.gguf loaded as a model equals, tensor by tensor and bit by bit, what transformers loads from it
- * (names, shapes, dequantized values, q/k rows un-permuted), and its description HF's config. */
-static void test_llama_matches_hf(void **state)
+/* A fixture loaded as a model equals, tensor by tensor and bit by bit, what transformers loads from it (names,
+ * shapes, dequantized values; llama: q/k rows un-permuted; gemma3: norm weights minus 1); returns HF's config. */
+static cJSON *matches_hf(const char *fixture, const char *hf_fixture, rc_model *m)
 {
-    (void)state;
-    rc_model m;
     rc_gguf hf;
     rc_err e = {0};
-    if (rc_model_load(&m, FIXTURE("tiny_llama.gguf"), &e))
+    if (rc_model_load(m, fixture, &e))
         fail_msg("%s", e.msg);
-    assert_int_equal(rc_gguf_open(&hf, FIXTURE("tiny_llama_hf.gguf"), &e), RC_OK);
-    assert_int_equal(m.store.n, hf.n_t);
+    assert_int_equal(rc_gguf_open(&hf, hf_fixture, &e), RC_OK);
+    assert_int_equal(m->store.n, hf.n_t);
     for (int64_t i = 0; i < hf.n_t; i++) {
         const rc_gguf_tensor *x = &hf.t[i];
-        const rc_tensor *t = rc_tensors_find(&m.store, x->name);
+        const rc_tensor *t = rc_tensors_find(&m->store, x->name);
         if (!t)
             fail_msg("HF tensor %s is missing", x->name);
         assert_int_equal(t->ndim, x->ndim);
@@ -87,9 +86,15 @@ static void test_llama_matches_hf(void **state)
     assert_int_equal(rc_gguf_get_str(&hf, kv, &js, &e), RC_OK);
     cJSON *j = cJSON_ParseWithLength(js.s, js.len);
     assert_non_null(j);
+    rc_gguf_close(&hf);
+    return j;
+}
+
 #define NUM(k) cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, k))
-    const rc_config *c = &m.cfg;
-    assert_string_equal(c->model_type, "llama");
+
+/* the sizes every description shares with HF's config */
+static void same_sizes(const rc_config *c, const cJSON *j)
+{
     assert_int_equal(c->vocab, (int64_t)NUM("vocab_size"));
     assert_int_equal(c->hidden, (int64_t)NUM("hidden_size"));
     assert_int_equal(c->n_layers, (int)NUM("num_hidden_layers"));
@@ -98,17 +103,59 @@ static void test_llama_matches_hf(void **state)
     assert_int_equal(c->layers[0].head_dim, (int)NUM("head_dim"));
     assert_int_equal(c->layers[0].intermediate, (int)NUM("intermediate_size"));
     assert_true(c->eps == (float)NUM("rms_norm_eps"));
+    assert_int_equal(c->tie_embeddings, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tie_word_embeddings")));
+}
+
+/* tiny_llama.gguf against transformers, and its description HF's config. */
+static void test_llama_matches_hf(void **state)
+{
+    (void)state;
+    rc_model m;
+    cJSON *j = matches_hf(FIXTURE("tiny_llama.gguf"), FIXTURE("tiny_llama_hf.gguf"), &m);
+    const rc_config *c = &m.cfg;
+    assert_string_equal(c->model_type, "llama");
+    same_sizes(c, j);
     assert_true(c->ropes[0].theta ==
                 cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(
                     cJSON_GetObjectItemCaseSensitive(j, "rope_parameters"), "rope_theta")));
-    assert_int_equal(c->tie_embeddings, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tie_word_embeddings")));
     assert_true(c->tie_embeddings);
     assert_ptr_equal(m.w.lm_head, m.w.embed);
-#undef NUM
     cJSON_Delete(j);
-    rc_gguf_close(&hf);
     rc_model_free(&m);
 }
+
+/* tiny_gemma3.gguf against transformers (gemma3_text: HF's default layer pattern, its default sliding-layer RoPE
+ * base and query_pre_attn_scalar, the file's base for full layers). */
+static void test_gemma3_matches_hf(void **state)
+{
+    (void)state;
+    rc_model m;
+    cJSON *j = matches_hf(FIXTURE("tiny_gemma3.gguf"), FIXTURE("tiny_gemma3_hf.gguf"), &m);
+    const rc_config *c = &m.cfg;
+    assert_string_equal(c->model_type, "gemma3_text");
+    same_sizes(c, j);
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(j, "layer_types");
+    assert_int_equal(cJSON_GetArraySize(lt), c->n_layers);
+    for (int i = 0; i < c->n_layers; i++) {
+        const int full = !strcmp(cJSON_GetStringValue(cJSON_GetArrayItem(lt, i)), "full_attention");
+        assert_int_equal(full, i == 5);
+        assert_int_equal(c->layers[i].window, full ? 0 : (int)NUM("sliding_window"));
+        assert_true(c->layers[i].attn_scale == (float)pow(NUM("query_pre_attn_scalar"), -0.5));
+    }
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(j, "rope_parameters");
+    for (int t = 0; t < 2; t++) {
+        const cJSON *ent = cJSON_GetObjectItemCaseSensitive(rp, t ? "full_attention" : "sliding_attention");
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ent, "rope_type")), "default");
+        assert_true(c->ropes[c->layers[t ? 5 : 0].rope].theta ==
+                    cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ent, "rope_theta")));
+    }
+    assert_true(c->norm == RC_NORM_1PW && c->qk_norm == RC_NORM_1PW && c->post_norms);
+    assert_ptr_equal(m.w.lm_head, m.w.embed);
+    cJSON_Delete(j);
+    rc_model_free(&m);
+}
+
+#undef NUM
 
 /* ---- a minimal GGUF writer for hostile files ---- */
 typedef struct spec {
@@ -348,6 +395,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dequant_bit_exact),
         cmocka_unit_test(test_llama_matches_hf),
+        cmocka_unit_test(test_gemma3_matches_hf),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bad_models),
         cmocka_unit_test(test_every_truncation),

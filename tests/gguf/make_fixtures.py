@@ -13,6 +13,9 @@ and the gguf package's version in the keys 'refchain.generator' and 'refchain.gg
 tiny_llama.gguf: a 2-layer llama (tied embeddings, q/k permuted as llama.cpp's convert script does, mixed
 F32/F16/Q8_0/Q4_0/Q4_1/BF16 tensors); tiny_llama_hf.gguf: what transformers loads from it, every tensor
 fp32 under its HF name, and the HF config as the string 'hf.config_json'.
+tiny_gemma3.gguf: a 6-layer gemma3 (five sliding layers and a full one, by HF's default pattern; norms stored as
+llama.cpp's converter stores gemma's, 1 + w; a SentencePiece vocabulary; mixed F32/F16/Q8_0/Q5_0/Q4_0/Q4_1/BF16
+tensors); tiny_gemma3_hf.gguf: what transformers loads from it, as for the llama.
 """
 import importlib.metadata
 import json
@@ -124,13 +127,66 @@ def tiny_llama(path):
     w.close()
 
 
+def tiny_gemma3(path):
+    rng = np.random.default_rng(13)
+    V, H, I, L, NH, NKV, D = 70, 64, 96, 6, 4, 2, 16
+    w = gguf.GGUFWriter(path, "gemma3")
+    w.add_name("tiny gemma3 fixture")
+    w.add_context_length(256)
+    w.add_block_count(L)
+    w.add_embedding_length(H)
+    w.add_feed_forward_length(I)
+    w.add_head_count(NH)
+    w.add_head_count_kv(NKV)
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_rope_freq_base(1000000.0)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_sliding_window(8)
+    w.add_tokenizer_model("llama")
+    toks = ["<pad>", "<eos>", "<bos>", "<unk>"] + [chr(0x61 + i) for i in range(26)] + \
+        ["\u2581" + chr(0x61 + i) for i in range(26)] + [f"<0x{b:02X}>" for b in range(14)]
+    w.add_token_list(toks)
+    w.add_token_scores([-1000.0] * 4 + [-float(i) for i in range(V - 4)])
+    w.add_token_types([3] * 4 + [1] * 52 + [6] * 14)
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+
+    def r(*shape, scale=0.1):
+        return (scale * rng.standard_normal(shape)).astype(np.float32)
+    add(w, "token_embd.weight", r(V, H), Q.Q8_0)
+    qt = [Q.Q5_0, Q.Q4_0, Q.Q4_1, Q.F16, Q.BF16, Q.Q8_0]
+    for i in range(L):
+        t = qt[i:] + qt[:i]  # every matrix type on every role somewhere in the stack
+        add(w, f"blk.{i}.attn_norm.weight", 1 + r(H), Q.F32)
+        add(w, f"blk.{i}.attn_q.weight", r(NH * D, H), t[0])
+        add(w, f"blk.{i}.attn_k.weight", r(NKV * D, H), t[1])
+        add(w, f"blk.{i}.attn_v.weight", r(NKV * D, H), t[2])
+        add(w, f"blk.{i}.attn_q_norm.weight", 1 + r(D), Q.F32)
+        add(w, f"blk.{i}.attn_k_norm.weight", 1 + r(D), Q.F32)
+        add(w, f"blk.{i}.attn_output.weight", r(H, NH * D), t[3])
+        add(w, f"blk.{i}.post_attention_norm.weight", 1 + r(H), Q.F32)
+        add(w, f"blk.{i}.ffn_norm.weight", 1 + r(H), Q.F32)
+        add(w, f"blk.{i}.ffn_gate.weight", r(I, H), t[4])
+        add(w, f"blk.{i}.ffn_up.weight", r(I, H), t[5])
+        add(w, f"blk.{i}.ffn_down.weight", r(H, I), t[0])
+        add(w, f"blk.{i}.post_ffw_norm.weight", 1 + r(H), Q.F32)
+    add(w, "output_norm.weight", 1 + r(H), Q.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def hf_expected(src, path):
     import torch
     from transformers import AutoModelForCausalLM
     m = AutoModelForCausalLM.from_pretrained(os.path.dirname(src), gguf_file=os.path.basename(src),
                                              dtype=torch.float32)
     w = gguf.GGUFWriter(path, "none")
-    w.add_string("hf.config_json", m.config.to_json_string(use_diff=False))
+    cfg = json.loads(m.config.to_json_string(use_diff=False))
+    cfg["_name_or_path"] = ""  # where this machine keeps the file: not part of the fixture
+    w.add_string("hf.config_json", json.dumps(cfg, indent=2, sort_keys=True))
     for name, t in m.state_dict().items():
         if name == "lm_head.weight" and m.config.tie_word_embeddings:
             continue
@@ -146,7 +202,10 @@ def main():
     tiny = os.path.join(HERE, "tiny_llama.gguf")
     tiny_llama(tiny)
     hf_expected(tiny, os.path.join(HERE, "tiny_llama_hf.gguf"))
-    for f in ("dequant.gguf", "tiny_llama.gguf", "tiny_llama_hf.gguf"):
+    g3 = os.path.join(HERE, "tiny_gemma3.gguf")
+    tiny_gemma3(g3)
+    hf_expected(g3, os.path.join(HERE, "tiny_gemma3_hf.gguf"))
+    for f in ("dequant.gguf", "tiny_llama.gguf", "tiny_llama_hf.gguf", "tiny_gemma3.gguf", "tiny_gemma3_hf.gguf"):
         print(f, os.path.getsize(os.path.join(HERE, f)), "bytes")
     return 0
 
