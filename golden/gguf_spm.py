@@ -13,11 +13,18 @@ rest starts as single characters and the adjacent pair whose concatenation is a 
 merged, leftmost on ties, until no pair is a piece; a character outside the vocabulary becomes its UTF-8 bytes
 (<0xXX> pieces). BOS first when the file says add_bos_token.
 
-    python3 golden/gguf_spm.py MODEL.gguf (--text "..." | --file F) [--no-bos] [--max N] [-o IDS]
+    python3 golden/gguf_spm.py MODEL.gguf (--text "..." | --file F) [--paragraphs] [--no-bos] [--from K] [--max N]
+        [-o IDS]
 prints (or writes) the ids, space-separated: the format `harness quant-quality --eval/--calib` reads.
+--paragraphs: the text's paragraphs (split at blank lines) with every whitespace run inside one collapsed to a
+space, joined by blank lines (a plain-text file's line breaks and indents become the prose a model reads);
+--from K: the ids from position K of the whole encoding (BOS counted) on, behind a BOS of their own; --max N: the
+first N ids of the result. docs/quantization.md's Gemma 3 270M table: calibration = --max 512, held-out = --from
+512 --max 1024, both of /usr/share/common-licenses/GPL-3 with --paragraphs.
 """
 import argparse
 import heapq
+import re
 import sys
 
 from gguf import GGUFReader
@@ -113,7 +120,9 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--text")
     ap.add_argument("--file")
+    ap.add_argument("--paragraphs", action="store_true", help="collapse whitespace inside paragraphs")
     ap.add_argument("--no-bos", action="store_true")
+    ap.add_argument("--from", dest="start", type=int, default=0, help="the ids from position K on, behind a BOS")
     ap.add_argument("--max", type=int, default=0, help="keep the first N ids (0: all)")
     ap.add_argument("-o", "--out")
     a = ap.parse_args()
@@ -121,7 +130,12 @@ def main():
         ap.error("give --text or --file")
     toks, scores, types, bos, add_bos = load_vocab(a.model)
     text = a.text if a.text is not None else open(a.file, encoding="utf-8").read()
-    ids = ([bos] if add_bos and not a.no_bos else []) + Spm(toks, scores, types).encode(text)
+    if a.paragraphs:
+        text = "\n\n".join(p for p in (re.sub(r"\s+", " ", q).strip() for q in re.split(r"\n\s*\n", text)) if p) + "\n"
+    head = [bos] if add_bos and not a.no_bos else []
+    ids = head + Spm(toks, scores, types).encode(text)
+    if a.start:
+        ids = head + ids[a.start:]
     if a.max:
         ids = ids[:a.max]
     s = " ".join(map(str, ids)) + "\n"
