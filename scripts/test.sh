@@ -4,8 +4,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
-# the real checkpoint the referenced goldens need (cached in ~/.cache/refchain); without it they skip
-bash scripts/fetch-weights.sh || echo "test.sh: weights not fetched: the real-checkpoint tests will skip"
+# the real checkpoints the referenced goldens need (cached in ~/.cache/refchain); without them they skip
+for w in smollm2 gemma3; do
+    bash scripts/fetch-weights.sh "$w" || echo "test.sh: $w weights not fetched: its real-checkpoint tests will skip"
+done
 export PATH="$PATH:/usr/local/cuda/bin"
 cuda=disabled
 command -v nvcc >/dev/null 2>&1 && cuda=enabled
