@@ -755,6 +755,23 @@ static int gemma4_rope(parse_ctx *p, const cJSON *params, const char *type_name,
     return RC_OK;
 }
 
+/* The layer types of a gemma stack, and the value read_layer_types gives each (1: full attention). */
+static const name_val gemma_types[] = {{"sliding_attention", 0}, {"full_attention", 1}, {NULL, 0}};
+
+/* A gemma rope_parameters object must be keyed by layer type only. */
+static int gemma_rope_keys(parse_ctx *p, const cJSON *params)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, params) {
+        if (strcmp(it->string, gemma_types[0].name) && strcmp(it->string, gemma_types[1].name)) {
+            char key[96];
+            snprintf(key, sizeof key, "rope_parameters.%s", it->string);
+            return bad(p, key, it, "expected an entry per layer type (sliding_attention, full_attention)");
+        }
+    }
+    return RC_OK;
+}
+
 /* The layers of a gemma stack (gemma4_text, gemma3_text): attention on every layer, sliding (window win, a ring
  * KV) or full per full[i], head width hd[i] and kv heads kv[i], the RoPE table of its type, q/k norms, a V norm
  * when v_norm. */
@@ -783,7 +800,7 @@ static int gemma_layers(parse_ctx *p, rc_config *c, int64_t nl, const int *full,
 
 static int parse_gemma4_text(parse_ctx *p, rc_config *c)
 {
-    static const name_val types[] = {{"sliding_attention", 0}, {"full_attention", 1}, {NULL, 0}};
+    const name_val *types = gemma_types;
     static const char *const moe_inert[] = {"num_experts", "top_k_experts", "moe_intermediate_size", NULL};
     int64_t vocab, hidden, inter, nl, nh, nkv, hd, win, Vp, P = 0, ghd, gkv, nshared;
     double eps, softcap;
@@ -883,15 +900,8 @@ static int parse_gemma4_text(parse_ctx *p, rc_config *c)
                     : rc_fail(p->e, RC_E_NOMEM, "config: out of memory");
         goto out;
     }
-    const cJSON *it;
-    cJSON_ArrayForEach(it, params) {
-        if (strcmp(it->string, types[0].name) && strcmp(it->string, types[1].name)) {
-            char key[96];
-            snprintf(key, sizeof key, "rope_parameters.%s", it->string);
-            rc = bad(p, key, it, "expected an entry per layer type (sliding_attention, full_attention)");
-            goto out_rope;
-        }
-    }
+    if ((rc = gemma_rope_keys(p, params)))
+        goto out_rope;
     int rope_of[2] = {-1, -1};
     c->n_ropes = 0;
     for (int t = 0; t < 2; t++) {
@@ -993,7 +1003,7 @@ static int gemma3_rope(parse_ctx *p, const cJSON *params, const cJSON *legacy, i
  * layer_scalar. Defaults are HF's Gemma3TextConfig's. */
 static int parse_gemma3_text(parse_ctx *p, rc_config *c)
 {
-    static const name_val types[] = {{"sliding_attention", 0}, {"full_attention", 1}, {NULL, 0}};
+    const name_val *types = gemma_types;
     int64_t vocab, hidden, inter, nl, nh, nkv, hd, win, pattern;
     double eps, softcap, qpas, theta_full, theta_local;
     int rc, given, bidir;
@@ -1027,19 +1037,13 @@ static int parse_gemma3_text(parse_ctx *p, rc_config *c)
                        "config: head_dim %lld and %lld kv heads for %lld heads: needs an even head_dim and a kv head "
                        "count dividing num_attention_heads",
                        (long long)hd, (long long)nkv, (long long)nh);
-    const cJSON *params = field(p, "rope_parameters"), *legacy = field(p, "rope_scaling"), *it;
+    const cJSON *params = field(p, "rope_parameters"), *legacy = field(p, "rope_scaling");
     if (params && !cJSON_IsObject(params))
         return bad(p, "rope_parameters", params, "expected an object keyed by layer type");
     if (legacy && !cJSON_IsObject(legacy))
         return bad(p, "rope_scaling", legacy, "expected an object");
-    if (params)
-        cJSON_ArrayForEach(it, params) {
-            if (strcmp(it->string, types[0].name) && strcmp(it->string, types[1].name)) {
-                char key[96];
-                snprintf(key, sizeof key, "rope_parameters.%s", it->string);
-                return bad(p, key, it, "expected an entry per layer type (sliding_attention, full_attention)");
-            }
-        }
+    if (params && (rc = gemma_rope_keys(p, params)))
+        return rc;
 
     int *full = rc_calloc(3 * nl, sizeof *full, p->e, "layer types"); /* full[], then head dims and kv heads */
     if (!full)
