@@ -593,7 +593,7 @@ int rc_gguf_tensor_f32(const rc_gguf *g, const rc_gguf_tensor *t, float **out, r
 /* ---- architectures: metadata -> config.json, tensor names -> HF names (transformers' GGUF loader) ---- */
 
 typedef struct gguf_key {
-    const char *gguf, *hf; /* <arch>.<gguf> -> HF config field hf; NULL: read, not a config field */
+    const char *gguf, *hf; /* <arch>.<gguf> -> HF config field hf; NULL: not a config field, must equal head_dim */
     int is_float;
 } gguf_key;
 
@@ -733,7 +733,6 @@ static int arch_config_json(const rc_gguf *g, const gguf_arch *A, char **out, in
         return rc_fail(e, RC_E_NOMEM, "out of host memory");
     int rc = RC_OK;
     const size_t plen = strlen(A->name);
-    double unmapped[2] = {-1, -1}; /* gemma3: rope.dimension_count, attention.value_length */
     if (!A->model_type) {
         const rc_gguf_kv *name = rc_gguf_find(g, "general.name");
         rc_gguf_str s = {"", 0};
@@ -761,17 +760,21 @@ static int arch_config_json(const rc_gguf *g, const gguf_arch *A, char **out, in
             goto done;
         if (A->keys[k].hf)
             cJSON_AddNumberToObject(j, A->keys[k].hf, v);
-        else
-            unmapped[!strcmp(sub, "attention.value_length")] = v;
     }
     const cJSON *hd = cJSON_GetObjectItemCaseSensitive(j, "head_dim");
-    for (int u = 0; u < 2; u++)
-        if (unmapped[u] >= 0 && !(cJSON_IsNumber(hd) && hd->valuedouble == unmapped[u])) {
-            rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF key '%s.%s' = %g differs from %s.attention.key_length: not "
-                         "supported (HF's %s mapping uses head_dim for both)", g->path, A->name,
-                         u ? "attention.value_length" : "rope.dimension_count", unmapped[u], A->name, A->name);
+    for (int k = 0; k < A->n_keys; k++) { /* the keys HF reads as head_dim: they must agree with it */
+        char key[96];
+        snprintf(key, sizeof key, "%s.%s", A->name, A->keys[k].gguf);
+        const rc_gguf_kv *kv = A->keys[k].hf ? NULL : rc_gguf_find(g, key);
+        double v;
+        if (kv && (rc = key_number(g, kv, A->keys[k].is_float, &v, e)))
+            goto done;
+        if (kv && !(cJSON_IsNumber(hd) && hd->valuedouble == v)) {
+            rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF key '%s' = %g differs from %s.attention.key_length: not "
+                         "supported (HF's %s mapping uses head_dim for both)", g->path, key, v, A->name, A->name);
             goto done;
         }
+    }
     const rc_gguf_tensor *emb = rc_gguf_find_tensor(g, "token_embd.weight");
     if (!cJSON_GetObjectItemCaseSensitive(j, "vocab_size")) {
         const rc_gguf_kv *tok = rc_gguf_find(g, "tokenizer.ggml.tokens");
@@ -873,13 +876,8 @@ static int load_tensors(const rc_gguf *g, const gguf_arch *A, int64_t n_heads, i
             return rc;
         }
         const int minus_one = A->norm_minus_one && is_norm_weight(hf);
-        if (minus_one) {
-            int64_t n = 1;
-            for (int d = 0; d < t->ndim; d++)
-                n *= shape[d];
-            for (int64_t k = 0; k < n; k++) /* fp32, one rounding: numpy's float32 weights - 1 */
-                w[k] -= 1.0f;
-        }
+        for (int64_t k = 0; minus_one && k < t->numel; k++) /* fp32, one rounding: numpy's float32 weights - 1 */
+            w[k] -= 1.0f;
         if ((rc = rc_tensors_add(store, hf, t->ndim, shape, w, e)))
             return rc;
         const int qtype = t->type == RC_GGML_Q8_0 || t->type == RC_GGML_Q4_0 || t->type == RC_GGML_Q4_1;

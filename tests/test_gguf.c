@@ -361,6 +361,34 @@ static void test_every_truncation(void **state)
     tu_rmdir(dir);
 }
 
+/* tiny_gemma3.gguf with attention.value_length 32 against key_length 16: HF would read both as head_dim 16, so
+ * the loader refuses the file by that key. */
+static void test_gemma3_value_length(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    size_t n = 0;
+    char *buf = tu_read(FIXTURE("tiny_gemma3.gguf"), &n);
+    assert_non_null(buf);
+    static const char key[] = "gemma3.attention.value_length";
+    char *at = NULL;
+    for (size_t i = 0; !at && i + sizeof key <= n; i++) /* memmem is not C11 */
+        if (!memcmp(buf + i, key, sizeof key - 1))
+            at = buf + i;
+    assert_non_null(at);
+    unsigned char *val = (unsigned char *)at + sizeof key - 1 + 4; /* after the key: u32 type, then the value */
+    assert_int_equal(val[0], 16);
+    val[0] = 32;
+    const char *path = tu_path(dir, "vlen.gguf");
+    assert_int_equal(tu_write(path, buf, n), 0);
+    rc_model m;
+    rc_err e = {0};
+    assert_int_equal(rc_model_load(&m, path, &e), RC_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "'gemma3.attention.value_length' = 32 differs from gemma3.attention.key_length"));
+    free(buf);
+    tu_rmdir(dir);
+}
+
 /* FIPS 180-4 test vectors through libcrypto, and a file of a million 'a's hashed in blocks. */
 static void test_sha256(void **state)
 {
@@ -396,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_dequant_bit_exact),
         cmocka_unit_test(test_llama_matches_hf),
         cmocka_unit_test(test_gemma3_matches_hf),
+        cmocka_unit_test(test_gemma3_value_length),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bad_models),
         cmocka_unit_test(test_every_truncation),
