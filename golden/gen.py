@@ -832,8 +832,8 @@ def generate_from_model(src, name, text, steps, probes_per_layer, out_path, comm
         spm = gguf_spm.Spm(toks, scores, types)
         body = spm.encode(text)
         ids = torch.tensor(([bos] if add_bos else []) + body, dtype=torch.int64)
-        assert spm.decode(body, toks) == text, "the prompt text does not round-trip through the tokenizer"
-        decode = lambda t: spm.decode(t, toks)  # noqa: E731
+        assert spm.decode(body) == text, "the prompt text does not round-trip through the tokenizer"
+        decode = spm.decode
     else:
         tok = AutoTokenizer.from_pretrained(src_dir, **kw)
         ids = torch.tensor(tok(text)["input_ids"], dtype=torch.int64)

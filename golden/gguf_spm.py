@@ -52,6 +52,7 @@ def load_vocab(path):
 
 class Spm:
     def __init__(self, toks, scores, types):
+        self.toks = toks
         self.id = {t: i for i, t in enumerate(toks) if types[i] != BYTE}
         self.score = scores
         self.byte = {int(t[3:5], 16): i for i, t in enumerate(toks) if types[i] == BYTE}
@@ -95,8 +96,8 @@ class Spm:
                 ids += [self.byte[b] for b in s.encode("utf-8")]
         return ids
 
-    def decode(self, ids, toks):
-        return "".join(toks[i] for i in ids).replace("\u2581", " ")
+    def decode(self, ids):
+        return "".join(self.toks[i] for i in ids).replace("\u2581", " ")
 
     def encode(self, text):
         if "  " in text:  # a space run: whether SentencePiece takes it as a user-defined piece here is not checked

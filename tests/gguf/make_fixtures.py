@@ -83,18 +83,24 @@ def permute(w, n_head, n_head_kv):  # llama.cpp convert_hf_to_gguf.py LlamaModel
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def tiny_llama(path):
-    rng = np.random.default_rng(12)
-    V, H, I, L, NH, NKV = 66, 64, 96, 2, 4, 2
-    D = H // NH
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_name("tiny llama fixture")
+def writer(path, arch, L, H, I, NH, NKV):
+    """A fixture's writer with the sizes every architecture records, in this order."""
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"tiny {arch} fixture")
     w.add_context_length(256)
     w.add_block_count(L)
     w.add_embedding_length(H)
     w.add_feed_forward_length(I)
     w.add_head_count(NH)
     w.add_head_count_kv(NKV)
+    return w
+
+
+def tiny_llama(path):
+    rng = np.random.default_rng(12)
+    V, H, I, L, NH, NKV = 66, 64, 96, 2, 4, 2
+    D = H // NH
+    w = writer(path, "llama", L, H, I, NH, NKV)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_dimension_count(D)
@@ -130,14 +136,7 @@ def tiny_llama(path):
 def tiny_gemma3(path):
     rng = np.random.default_rng(13)
     V, H, I, L, NH, NKV, D = 70, 64, 96, 6, 4, 2, 16
-    w = gguf.GGUFWriter(path, "gemma3")
-    w.add_name("tiny gemma3 fixture")
-    w.add_context_length(256)
-    w.add_block_count(L)
-    w.add_embedding_length(H)
-    w.add_feed_forward_length(I)
-    w.add_head_count(NH)
-    w.add_head_count_kv(NKV)
+    w = writer(path, "gemma3", L, H, I, NH, NKV)
     w.add_key_length(D)
     w.add_value_length(D)
     w.add_rope_freq_base(1000000.0)
