@@ -712,51 +712,70 @@ static int read_per_layer_config(parse_ctx *p, const cJSON *plc, int64_t nl, int
     return RC_OK;
 }
 
-/* One gemma4 rope entry (rope_parameters.<layer_type>) for heads of width D. */
-static int gemma4_rope(parse_ctx *p, const cJSON *params, const char *type_name, const char *kind, int D,
-                       rc_rope_desc *r)
+/* The layer types of a gemma stack, and the value read_layer_types gives each (1: full attention). */
+static const name_val gemma_types[] = {{"sliding_attention", 0}, {"full_attention", 1}, {NULL, 0}};
+
+/* A gemma rope entry (the object m, named name): read, its rope_type default or alt (*is_alt says which), no
+ * unknown key, no factor on a default table; the message names the family's two types. */
+static int gemma_rope_entry(parse_ctx *p, const char *name, const cJSON *m, const char *alt, rope_fields *f,
+                            int *is_alt)
 {
-    char name[64], key[96];
-    snprintf(name, sizeof name, "rope_parameters.%s", type_name);
-    rope_fields f = {.type = "default", .theta = -1, .prf = -1, .factor = -1};
-    const cJSON *ent = cJSON_GetObjectItemCaseSensitive(params, type_name);
-    int rc;
-    if (!ent || cJSON_IsNull(ent))
-        return missing(p, name);
-    if ((rc = read_rope_dict(p, name, ent, NULL, &f)))
+    char key[96];
+    int rc = read_rope_dict(p, name, m, NULL, f);
+    if (rc)
         return rc;
-    const int is_default = strcmp(f.type, "default") == 0, is_prop = strcmp(f.type, "proportional") == 0;
+    const int is_default = strcmp(f->type, "default") == 0;
+    *is_alt = strcmp(f->type, alt) == 0;
     snprintf(key, sizeof key, "%s.rope_type", name);
-    if (!is_default && !is_prop)
-        return bad_str(p, key, f.type, "rope type not implemented (default, proportional)");
-    if (f.unknown)
-        return bad(p, f.unknown_key, f.unknown, "not implemented");
-    snprintf(key, sizeof key, "%s.factor", name);
-    if (is_default && f.factor > 0)
-        return bad_num(p, key, f.factor, "not implemented for rope_type default");
-    snprintf(key, sizeof key, "%s.rope_theta", name);
-    if (!(f.theta > 0))
-        return missing(p, key);
-    memset(r, 0, sizeof *r);
-    snprintf(r->kind, sizeof r->kind, "%s", kind);
-    r->type = is_default ? RC_ROPE_DEFAULT : RC_ROPE_PROPORTIONAL;
-    r->theta = f.theta;
-    r->head_dim = D;
-    r->rot_dim = D;
-    r->exp_den = D;
-    if (is_default) { /* HF's gemma4 default rope rotates the whole head and ignores partial_rotary_factor */
-        r->factor = 1.0;
-        r->n_freq = D / 2;
-    } else {
-        double prf = f.prf > 0 ? f.prf : 1.0;
-        r->factor = f.factor > 0 ? f.factor : 1.0;
-        r->n_freq = (int)floor(prf * D / 2.0); /* HF: int(partial_rotary_factor * head_dim // 2) */
+    if (!is_default && !*is_alt) {
+        char why[64];
+        snprintf(why, sizeof why, "rope type not implemented (default, %s)", alt);
+        return bad_str(p, key, f->type, why);
     }
+    if (f->unknown)
+        return bad(p, f->unknown_key, f->unknown, "not implemented");
+    snprintf(key, sizeof key, "%s.factor", name);
+    if (is_default && f->factor > 0)
+        return bad_num(p, key, f->factor, "not implemented for rope_type default");
     return RC_OK;
 }
 
-/* The layer types of a gemma stack, and the value read_layer_types gives each (1: full attention). */
-static const name_val gemma_types[] = {{"sliding_attention", 0}, {"full_attention", 1}, {NULL, 0}};
+/* A gemma RoPE table over the whole head of width D (rot_dim and the exponent's denominator D), n_freq frequencies. */
+static void gemma_rope_fill(rc_rope_desc *r, int full, rc_rope_type type, double theta, double factor, int D,
+                            int n_freq)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->kind, sizeof r->kind, "%s", full ? "full" : "sliding");
+    r->type = type;
+    r->theta = theta;
+    r->factor = factor;
+    r->head_dim = r->rot_dim = r->exp_den = D;
+    r->n_freq = n_freq;
+}
+
+/* One gemma4 rope entry (rope_parameters.<layer_type>) for heads of width D: default or proportional, rope_theta
+ * required. */
+static int gemma4_rope(parse_ctx *p, const cJSON *params, int full, int D, rc_rope_desc *r)
+{
+    char name[64], key[96];
+    snprintf(name, sizeof name, "rope_parameters.%s", gemma_types[full].name);
+    rope_fields f = {.type = "default", .theta = -1, .prf = -1, .factor = -1};
+    const cJSON *ent = cJSON_GetObjectItemCaseSensitive(params, gemma_types[full].name);
+    int rc, is_prop;
+    if (!ent || cJSON_IsNull(ent))
+        return missing(p, name);
+    if ((rc = gemma_rope_entry(p, name, ent, "proportional", &f, &is_prop)))
+        return rc;
+    snprintf(key, sizeof key, "%s.rope_theta", name);
+    if (!(f.theta > 0))
+        return missing(p, key);
+    if (!is_prop) /* HF's gemma4 default rope rotates the whole head and ignores partial_rotary_factor */
+        gemma_rope_fill(r, full, RC_ROPE_DEFAULT, f.theta, 1.0, D, D / 2);
+    else /* HF: int(partial_rotary_factor * head_dim // 2) */
+        gemma_rope_fill(r, full, RC_ROPE_PROPORTIONAL, f.theta, f.factor > 0 ? f.factor : 1.0, D,
+                        (int)floor((f.prf > 0 ? f.prf : 1.0) * D / 2.0));
+    return RC_OK;
+}
 
 /* A gemma rope_parameters object must be keyed by layer type only. */
 static int gemma_rope_keys(parse_ctx *p, const cJSON *params)
@@ -908,8 +927,7 @@ static int parse_gemma4_text(parse_ctx *p, rc_config *c)
         if (first[t] < 0)
             continue;
         rope_of[t] = c->n_ropes;
-        if ((rc = gemma4_rope(p, params, types[t].name, t ? "full" : "sliding", lhd[first[t]],
-                              &c->ropes[c->n_ropes++])))
+        if ((rc = gemma4_rope(p, params, t, lhd[first[t]], &c->ropes[c->n_ropes++])))
             goto out_rope;
     }
 
@@ -945,7 +963,7 @@ out:
 static int gemma3_rope(parse_ctx *p, const cJSON *params, const cJSON *legacy, int full, double theta, int D,
                        rc_rope_desc *r)
 {
-    const char *type_name = full ? "full_attention" : "sliding_attention";
+    const char *type_name = gemma_types[full].name;
     char name[64], key[96];
     snprintf(name, sizeof name, "rope_parameters.%s", type_name);
     const cJSON *ent = params ? cJSON_GetObjectItemCaseSensitive(params, type_name) : NULL;
@@ -966,17 +984,11 @@ static int gemma3_rope(parse_ctx *p, const cJSON *params, const cJSON *legacy, i
             }
         }
     rope_fields f = {.type = "default", .theta = -1, .prf = -1, .factor = -1};
+    int is_linear = 0;
     if (!rc)
-        rc = read_rope_dict(p, name, m, NULL, &f);
-    const int is_default = !rc && strcmp(f.type, "default") == 0, is_linear = !rc && strcmp(f.type, "linear") == 0;
-    snprintf(key, sizeof key, "%s.rope_type", name);
-    if (!rc && !is_default && !is_linear)
-        rc = bad_str(p, key, f.type, "rope type not implemented for gemma3 (default, linear)");
-    if (!rc && f.unknown)
-        rc = bad(p, f.unknown_key, f.unknown, "not implemented");
+        rc = gemma_rope_entry(p, name, m, "linear", &f, &is_linear);
+    cJSON_Delete(m);
     snprintf(key, sizeof key, "%s.factor", name);
-    if (!rc && is_default && f.factor > 0)
-        rc = bad_num(p, key, f.factor, "not implemented for rope_type default");
     if (!rc && is_linear && !(f.factor > 0))
         rc = missing(p, key);
     if (!rc && f.theta > 0)
@@ -984,16 +996,9 @@ static int gemma3_rope(parse_ctx *p, const cJSON *params, const cJSON *legacy, i
     snprintf(key, sizeof key, "%s.rope_theta", name);
     if (!rc && !(theta > 0 && isfinite(theta)))
         rc = bad_num(p, key, theta, "must be positive");
-    cJSON_Delete(m);
     if (rc)
         return rc;
-    memset(r, 0, sizeof *r);
-    snprintf(r->kind, sizeof r->kind, "%s", full ? "full" : "sliding");
-    r->type = is_linear ? RC_ROPE_LINEAR : RC_ROPE_DEFAULT;
-    r->theta = theta;
-    r->factor = is_linear ? f.factor : 1.0;
-    r->head_dim = r->rot_dim = r->exp_den = D;
-    r->n_freq = D / 2;
+    gemma_rope_fill(r, full, is_linear ? RC_ROPE_LINEAR : RC_ROPE_DEFAULT, theta, is_linear ? f.factor : 1.0, D, D / 2);
     return RC_OK;
 }
 
