@@ -6,12 +6,13 @@ Why not HF: transformers 5.17 rebuilds the tokenizer of the Gemma 3 270M GGUF wi
 words into two-letter pieces (' p', 'ri', 'nt', 'ing' for ' printing', which the vocabulary holds as one piece),
 so the model sees text it was never trained on.
 
-The rule (SentencePiece's BPE encoding): spaces become U+2581 (no dummy prefix: Gemma's normalizer adds none);
-user-defined pieces (token type 4: runs of newlines) are matched first, longest first, as atoms (a text with a
-run of spaces is refused: whether those become user-defined pieces is not settled here); the
-rest starts as single characters and the adjacent pair whose concatenation is a piece with the highest score is
-merged, leftmost on ties, until no pair is a piece; a character outside the vocabulary becomes its UTF-8 bytes
-(<0xXX> pieces). BOS first when the file says add_bos_token.
+The rule (SentencePiece's BPE encoding with Gemma's normalizer; docs/tokenizers.md): control and user-defined
+pieces (token types 3 and 4: runs of newlines, runs of spaces, <start_of_turn>) are matched first in the raw text,
+leftmost then longest, as atoms; in the text between them spaces become U+2581 (no dummy prefix), the rest starts
+as single characters and the adjacent pair whose concatenation is a normal or user-defined piece with the highest
+score is merged, leftmost on ties, until no pair is a piece; a character outside the vocabulary becomes its UTF-8
+bytes (<0xXX> pieces). BOS first when the file says add_bos_token. The C tokenizer (model/tokenizer.c, GGUF model
+"llama") follows the same rule; tests/tokenizer/gen_spm.py checks both against SentencePiece itself.
 
     python3 golden/gguf_spm.py MODEL.gguf (--text "..." | --file F) [--paragraphs] [--no-bos] [--from K] [--max N]
         [-o IDS]
@@ -29,7 +30,7 @@ import sys
 
 from gguf import GGUFReader
 
-USER_DEFINED, BYTE = 4, 6
+NORMAL, CONTROL, USER_DEFINED, BYTE = 1, 3, 4, 6
 
 
 def fail(msg):
@@ -53,10 +54,16 @@ def load_vocab(path):
 class Spm:
     def __init__(self, toks, scores, types):
         self.toks = toks
-        self.id = {t: i for i, t in enumerate(toks) if types[i] != BYTE}
+        self.id = {t: i for i, t in enumerate(toks) if types[i] != BYTE}  # a character's symbol
+        self.merged = {t: i for i, t in enumerate(toks) if types[i] in (NORMAL, USER_DEFINED)}  # what a merge makes
         self.score = scores
         self.byte = {int(t[3:5], 16): i for i, t in enumerate(toks) if types[i] == BYTE}
-        self.user = sorted((t for i, t in enumerate(toks) if types[i] == USER_DEFINED), key=len, reverse=True)
+        self.atoms = {}  # first character -> control and user-defined pieces, longest first
+        for i, t in enumerate(toks):
+            if types[i] in (CONTROL, USER_DEFINED) and t:
+                self.atoms.setdefault(t[0], []).append(t)
+        for v in self.atoms.values():
+            v.sort(key=len, reverse=True)
 
     def _bpe(self, text):
         sym = list(text)
@@ -69,8 +76,8 @@ class Spm:
             j = nxt[i]
             if j < len(sym):
                 t = sym[i] + sym[j]
-                if t in self.id:
-                    heapq.heappush(heap, (-self.score[self.id[t]], i, t))
+                if t in self.merged:
+                    heapq.heappush(heap, (-self.score[self.merged[t]], i, t))
         for i in range(len(sym) - 1):
             push(i)
         while heap:
@@ -100,20 +107,16 @@ class Spm:
         return "".join(self.toks[i] for i in ids).replace("\u2581", " ")
 
     def encode(self, text):
-        if "  " in text:  # a space run: whether SentencePiece takes it as a user-defined piece here is not checked
-            fail("the text has a run of spaces; collapse it first (only single spaces are handled)")
-        text = text.replace(" ", "\u2581")
-        user = [u for u in self.user if " " not in u]  # newline runs and the like, longest first
         ids, start, i = [], 0, 0
         while i < len(text):
-            hit = next((u for u in user if text.startswith(u, i)), None)
+            hit = next((u for u in self.atoms.get(text[i], ()) if text.startswith(u, i)), None)
             if hit:
-                ids += self._bpe(text[start:i]) + [self.id[hit]]
+                ids += self._bpe(text[start:i].replace(" ", "\u2581")) + [self.id[hit]]
                 i += len(hit)
                 start = i
             else:
                 i += 1
-        return ids + self._bpe(text[start:])
+        return ids + self._bpe(text[start:].replace(" ", "\u2581"))
 
 
 def main():

@@ -188,6 +188,23 @@ static int gguf_cstrs(const rc_gguf *g, const char *key, char ***out, int64_t *n
     return rc;
 }
 
+/* A boolean key (bool, or an integer read as nonzero) into *flag; *flag untouched when the key is absent. */
+static int gguf_flag(const rc_gguf *g, const char *key, int *flag, rc_err *e)
+{
+    const rc_gguf_kv *kv = rc_gguf_find(g, key);
+    int64_t v;
+    if (!kv)
+        return RC_OK;
+    if (kv->type == RC_GGUF_BOOL) {
+        *flag = kv->val[0] != 0;
+        return RC_OK;
+    }
+    int rc = rc_gguf_get_int(g, kv, &v, e);
+    if (!rc)
+        *flag = v != 0;
+    return rc;
+}
+
 static void free_strs(char **c, int64_t n)
 {
     for (int64_t i = 0; c && i < n; i++)
@@ -205,9 +222,25 @@ int rc_text_load_gguf(rc_text *t, const char *path, rc_err *e)
     char **tokens = NULL, **merges = NULL;
     int64_t n_tokens = 0, n_merges = 0;
     int32_t *types = NULL;
+    float *scores = NULL;
     rc = gguf_cstrs(&g, "tokenizer.ggml.tokens", &tokens, &n_tokens, e);
-    if (!rc)
+    char *model = gguf_cstr(&g, "tokenizer.ggml.model", 1, &rc, e);
+    const int spm = model && !strcmp(model, "llama"); /* SentencePiece: scores, no merges */
+    if (!rc && !spm)
         rc = gguf_cstrs(&g, "tokenizer.ggml.merges", &merges, &n_merges, e);
+    if (!rc && spm) {
+        const rc_gguf_kv *sc = rc_gguf_find(&g, "tokenizer.ggml.scores");
+        if (!sc)
+            rc = rc_fail(e, RC_E_MISSING, "%s: GGUF key 'tokenizer.ggml.scores' is missing (a SentencePiece "
+                         "tokenizer needs its piece scores)", path);
+        else if (sc->type != RC_GGUF_ARRAY || sc->arr_type != RC_GGUF_F32 || (int64_t)sc->arr_n != n_tokens)
+            rc = rc_fail(e, RC_E_FORMAT, "%s: tokenizer.ggml.scores is not %lld float32 values", path,
+                         (long long)n_tokens);
+        else if (!(scores = malloc((size_t)(n_tokens ? n_tokens : 1) * sizeof *scores)))
+            rc = rc_fail(e, RC_E_NOMEM, "out of host memory");
+        else
+            memcpy(scores, sc->val, (size_t)n_tokens * sizeof *scores); /* little-endian, as the host */
+    }
     const rc_gguf_kv *tt = rc_gguf_find(&g, "tokenizer.ggml.token_type");
     if (!rc && tt) {
         if (tt->type != RC_GGUF_ARRAY || tt->arr_type != RC_GGUF_I32 || (int64_t)tt->arr_n != n_tokens)
@@ -218,15 +251,16 @@ int rc_text_load_gguf(rc_text *t, const char *path, rc_err *e)
         else
             memcpy(types, tt->val, (size_t)n_tokens * sizeof *types); /* GGUF is little-endian, as the host */
     }
-    char *model = gguf_cstr(&g, "tokenizer.ggml.model", 1, &rc, e);
     char *pre = gguf_cstr(&g, "tokenizer.ggml.pre", 0, &rc, e);
     char *tmpl = gguf_cstr(&g, "tokenizer.chat_template", 0, &rc, e);
     rc_tok_arrays a = {.n_vocab = n_tokens, .tokens = (const char *const *)tokens, .token_type = types,
                        .n_merges = n_merges, .merges = (const char *const *)merges, .model = model,
-                       .pre = pre ? pre : "gpt2", .bos_id = -1, .eos_id = -1, .add_bos = 0};
-    const char *ids[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
-    int32_t *dst[] = {&a.bos_id, &a.eos_id};
-    for (int i = 0; i < 2 && !rc; i++) {
+                       .pre = pre ? pre : "gpt2", .bos_id = -1, .eos_id = -1, .add_bos = 0, .scores = scores,
+                       .add_space_prefix = 1, .unk_id = -1};
+    const char *ids[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                         "tokenizer.ggml.unknown_token_id"};
+    int32_t *dst[] = {&a.bos_id, &a.eos_id, &a.unk_id};
+    for (int i = 0; i < (spm ? 3 : 2) && !rc; i++) {
         const rc_gguf_kv *kv = rc_gguf_find(&g, ids[i]);
         int64_t v;
         if (kv && !(rc = rc_gguf_get_int(&g, kv, &v, e))) {
@@ -236,14 +270,14 @@ int rc_text_load_gguf(rc_text *t, const char *path, rc_err *e)
             *dst[i] = (int32_t)v;
         }
     }
-    const rc_gguf_kv *ab = rc_gguf_find(&g, "tokenizer.ggml.add_bos_token");
-    int64_t v;
-    if (!rc && ab && ab->type == RC_GGUF_BOOL)
-        a.add_bos = ab->val[0] != 0;
-    else if (!rc && ab && !(rc = rc_gguf_get_int(&g, ab, &v, e)))
-        a.add_bos = v != 0;
+    if (!rc)
+        rc = gguf_flag(&g, "tokenizer.ggml.add_bos_token", &a.add_bos, e);
+    /* llama.cpp's reading: a SentencePiece file without the key adds the prefix space */
+    if (!rc && spm)
+        rc = gguf_flag(&g, "tokenizer.ggml.add_space_prefix", &a.add_space_prefix, e);
     if (!rc)
         rc = rc_text_from_gguf(t, &a, tmpl, e);
+    free(scores);
     free_strs(tokens, n_tokens);
     free_strs(merges, n_merges);
     free(types);

@@ -1,10 +1,12 @@
-/* Byte-level BPE: added tokens split out of the raw text, NFC (utf8proc) where the tokenizer asks for it,
+/* BPE: added tokens split out of the raw text, NFC (utf8proc) where the tokenizer asks for it,
  * regex pre-tokenization (PCRE2, Unicode categories),
- * GPT-2's bytes_to_unicode mapping, merges by rank (HF's order: lowest rank, then leftmost), byte fallback;
+ * GPT-2's bytes_to_unicode mapping or SentencePiece's U+2581 for spaces, merges by rank (HF's order: lowest rank,
+ * then leftmost; SentencePiece's piece scores give the ranks), byte fallback;
  * decoding back to bytes with HF's lossy UTF-8. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer.h"
 
+#include <math.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,7 @@ typedef struct added_set { /* tokens matched in the raw text, leftmost-longest *
     const char **s;
     uint32_t *len;
     int32_t *id;
+    int64_t first[257]; /* after added_index: the tokens starting with byte b are [first[b], first[b + 1]) */
 } added_set;
 
 struct rc_tokenizer {
@@ -47,7 +50,7 @@ struct rc_tokenizer {
     pair_map merges;
     added_set added[2];  /* [0] not normalized, [1] normalized (second pass) */
     pcre2_code *re[RC_TOK_MAX_PRE];
-    int n_pre, byte_level, byte_fallback, ignore_merges, fuse_unk, nfc;
+    int n_pre, byte_level, byte_fallback, ignore_merges, fuse_unk, nfc, metaspace;
     int32_t unk_id, bos_id, eos_id;
     int n_prefix, n_suffix;
     int32_t prefix[RC_TOK_MAX_AFFIX], suffix[RC_TOK_MAX_AFFIX];
@@ -294,6 +297,8 @@ static int32_t pair_rank(const pair_map *m, int32_t a, int32_t b, int32_t *id)
 
 /* ---- build ---- */
 
+#define SPM_SPACE "\xE2\x96\x81" /* U+2581, SentencePiece's space */
+
 static int parse_byte_token(const char *s, size_t n) /* "<0xNN>" -> NN, else -1 */
 {
     if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>')
@@ -334,6 +339,17 @@ static int token_bytes(const rc_tokenizer *t, int64_t id, buf *o)
         }
         return 1;
     }
+    if (t->metaspace) { /* U+2581 back to a space */
+        size_t from = 0;
+        for (size_t i = 0; i + 3 <= n; i++)
+            if (!memcmp(s + i, SPM_SPACE, 3)) {
+                if (!buf_add(o, s + from, i - from) || !buf_add(o, " ", 1))
+                    return 0;
+                from = i + 3;
+                i += 2;
+            }
+        return buf_add(o, s + from, n - from);
+    }
     return buf_add(o, s, n);
 }
 
@@ -343,6 +359,115 @@ static int added_add(added_set *a, const char *s, uint32_t n, int32_t id)
     a->len[a->n] = n;
     a->id[a->n++] = id;
     return 1;
+}
+
+/* Orders a set by its tokens' first byte (stable: the order among equal first bytes is kept) and fills first[]. */
+static int added_index(added_set *a)
+{
+    int64_t cnt[257] = {0};
+    for (int64_t j = 0; j < a->n; j++)
+        cnt[(unsigned char)a->s[j][0] + 1]++;
+    for (int b = 0; b < 256; b++)
+        cnt[b + 1] += cnt[b];
+    memcpy(a->first, cnt, sizeof a->first);
+    const char **s = malloc((size_t)(a->n ? a->n : 1) * sizeof *s);
+    uint32_t *len = malloc((size_t)(a->n ? a->n : 1) * sizeof *len);
+    int32_t *id = malloc((size_t)(a->n ? a->n : 1) * sizeof *id);
+    if (!s || !len || !id) {
+        free(s);
+        free(len);
+        free(id);
+        return 0;
+    }
+    for (int64_t j = 0; j < a->n; j++) {
+        const int64_t k = cnt[(unsigned char)a->s[j][0]]++;
+        s[k] = a->s[j];
+        len[k] = a->len[j];
+        id[k] = a->id[j];
+    }
+    free(a->s);
+    free(a->len);
+    free(a->id);
+    a->s = s;
+    a->len = len;
+    a->id = id;
+    return 1;
+}
+
+/* SentencePiece BPE's pieces a merge may produce (NORMAL and USER_DEFINED: not control, unknown, unused or byte). */
+static int spm_mergeable(const rc_tok_spec *sp, int64_t i)
+{
+    const int type = sp->token_type ? sp->token_type[i] : RC_TOKT_NORMAL;
+    return sp->tokens[i] && (type == RC_TOKT_NORMAL || type == RC_TOKT_USER);
+}
+
+/* Splits of every mergeable piece at its UTF-8 character boundaries: the most merges the scores can give. */
+static int64_t spm_splits(const rc_tok_spec *sp)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < sp->n_vocab; i++)
+        if (spm_mergeable(sp, i)) {
+            const unsigned char *p = (const unsigned char *)sp->tokens[i];
+            for (size_t k = 1; p[0] && p[k]; k++)
+                n += (p[k] & 0xC0) != 0x80;
+        }
+    return n;
+}
+
+typedef struct spm_piece {
+    float score;
+    int32_t id;
+} spm_piece;
+
+static int spm_piece_cmp(const void *pa, const void *pb)
+{
+    const spm_piece *a = pa, *b = pb;
+    if (a->score != b->score)
+        return a->score > b->score ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* The merges of SentencePiece BPE, from the scores: the pair (a, b) -> the piece a b, ranked by that piece's score
+ * (dense ranks, highest score first: pieces of equal score share a rank, so the leftmost pair wins between them, as
+ * in SentencePiece). Every split of a mergeable piece into two vocabulary pieces is a merge. */
+static int spm_merges(rc_tokenizer *t, const rc_tok_spec *sp, const char *what, rc_err *e)
+{
+    spm_piece *p = malloc((size_t)(sp->n_vocab ? sp->n_vocab : 1) * sizeof *p);
+    if (!p)
+        return rc_fail(e, RC_E_NOMEM, "%s: out of host memory", what);
+    int64_t n = 0;
+    for (int64_t i = 0; i < sp->n_vocab; i++) {
+        if (!isfinite(sp->scores[i])) {
+            free(p);
+            return rc_fail(e, RC_E_FORMAT, "%s: token %lld has score %g", what, (long long)i, (double)sp->scores[i]);
+        }
+        if (spm_mergeable(sp, i) && t->str_len[i] > 1)
+            p[n++] = (spm_piece){sp->scores[i], (int32_t)i};
+    }
+    qsort(p, (size_t)n, sizeof *p, spm_piece_cmp);
+    int32_t rank = -1;
+    for (int64_t k = 0; k < n; k++) {
+        if (k == 0 || p[k].score != p[k - 1].score)
+            rank++;
+        const char *s = t->str[p[k].id];
+        const size_t len = t->str_len[p[k].id];
+        for (size_t at = 1; at < len; at++) {
+            if (((unsigned char)s[at] & 0xC0) == 0x80)
+                continue; /* inside a character */
+            const int32_t a = str_map_get(&t->vocab, s, at), b = str_map_get(&t->vocab, s + at, len - at);
+            if (a < 0 || b < 0)
+                continue;
+            uint64_t h;
+            uint64_t *key = pair_slot(&t->merges, a, b, &h);
+            if (t->merges.rank[h] < 0) {
+                *key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+                t->merges.rank[h] = rank;
+                t->merges.id[h] = p[k].id;
+            }
+        }
+    }
+    free(p);
+    return RC_OK;
 }
 
 int rc_tokenizer_build(rc_tokenizer **out, const rc_tok_spec *sp, rc_err *e)
@@ -391,7 +516,8 @@ int rc_tokenizer_build(rc_tokenizer **out, const rc_tok_spec *sp, rc_err *e)
             rc = RC_E_NOMEM;
     }
     if (rc || !t->blob || !t->str || !t->str_len || !t->byte_of || !t->dec_off ||
-        !str_map_init(&t->vocab, n_tok) || !pair_map_init(&t->merges, sp->n_merges)) {
+        !str_map_init(&t->vocab, n_tok) ||
+        !pair_map_init(&t->merges, sp->scores ? spm_splits(sp) : sp->n_merges)) {
         rc_tokenizer_free(t);
         return rc_fail(e, RC_E_NOMEM, "%s: out of host memory", what);
     }
@@ -400,6 +526,7 @@ int rc_tokenizer_build(rc_tokenizer **out, const rc_tok_spec *sp, rc_err *e)
     t->ignore_merges = sp->ignore_merges;
     t->fuse_unk = sp->fuse_unk;
     t->nfc = sp->nfc;
+    t->metaspace = sp->metaspace;
     t->unk_id = sp->unk_id;
     t->bos_id = sp->bos_id;
     t->eos_id = sp->eos_id;
@@ -488,6 +615,15 @@ int rc_tokenizer_build(rc_tokenizer **out, const rc_tok_spec *sp, rc_err *e)
             t->merges.rank[h] = (int32_t)r;
             t->merges.id[h] = m;
         }
+    }
+
+    if (sp->scores && (rc = spm_merges(t, sp, what, e))) {
+        rc_tokenizer_free(t);
+        return rc;
+    }
+    if (!added_index(&t->added[0]) || !added_index(&t->added[1])) {
+        rc_tokenizer_free(t);
+        return rc_fail(e, RC_E_NOMEM, "%s: out of host memory", what);
     }
 
     buf d = {0};
@@ -581,19 +717,10 @@ static int pre_regexes(const char *pre, rc_tok_spec *s)
     return 0;
 }
 
-int rc_tokenizer_from_arrays(rc_tokenizer **out, const rc_tok_arrays *a, rc_err *e)
+/* The tokens every GGUF tokenizer checks: present, and bos / eos inside them. */
+static int arrays_check(const rc_tok_arrays *a, rc_err *e)
 {
-    *out = NULL;
-    if (!a->model || strcmp(a->model, "gpt2"))
-        return rc_fail(e, RC_E_UNSUPPORTED, "GGUF tokenizer.ggml.model '%s' is not supported (byte-level BPE "
-                       "'gpt2' is)", a->model ? a->model : "(missing)");
-    rc_tok_spec s;
-    memset(&s, 0, sizeof s);
-    s.what = "GGUF tokenizer";
-    if (!a->pre || !pre_regexes(a->pre, &s))
-        return rc_fail(e, RC_E_UNSUPPORTED, "GGUF tokenizer.ggml.pre '%s' is not supported (gpt2, smollm, "
-                       "starcoder, llama-bpe, qwen2 and their aliases are)", a->pre ? a->pre : "(missing)");
-    if (a->n_vocab < 1 || !a->tokens || (a->n_merges && !a->merges))
+    if (a->n_vocab < 1 || !a->tokens)
         return rc_fail(e, RC_E_FORMAT, "GGUF tokenizer: no tokens");
     for (int64_t i = 0; i < a->n_vocab; i++)
         if (!a->tokens[i])
@@ -601,6 +728,60 @@ int rc_tokenizer_from_arrays(rc_tokenizer **out, const rc_tok_arrays *a, rc_err 
     if (a->bos_id >= a->n_vocab || a->eos_id >= a->n_vocab)
         return rc_fail(e, RC_E_RANGE, "GGUF tokenizer: bos %d / eos %d outside the %lld tokens", a->bos_id,
                        a->eos_id, (long long)a->n_vocab);
+    return RC_OK;
+}
+
+/* tokenizer.ggml.model "llama": SentencePiece BPE (docs/tokenizers.md): no pre-tokenizer (tokenizer.ggml.pre is
+ * not read), spaces as U+2581, merges from the scores, byte fallback, CONTROL and USER_DEFINED pieces matched in the
+ * raw text first. A prefix space (add_space_prefix, Llama 2's tokenizer) is not implemented. */
+static int spm_from_arrays(rc_tokenizer **out, const rc_tok_arrays *a, rc_err *e)
+{
+    int rc = arrays_check(a, e);
+    if (rc)
+        return rc;
+    if (!a->scores)
+        return rc_fail(e, RC_E_MISSING, "GGUF tokenizer: tokenizer.ggml.model 'llama' needs tokenizer.ggml.scores");
+    if (a->add_space_prefix)
+        return rc_fail(e, RC_E_UNSUPPORTED, "GGUF tokenizer: tokenizer.ggml.add_space_prefix true (absent counts as "
+                       "true) is not implemented: only SentencePiece tokenizers without a prefix space (Gemma's) are");
+    if (a->unk_id >= a->n_vocab)
+        return rc_fail(e, RC_E_RANGE, "GGUF tokenizer: unknown_token_id %d outside the %lld tokens", a->unk_id,
+                       (long long)a->n_vocab);
+    rc_tok_spec s;
+    memset(&s, 0, sizeof s);
+    s.what = "GGUF tokenizer";
+    s.n_vocab = a->n_vocab;
+    s.tokens = a->tokens;
+    s.token_type = a->token_type;
+    s.scores = a->scores;
+    s.metaspace = 1;
+    s.byte_fallback = 1;
+    s.fuse_unk = 1;
+    s.unk_id = a->unk_id;
+    s.bos_id = a->bos_id;
+    s.eos_id = a->eos_id;
+    if (a->add_bos && a->bos_id >= 0)
+        s.prefix[s.n_prefix++] = a->bos_id;
+    return rc_tokenizer_build(out, &s, e);
+}
+
+int rc_tokenizer_from_arrays(rc_tokenizer **out, const rc_tok_arrays *a, rc_err *e)
+{
+    *out = NULL;
+    if (a->model && !strcmp(a->model, "llama"))
+        return spm_from_arrays(out, a, e);
+    if (!a->model || strcmp(a->model, "gpt2"))
+        return rc_fail(e, RC_E_UNSUPPORTED, "GGUF tokenizer.ggml.model '%s' is not supported (byte-level BPE "
+                       "'gpt2' and SentencePiece BPE 'llama' are)", a->model ? a->model : "(missing)");
+    rc_tok_spec s;
+    memset(&s, 0, sizeof s);
+    s.what = "GGUF tokenizer";
+    if (!a->pre || !pre_regexes(a->pre, &s))
+        return rc_fail(e, RC_E_UNSUPPORTED, "GGUF tokenizer.ggml.pre '%s' is not supported (gpt2, smollm, "
+                       "starcoder, llama-bpe, qwen2 and their aliases are)", a->pre ? a->pre : "(missing)");
+    int rc0 = a->n_merges && !a->merges ? rc_fail(e, RC_E_FORMAT, "GGUF tokenizer: no merges") : arrays_check(a, e);
+    if (rc0)
+        return rc0;
     char **left = calloc((size_t)a->n_merges + 1, sizeof *left);
     const char **right = calloc((size_t)a->n_merges + 1, sizeof *right);
     int rc = left && right ? RC_OK : rc_fail(e, RC_E_NOMEM, "GGUF tokenizer: out of host memory");
@@ -766,6 +947,17 @@ static int bpe_piece(enc_ctx *c, const unsigned char *s, size_t n)
         }
         m = c->mapped.p;
         mn = c->mapped.n;
+    } else if (t->metaspace) {
+        c->mapped.n = 0;
+        for (size_t i = 0, from = 0; i <= n; i++) {
+            if (i < n && s[i] != ' ')
+                continue;
+            if (!buf_add(&c->mapped, s + from, i - from) || (i < n && !buf_add(&c->mapped, SPM_SPACE, 3)))
+                return rc_fail(c->e, RC_E_NOMEM, "tokenizer: out of host memory");
+            from = i + 1;
+        }
+        m = c->mapped.p;
+        mn = c->mapped.n;
     }
     if (t->ignore_merges) {
         const int32_t id = str_map_get(&t->vocab, (const char *)m, mn);
@@ -891,7 +1083,7 @@ static int split_added(enc_ctx *c, int k, const unsigned char *s, size_t n)
     size_t prev = 0;
     for (size_t i = 0; i < n && a->n;) {
         int64_t best = -1;
-        for (int64_t j = 0; j < a->n; j++)
+        for (int64_t j = a->first[s[i]]; j < a->first[s[i] + 1]; j++)
             if (a->len[j] <= n - i && (best < 0 || a->len[j] > a->len[best]) && !memcmp(s + i, a->s[j], a->len[j]))
                 best = j;
         if (best < 0) {

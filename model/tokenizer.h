@@ -1,5 +1,6 @@
-/* Byte-level BPE tokenizer (GPT-2, Llama-3, Qwen2, SmolLM pre-tokenizers): built from GGUF-style arrays or an
- * HF tokenizer.json; encodes text to ids and decodes ids (also as a stream) to UTF-8, as HF `tokenizers` does. */
+/* BPE tokenizers: byte-level (GPT-2, Llama-3, Qwen2, SmolLM pre-tokenizers) from GGUF-style arrays or an HF
+ * tokenizer.json, and SentencePiece BPE (GGUF model "llama": merges by piece score, U+2581 for spaces, byte
+ * fallback; Gemma 3); encodes text to ids and decodes ids (also as a stream) to UTF-8, as HF `tokenizers` does. */
 #ifndef RC_TOKENIZER_H
 #define RC_TOKENIZER_H
 
@@ -22,10 +23,14 @@ typedef struct rc_tok_arrays {
     const int32_t *token_type;  /* [n_vocab] tokenizer.ggml.token_type, or NULL: all NORMAL */
     int64_t n_merges;
     const char *const *merges;  /* [n_merges] tokenizer.ggml.merges, "left right", by rank */
-    const char *model;          /* tokenizer.ggml.model: "gpt2" (byte-level BPE) is the one supported */
+    const char *model;          /* tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece BPE) */
     const char *pre;            /* tokenizer.ggml.pre: gpt2, smollm, starcoder, llama-bpe, qwen2, ... */
     int32_t bos_id, eos_id;     /* -1: none */
     int add_bos;                /* tokenizer.ggml.add_bos_token (0 / 1) */
+    /* "llama" only: */
+    const float *scores;        /* [n_vocab] tokenizer.ggml.scores: a piece's merge priority */
+    int add_space_prefix;       /* tokenizer.ggml.add_space_prefix (1 is refused: not implemented) */
+    int32_t unk_id;             /* tokenizer.ggml.unknown_token_id; -1: none */
 } rc_tok_arrays;
 
 int rc_tokenizer_from_arrays(rc_tokenizer **out, const rc_tok_arrays *a, rc_err *e);

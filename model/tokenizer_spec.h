@@ -37,6 +37,10 @@ typedef struct rc_tok_spec {
     int ignore_merges;          /* a piece that is itself a token is that token (Llama-3) */
     int fuse_unk;
     int nfc;                    /* HF's NFC normalizer (Qwen2): text outside non-normalized added tokens */
+    const float *scores;        /* [n_vocab] or NULL. SentencePiece BPE (n_merges 0): a pair of symbols merges when
+                                 * its concatenation is a NORMAL or USER_DEFINED piece, the highest score first, the
+                                 * leftmost on equal scores */
+    int metaspace;              /* SentencePiece's whitespace: ' ' is U+2581 on encode, and back on decode */
     int32_t unk_id, bos_id, eos_id;
     int n_prefix, n_suffix;     /* ids added around the text when add_special */
     int32_t prefix[RC_TOK_MAX_AFFIX], suffix[RC_TOK_MAX_AFFIX];

@@ -1,7 +1,8 @@
 /* The tokenizer against HF `tokenizers` (fixture.json, generated once by gen_fixture.py): every text's ids
  * identical for each committed tokenizer (from tokenizer.json, and SmolLM2's also from GGUF-style arrays);
  * decode round-trips valid UTF-8 and equals HF's lossy decode elsewhere; streamed decode equals whole decode;
- * unsupported or broken tokenizers are refused; chat templates recognised by text render as HF's Jinja does
+ * unsupported or broken tokenizers are refused; a SentencePiece BPE from GGUF-style arrays gives SentencePiece's ids
+ * (spm_tiny.json, gen_spm.py); chat templates recognised by text render as HF's Jinja does
  * (chat.json); an HF folder's tokenizer, template and stop ids load. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -284,9 +285,12 @@ static void test_arrays_match_hf(void **state)
     assert_int_equal(rc_tokenizer_from_arrays(&t, &a, &e), RC_E_UNSUPPORTED);
     assert_non_null(strstr(e.msg, "frobnicate"));
     a.pre = "smollm";
-    a.model = "llama";
+    a.model = "llama"; /* SentencePiece without its scores */
+    assert_int_equal(rc_tokenizer_from_arrays(&t, &a, &e), RC_E_MISSING);
+    assert_non_null(strstr(e.msg, "scores"));
+    a.model = "bert";
     assert_int_equal(rc_tokenizer_from_arrays(&t, &a, &e), RC_E_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "llama"));
+    assert_non_null(strstr(e.msg, "bert"));
     a.model = "gpt2";
     char *saved = merges[5];
     merges[5] = "nospace";
@@ -308,6 +312,107 @@ static void test_arrays_match_hf(void **state)
     for (int64_t i = 0; i < nm; i++)
         free(merges[i]);
     free(merges);
+    free(types);
+    free(tokens);
+    cJSON_Delete(root);
+}
+
+/* SentencePiece BPE (GGUF tokenizer.ggml.model "llama"): spm_tiny.json's pieces, scores and types through
+ * rc_tokenizer_from_arrays give SentencePiece's own ids on every text (runs of spaces as user-defined pieces,
+ * pieces of equal score merged leftmost first, byte fallback, control pieces matched first) and its decode. */
+static void test_spm_matches_sentencepiece(void **state)
+{
+    (void)state;
+    cJSON *root = read_json(RC_TEST_TOKENIZER_DIR "/spm_tiny.json");
+    assert_non_null(root);
+    const cJSON *pieces = cJSON_GetObjectItem(root, "pieces"), *it;
+    const int64_t nv = cJSON_GetArraySize(pieces);
+    const char **tokens = calloc((size_t)nv, sizeof *tokens);
+    int32_t *types = malloc((size_t)nv * sizeof *types);
+    float *scores = malloc((size_t)nv * sizeof *scores);
+    int64_t i = 0;
+    cJSON_ArrayForEach(it, pieces) {
+        tokens[i] = cJSON_GetArrayItem(it, 0)->valuestring;
+        scores[i] = (float)cJSON_GetArrayItem(it, 1)->valuedouble;
+        types[i++] = (int32_t)cJSON_GetArrayItem(it, 2)->valuedouble;
+    }
+    rc_tok_arrays a = {.n_vocab = nv, .tokens = tokens, .token_type = types, .model = "llama", .pre = "default",
+                       .bos_id = (int32_t)cJSON_GetObjectItem(root, "bos_id")->valuedouble,
+                       .eos_id = (int32_t)cJSON_GetObjectItem(root, "eos_id")->valuedouble, .add_bos = 1,
+                       .scores = scores, .add_space_prefix = 0,
+                       .unk_id = (int32_t)cJSON_GetObjectItem(root, "unk_id")->valuedouble};
+    rc_tokenizer *t = NULL;
+    rc_err e = {0};
+    assert_int_equal(rc_tokenizer_from_arrays(&t, &a, &e), RC_OK);
+    int64_t texts = 0, n_ids = 0, bad = 0, decoded = 0;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(root, "cases")) {
+        size_t nb;
+        unsigned char *b = unhex(cJSON_GetObjectItem(it, "bytes_hex")->valuestring, &nb);
+        int32_t *want, *got;
+        const int64_t nw = ids_of(cJSON_GetObjectItem(it, "ids"), &want);
+        int64_t ng;
+        assert_int_equal(rc_tokenizer_encode(t, (const char *)b, nb, 0, &got, &ng, &e), RC_OK);
+        int64_t first = -1;
+        for (int64_t k = 0; k < (nw > ng ? nw : ng); k++)
+            if (k >= nw || k >= ng || want[k] != got[k]) {
+                bad++;
+                first = first < 0 ? k : first;
+            }
+        if (first >= 0)
+            fprintf(stderr, "spm_tiny/%s: %lld vs SentencePiece %lld ids, first difference at %lld: %d vs %d\n",
+                    cJSON_GetObjectItem(it, "name")->valuestring, (long long)ng, (long long)nw, (long long)first,
+                    first < ng ? got[first] : -1, first < nw ? want[first] : -1);
+        const cJSON *dj = cJSON_GetObjectItem(it, "decoded_hex");
+        if (dj) { /* SentencePiece's decode (spaces back from U+2581, byte runs as UTF-8) */
+            char *dec;
+            size_t nd, nx;
+            unsigned char *x = unhex(dj->valuestring, &nx);
+            assert_int_equal(rc_tokenizer_decode(t, got, ng, &dec, &nd, &e), RC_OK);
+            assert_int_equal(nd, nx);
+            assert_memory_equal(dec, x, nd);
+            free(x);
+            free(dec);
+            decoded++;
+        }
+        texts++;
+        n_ids += nw;
+        free(want);
+        free(got);
+        free(b);
+    }
+    printf("spm_tiny: %lld texts, %lld ids, %lld differ from SentencePiece; %lld decodes equal\n", (long long)texts,
+           (long long)n_ids, (long long)bad, (long long)decoded);
+    assert_true(texts >= 50 && decoded >= 50);
+    assert_int_equal(bad, 0);
+    /* add_special: the GGUF's add_bos_token puts BOS first */
+    int32_t *ids;
+    int64_t n;
+    assert_int_equal(rc_tokenizer_encode(t, "a b", 3, 1, &ids, &n, &e), RC_OK);
+    assert_true(n >= 2);
+    assert_int_equal(ids[0], a.bos_id);
+    free(ids);
+    rc_tokenizer_free(t);
+    t = NULL;
+
+    /* refusals, each by name */
+    a.add_space_prefix = 1; /* Llama 2's prefix space */
+    assert_int_equal(rc_tokenizer_from_arrays(&t, &a, &e), RC_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "add_space_prefix"));
+    a.add_space_prefix = 0;
+    a.scores = NULL;
+    assert_int_equal(rc_tokenizer_from_arrays(&t, &a, &e), RC_E_MISSING);
+    assert_non_null(strstr(e.msg, "tokenizer.ggml.scores"));
+    a.scores = scores;
+    const float keep = scores[300];
+    scores[300] = 0.0f / 0.0f;
+    assert_int_equal(rc_tokenizer_from_arrays(&t, &a, &e), RC_E_FORMAT);
+    assert_non_null(strstr(e.msg, "token 300 has score"));
+    scores[300] = keep;
+    a.unk_id = (int32_t)nv;
+    assert_int_equal(rc_tokenizer_from_arrays(&t, &a, &e), RC_E_RANGE);
+    assert_non_null(strstr(e.msg, "unknown_token_id"));
+    assert_null(t);
+    free(scores);
     free(types);
     free(tokens);
     cJSON_Delete(root);
@@ -486,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_encode_matches_hf),
         cmocka_unit_test(test_decode_matches_hf),
         cmocka_unit_test(test_arrays_match_hf),
+        cmocka_unit_test(test_spm_matches_sentencepiece),
         cmocka_unit_test(test_add_special_and_edges),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_chat_matches_hf),
