@@ -119,6 +119,29 @@ static int64_t ids_of(const cJSON *arr, int32_t **out)
 
 /* Encodes every fixture text with t; returns the number of ids that differ from HF's (0 to pass), printing the
  * first difference of each text. */
+/* Streamed decode (one push per id, then finish) concatenates to the whole decode dec[0..nd). */
+static void assert_stream_equals(const rc_tokenizer *t, const int32_t *ids, int64_t n, const char *dec, size_t nd)
+{
+    rc_err e = {0};
+    rc_tok_stream s;
+    rc_tok_stream_init(&s, t);
+    char *cat = malloc(nd + 1);
+    size_t nc = 0;
+    for (int64_t i = 0; i <= n; i++) {
+        const char *piece;
+        size_t np;
+        assert_int_equal(i < n ? rc_tok_stream_push(&s, ids[i], &piece, &np, &e)
+                               : rc_tok_stream_finish(&s, &piece, &np, &e), RC_OK);
+        assert_true(nc + np <= nd);
+        memcpy(cat + nc, piece, np);
+        nc += np;
+    }
+    assert_int_equal(nc, nd);
+    assert_memory_equal(cat, dec, nd);
+    rc_tok_stream_free(&s);
+    free(cat);
+}
+
 static int64_t check_encode(const rc_tokenizer *t, const char *name, int64_t *n_texts, int64_t *n_ids)
 {
     const int nfc = !strcmp(name, "qwen2_tiny"); /* its NFC normalizer changes decomposed text */
@@ -164,23 +187,7 @@ static int64_t check_encode(const rc_tokenizer *t, const char *name, int64_t *n_
                 assert_memory_equal(dec, b, nb);
             }
         }
-        rc_tok_stream s;
-        rc_tok_stream_init(&s, t);
-        char *cat = malloc(nd + 1);
-        size_t nc = 0;
-        for (int64_t i = 0; i <= ng; i++) {
-            const char *piece;
-            size_t np;
-            assert_int_equal(i < ng ? rc_tok_stream_push(&s, got[i], &piece, &np, &e)
-                                    : rc_tok_stream_finish(&s, &piece, &np, &e), RC_OK);
-            assert_true(nc + np <= nd);
-            memcpy(cat + nc, piece, np);
-            nc += np;
-        }
-        assert_int_equal(nc, nd);
-        assert_memory_equal(cat, dec, nd);
-        rc_tok_stream_free(&s);
-        free(cat);
+        assert_stream_equals(t, got, ng, dec, nd);
         free(expect);
         free(dec);
         (*n_texts)++;
@@ -319,7 +326,8 @@ static void test_arrays_match_hf(void **state)
 
 /* SentencePiece BPE (GGUF tokenizer.ggml.model "llama"): spm_tiny.json's pieces, scores and types through
  * rc_tokenizer_from_arrays give SentencePiece's own ids on every text (runs of spaces as user-defined pieces,
- * pieces of equal score merged leftmost first, byte fallback, control pieces matched first) and its decode. */
+ * pieces of equal score merged leftmost first, byte fallback, control pieces matched first) and its decode,
+ * whole and streamed. */
 static void test_spm_matches_sentencepiece(void **state)
 {
     (void)state;
@@ -370,6 +378,7 @@ static void test_spm_matches_sentencepiece(void **state)
             assert_int_equal(rc_tokenizer_decode(t, got, ng, &dec, &nd, &e), RC_OK);
             assert_int_equal(nd, nx);
             assert_memory_equal(dec, x, nd);
+            assert_stream_equals(t, got, ng, dec, nd);
             free(x);
             free(dec);
             decoded++;
