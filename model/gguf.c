@@ -43,9 +43,10 @@ const char *rc_ggml_type_name(uint32_t type)
 static int type_supported(uint32_t t)
 {
     return t == RC_GGML_F32 || t == RC_GGML_F16 || t == RC_GGML_BF16 || t == RC_GGML_Q8_0 || t == RC_GGML_Q4_0 ||
-           t == RC_GGML_Q4_1 || t == RC_GGML_Q5_0 || t == RC_GGML_Q4_K || t == RC_GGML_Q6_K;
+           t == RC_GGML_Q4_1 || t == RC_GGML_Q5_0 || t == RC_GGML_Q5_1 || t == RC_GGML_Q2_K || t == RC_GGML_Q3_K ||
+           t == RC_GGML_Q4_K || t == RC_GGML_Q5_K || t == RC_GGML_Q6_K;
 }
-#define SUPPORTED_TYPES "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K"
+#define SUPPORTED_TYPES "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K"
 
 /* ---- a bounds-checked cursor over the mapping ---- */
 typedef struct cur {
@@ -444,14 +445,15 @@ static const int8_t *nibbles(const unsigned char *qs, int bias, int8_t *codes)
     return codes;
 }
 
-/* Q5_0 (32 values: fp16 d, 4 bytes of fifth bits, 16 bytes of nibbles): value i's low four bits are Q4_0's
- * (nibbles), its fifth bit is bit i of the little-endian word; q = that - 16, scale d. */
-static const int8_t *q5_0_codes(const unsigned char *blk, int8_t *codes)
+/* Q5_0 (32 values: fp16 d, 4 bytes of fifth bits, 16 bytes of nibbles) and Q5_1 (fp16 d, fp16 m, then the same):
+ * value i's low four bits are Q4_0's (nibbles), its fifth bit is bit i of the little-endian word; q = that - bias
+ * (Q5_0: 16, scale d; Q5_1: 0, d q + m). qh: the word, qs: the nibbles. */
+static const int8_t *q5_codes(const unsigned char *qh4, const unsigned char *qs, int bias, int8_t *codes)
 {
-    const uint32_t qh = (uint32_t)le(blk + 2, 4);
-    nibbles(blk + 6, 0, codes);
+    const uint32_t qh = (uint32_t)le(qh4, 4);
+    nibbles(qs, 0, codes);
     for (int i = 0; i < 32; i++)
-        codes[i] = (int8_t)((codes[i] | (int)((qh >> i) & 1u) << 4) - 16);
+        codes[i] = (int8_t)((codes[i] | (int)((qh >> i) & 1u) << 4) - bias);
     return codes;
 }
 
@@ -468,22 +470,60 @@ static void q4_k_scale_min(const unsigned char *sc, int j, int *scale, int *min)
     }
 }
 
-/* Q4_K (256 values: fp16 d, fp16 dmin, 12 bytes of scales and mins, 128 bytes of nibbles): eight sub-blocks of 32
- * in the affine family, s = d * scale and m = -(dmin * min) (both rounded to f32, as ggml and the gguf package);
- * sub-blocks 2 i and 2 i + 1 are the low and the high nibbles of bytes 32 i .. 32 i + 31. */
-static void q4_k_block(const unsigned char *blk, float *y)
+/* Q4_K (256 values: fp16 d, fp16 dmin, 12 bytes of scales and mins, 128 bytes of nibbles) and Q5_K (the same, with
+ * 32 bytes of fifth bits before the nibbles): eight sub-blocks of 32 in the affine family, s = d * scale and
+ * m = -(dmin * min) (both rounded to f32, as ggml and the gguf package); sub-blocks 2 i and 2 i + 1 are the low and
+ * the high nibbles of bytes 32 i .. 32 i + 31; Q5_K: value l of sub-block j has bit j of fifth-bit byte l as its
+ * fifth bit. */
+static void q45_k_block(const unsigned char *blk, int five, float *y)
 {
     const float d = f16_at(blk), dmin = f16_at(blk + 2);
-    const unsigned char *sc = blk + 4, *qs = blk + 16;
+    const unsigned char *sc = blk + 4, *qh = blk + 16, *qs = blk + (five ? 48 : 16);
     int8_t codes[32];
     for (int j = 0; j < 8; j++) {
         int scale, min;
         q4_k_scale_min(sc, j, &scale, &min);
         const unsigned char *q = qs + 32 * (j / 2);
         for (int l = 0; l < 32; l++)
-            codes[l] = (int8_t)(j % 2 ? q[l] >> 4 : q[l] & 0x0f);
+            codes[l] = (int8_t)((j % 2 ? q[l] >> 4 : q[l] & 0x0f) | (five ? ((qh[l] >> j) & 1) << 4 : 0));
         const float s = d * (float)scale, m = dmin * (float)min;
         rc_qf_dequant_group(RC_QF_AFFINE, s, -m, codes, 32, y + 32 * j);
+    }
+}
+
+/* Q2_K (256 values: 16 bytes of 4-bit scale and min pairs, 64 bytes of 2-bit codes, fp16 d, fp16 dmin): sixteen
+ * groups of 16 in the affine family, s = d * (scale byte & 15) and m = -(dmin * (scale byte >> 4)), each rounded to
+ * f32; value 128 h + 32 c + l (h < 2, c < 4, l < 32) is bits 2 c, 2 c + 1 of code byte 32 h + l. */
+static void q2_k_block(const unsigned char *blk, float *y)
+{
+    const unsigned char *sc = blk, *qs = blk + 16;
+    const float d = f16_at(blk + 80), dmin = f16_at(blk + 82);
+    int8_t codes[256];
+    for (int v = 0; v < 256; v++)
+        codes[v] = (int8_t)((qs[32 * (v / 128) + v % 32] >> (2 * (v % 128 / 32))) & 3);
+    for (int gi = 0; gi < 16; gi++) {
+        const float s = d * (float)(sc[gi] & 15), m = dmin * (float)(sc[gi] >> 4);
+        rc_qf_dequant_group(RC_QF_AFFINE, s, -m, codes + 16 * gi, 16, y + 16 * gi);
+    }
+}
+
+/* Q3_K (256 values: 32 bytes of high-bit masks, 64 bytes of 2-bit codes, 12 bytes packing sixteen 6-bit scales,
+ * fp16 d): sixteen groups of 16 in the scale family, s = d * (scale - 32) rounded to f32, q = the two low bits, minus
+ * 4 where the value's mask bit is 0 (q in -4..3). Value v = 128 h + 32 c + l takes bits 2 c, 2 c + 1 of code byte
+ * 32 h + l and bit v / 32 of mask byte l. Scale i: the low (i < 8) or high nibble of byte i % 8 as its low four
+ * bits, bits 2 (i / 4) and 2 (i / 4) + 1 of byte 8 + i % 4 as its top two. */
+static void q3_k_block(const unsigned char *blk, float *y)
+{
+    const unsigned char *hm = blk, *qs = blk + 32, *sc = blk + 96;
+    const float d = f16_at(blk + 108);
+    int8_t codes[256];
+    for (int v = 0; v < 256; v++) {
+        const int lo = (qs[32 * (v / 128) + v % 32] >> (2 * (v % 128 / 32))) & 3;
+        codes[v] = (int8_t)(lo - (((hm[v % 32] >> (v / 32)) & 1) ? 0 : 4));
+    }
+    for (int gi = 0; gi < 16; gi++) {
+        const int low = (sc[gi % 8] >> (gi < 8 ? 0 : 4)) & 15, high = (sc[8 + gi % 4] >> (2 * (gi / 4))) & 3;
+        rc_qf_dequant_group(RC_QF_SCALE, d * (float)((low | high << 4) - 32), 0.0f, codes + 16 * gi, 16, y + 16 * gi);
     }
 }
 
@@ -539,9 +579,15 @@ int rc_ggml_dequant(uint32_t type, const unsigned char *src, int64_t n, float *d
                                 nibbles(q + (type == RC_GGML_Q4_1 ? 4 : 2), type == RC_GGML_Q4_0 ? 8 : 0, codes), 32, y);
             break;
         case RC_GGML_Q5_0: /* scale family, q = five bits - 16 */
-            rc_qf_dequant_group(RC_QF_SCALE, f16_at(q), 0.0f, q5_0_codes(q, codes), 32, y);
+            rc_qf_dequant_group(RC_QF_SCALE, f16_at(q), 0.0f, q5_codes(q + 2, q + 6, 16, codes), 32, y);
             break;
-        case RC_GGML_Q4_K: q4_k_block(q, y); break;
+        case RC_GGML_Q5_1: /* affine family, q = five bits, offset m */
+            rc_qf_dequant_group(RC_QF_AFFINE, f16_at(q), f16_at(q + 2), q5_codes(q + 4, q + 8, 0, codes), 32, y);
+            break;
+        case RC_GGML_Q2_K: q2_k_block(q, y); break;
+        case RC_GGML_Q3_K: q3_k_block(q, y); break;
+        case RC_GGML_Q4_K: q45_k_block(q, 0, y); break;
+        case RC_GGML_Q5_K: q45_k_block(q, 1, y); break;
         case RC_GGML_Q6_K: q6_k_block(q, y); break;
         }
     }

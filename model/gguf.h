@@ -21,8 +21,12 @@ enum {
     RC_GGML_Q4_0 = 2,
     RC_GGML_Q4_1 = 3,
     RC_GGML_Q5_0 = 6,
+    RC_GGML_Q5_1 = 7,
     RC_GGML_Q8_0 = 8,
+    RC_GGML_Q2_K = 10,
+    RC_GGML_Q3_K = 11,
     RC_GGML_Q4_K = 12,
+    RC_GGML_Q5_K = 13,
     RC_GGML_Q6_K = 14,
     RC_GGML_BF16 = 30
 };

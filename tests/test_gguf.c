@@ -24,7 +24,8 @@
 static void test_dequant_bit_exact(void **state)
 {
     (void)state;
-    static const char *const types[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q4_k", "q6_k"};
+    static const char *const types[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q4_1", "q5_0",
+                                        "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
     rc_gguf g;
     rc_err e = {0};
     assert_int_equal(rc_gguf_open(&g, FIXTURE("dequant.gguf"), &e), RC_OK);
@@ -309,13 +310,13 @@ static void test_bad_files(void **state)
     expect_open(&s, dir, &(bad_case){"duplicate key", RC_E_FORMAT, "key 'general.architecture' appears twice"});
 
     /* a type ggml defines but this reader does not dequantize: the file opens, the tensor is refused */
-    s = base_spec(), s.type = 13, s.ne[0] = 256, s.ne[1] = 1, s.data_bytes = 176; /* Q5_K */
+    s = base_spec(), s.type = 16, s.ne[0] = 256, s.ne[1] = 1, s.data_bytes = 66; /* IQ2_XXS */
     rc_gguf g;
     rc_err e = {0};
     assert_int_equal(rc_gguf_open(&g, write_spec(&s, dir), &e), RC_OK);
     float *y = NULL;
     assert_int_equal(rc_gguf_tensor_f32(&g, &g.t[0], &y, &e), RC_E_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "tensor 'a' has type Q5_K"));
+    assert_non_null(strstr(e.msg, "tensor 'a' has type IQ2_XXS"));
     rc_gguf_close(&g);
     tu_rmdir(dir);
 }

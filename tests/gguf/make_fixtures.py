@@ -6,7 +6,7 @@ transformers and accelerate for the HF side):
 
 dequant.gguf: for each supported ggml type a [4, 64] tensor '<type>' (random data, quantized by
 gguf.quants.quantize, with extreme rows: zeros, tiny values whose scale is an fp16 subnormal, large values)
-and '<type>.expected', the F32 result of gguf.quants.dequantize on the stored bytes; the K-quants Q4_K and Q6_K,
+and '<type>.expected', the F32 result of gguf.quants.dequantize on the stored bytes; the K-quants Q2_K, Q3_K, Q4_K, Q5_K and Q6_K,
 which the gguf package cannot quantize, as [4, 256] tensors of random block bytes (every bit of the scales, mins
 and codes exercised) with fp16 scales drawn as for real weights, one block's zero and one subnormal; the generator
 and the gguf package's version in the keys 'refchain.generator' and 'refchain.gguf_version'.
@@ -28,8 +28,10 @@ from gguf import GGMLQuantizationType as Q
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TYPES = [("f32", Q.F32), ("f16", Q.F16), ("bf16", Q.BF16), ("q8_0", Q.Q8_0), ("q4_0", Q.Q4_0), ("q4_1", Q.Q4_1),
-         ("q5_0", Q.Q5_0)]
-K_TYPES = [("q4_k", Q.Q4_K, 144, (0, 2)), ("q6_k", Q.Q6_K, 210, (208,))]  # block bytes, offsets of its fp16 scales
+         ("q5_0", Q.Q5_0), ("q5_1", Q.Q5_1)]
+# block bytes, offsets of its fp16 scales
+K_TYPES = [("q4_k", Q.Q4_K, 144, (0, 2)), ("q6_k", Q.Q6_K, 210, (208,)), ("q2_k", Q.Q2_K, 84, (80, 82)),
+           ("q3_k", Q.Q3_K, 110, (108,)), ("q5_k", Q.Q5_K, 176, (0, 2))]
 
 
 def sample(rng, rows=4, cols=64):
