@@ -648,31 +648,38 @@ typedef struct gguf_name {
 } gguf_name;
 
 /* One architecture the reader maps as transformers 5.17's GGUF loader does (GGUF_CONFIG_MAPPING and its tensor
- * processors): the keys it turns into config fields, the tensor names, and what it does to the values. */
+ * processors): the keys it turns into config fields (common_keys, then the architecture's own), the tensor names
+ * (layer, then layer2), and what it does to the values. */
 typedef struct gguf_arch {
     const char *name;           /* general.architecture */
     const char *model_type;     /* the config's; NULL: llama, or mistral for a file named so (as HF) */
-    const gguf_key *keys;
+    const gguf_key *keys;       /* beyond common_keys */
     int n_keys;
-    const gguf_name *layer;     /* blk.N.<gguf> -> model.layers.N.<hf> */
-    int n_layer;
+    const gguf_name *layer, *layer2; /* blk.N.<gguf> -> model.layers.N.<hf>; layer2: more of them, or NULL */
+    int n_layer, n_layer2;
     int permute_qk;             /* llama: q/k rows un-interleaved (LlamaTensorProcessor) */
     int norm_minus_one;         /* gemma: every *norm.weight loaded as the file's value - 1 (Gemma2TensorProcessor:
                                  * llama.cpp's converter stores gemma's 1 + w, HF's norm adds the 1 back) */
     int output_tensor;          /* an output.weight (untied lm_head) maps to lm_head.weight */
+    int mlp_bias;               /* the config has mlp_bias (llama), set from the file's tensors */
+    int head_dim;               /* HF's default head_dim where no key maps to it (qwen3: Qwen3Config's 128), or 0 */
 } gguf_arch;
 
-static const gguf_key llama_keys[] = {
+/* the keys every architecture here maps alike */
+static const gguf_key common_keys[] = {
     {"context_length", "max_position_embeddings", 0},
     {"block_count", "num_hidden_layers", 0},
     {"feed_forward_length", "intermediate_size", 0},
     {"embedding_length", "hidden_size", 0},
-    {"rope.dimension_count", "head_dim", 0},
     {"rope.freq_base", "rope_theta", 1},
     {"attention.head_count", "num_attention_heads", 0},
     {"attention.head_count_kv", "num_key_value_heads", 0},
     {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1},
     {"vocab_size", "vocab_size", 0},
+};
+
+static const gguf_key llama_keys[] = {
+    {"rope.dimension_count", "head_dim", 0},
 };
 
 static const gguf_name llama_layer_names[] = {
@@ -686,19 +693,10 @@ static const gguf_name llama_layer_names[] = {
  * other gemma3_text field keeps Gemma3TextConfig's default (query_pre_attn_scalar 256, the sliding layers' RoPE
  * base 10000, a full layer every sixth), which parse_gemma3_text applies. */
 static const gguf_key gemma3_keys[] = {
-    {"context_length", "max_position_embeddings", 0},
-    {"block_count", "num_hidden_layers", 0},
-    {"feed_forward_length", "intermediate_size", 0},
-    {"embedding_length", "hidden_size", 0},
     {"rope.dimension_count", NULL, 0},
-    {"rope.freq_base", "rope_theta", 1},
     {"attention.key_length", "head_dim", 0},
     {"attention.value_length", NULL, 0},
-    {"attention.head_count", "num_attention_heads", 0},
-    {"attention.head_count_kv", "num_key_value_heads", 0},
-    {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1},
     {"attention.sliding_window", "sliding_window", 0},
-    {"vocab_size", "vocab_size", 0},
 };
 
 static const gguf_name gemma3_layer_names[] = {
@@ -717,13 +715,42 @@ static const gguf_name gemma3_layer_names[] = {
     {"ffn_down", "mlp.down_proj"},
 };
 
+/* qwen3: HF's mapping reads no head size from the file (Qwen3Config's head_dim 128 stands), so rope.dimension_count
+ * and attention.key_length / value_length, which llama.cpp writes, must equal 128. llama's tensors and q/k norms,
+ * not permuted. */
+static const gguf_key qwen3_keys[] = {
+    {"rope.dimension_count", NULL, 0},
+    {"attention.key_length", NULL, 0},
+    {"attention.value_length", NULL, 0},
+};
+
+static const gguf_name qk_norm_names[] = {
+    {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"},
+};
+
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 static const gguf_arch archs[] = {
-    {"llama", NULL, llama_keys, N_OF(llama_keys), llama_layer_names, N_OF(llama_layer_names), 1, 0, 1},
+    {"llama", NULL, llama_keys, N_OF(llama_keys), llama_layer_names, NULL, N_OF(llama_layer_names), 0, 1, 0, 1, 1, 0},
     /* HF: a gemma3 GGUF holds the text model only (model_type gemma3_text), its head tied to the embedding */
-    {"gemma3", "gemma3_text", gemma3_keys, N_OF(gemma3_keys), gemma3_layer_names, N_OF(gemma3_layer_names), 0, 1, 0},
+    {"gemma3", "gemma3_text", gemma3_keys, N_OF(gemma3_keys), gemma3_layer_names, NULL, N_OF(gemma3_layer_names), 0,
+     0, 1, 0, 0, 0},
+    {"qwen3", "qwen3", qwen3_keys, N_OF(qwen3_keys), llama_layer_names, qk_norm_names, N_OF(llama_layer_names),
+     N_OF(qk_norm_names), 0, 0, 1, 0, 128},
 };
-#define GGUF_ARCH_LIST "llama, gemma3"
+#define GGUF_ARCH_LIST "llama, gemma3, qwen3"
+
+/* The key <arch>.sub of A: its mapping, or NULL when HF's mapping has none. */
+static const gguf_key *arch_key(const gguf_arch *A, const char *sub)
+{
+    for (int k = 0; k < N_OF(common_keys); k++)
+        if (!strcmp(sub, common_keys[k].gguf))
+            return &common_keys[k];
+    for (int k = 0; k < A->n_keys; k++)
+        if (!strcmp(sub, A->keys[k].gguf))
+            return &A->keys[k];
+    return NULL;
+}
 
 /* The HF name of a GGUF tensor into hf (empty when there is none); *qk = 1 for q, 2 for k. */
 static void hf_name(const gguf_arch *A, const char *name, char *hf, size_t cap, int *qk)
@@ -750,12 +777,14 @@ static void hf_name(const gguf_arch *A, const char *name, char *hf, size_t cap, 
     snprintf(canon, sizeof canon, "blk.%d.%s.%s", layer, part, kind);
     if (strcmp(canon, name)) /* no leading zeros or signs in the layer number */
         return;
-    for (int i = 0; i < A->n_layer; i++)
-        if (!strcmp(part, A->layer[i].gguf)) {
-            snprintf(hf, cap, "model.layers.%d.%s.%s", layer, A->layer[i].hf, kind);
+    for (int i = 0; i < A->n_layer + A->n_layer2; i++) {
+        const gguf_name *nm = i < A->n_layer ? &A->layer[i] : &A->layer2[i - A->n_layer];
+        if (!strcmp(part, nm->gguf)) {
+            snprintf(hf, cap, "model.layers.%d.%s.%s", layer, nm->hf, kind);
             if (A->permute_qk)
                 *qk = !strcmp(part, "attn_q") ? 1 : !strcmp(part, "attn_k") ? 2 : 0;
         }
+    }
 }
 
 /* A config number from an <arch>.<key> value. */
@@ -793,20 +822,20 @@ static int arch_config_json(const rc_gguf *g, const gguf_arch *A, char **out, in
         if (strncmp(kv->key, A->name, plen) || kv->key[plen] != '.')
             continue;
         const char *sub = kv->key + plen + 1;
-        int k = 0;
-        while (k < A->n_keys && strcmp(sub, A->keys[k].gguf))
-            k++;
-        if (k == A->n_keys) {
+        const gguf_key *key = arch_key(A, sub);
+        if (!key) {
             rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF key '%s' is not supported (HF's %s mapping ignores it)",
                          g->path, kv->key, A->name);
             goto done;
         }
         double v;
-        if ((rc = key_number(g, kv, A->keys[k].is_float, &v, e)))
+        if ((rc = key_number(g, kv, key->is_float, &v, e)))
             goto done;
-        if (A->keys[k].hf)
-            cJSON_AddNumberToObject(j, A->keys[k].hf, v);
+        if (key->hf)
+            cJSON_AddNumberToObject(j, key->hf, v);
     }
+    if (A->head_dim && !cJSON_GetObjectItemCaseSensitive(j, "head_dim"))
+        cJSON_AddNumberToObject(j, "head_dim", A->head_dim);
     const cJSON *hd = cJSON_GetObjectItemCaseSensitive(j, "head_dim");
     for (int k = 0; k < A->n_keys; k++) { /* the keys HF reads as head_dim: they must agree with it */
         char key[96];
@@ -816,8 +845,9 @@ static int arch_config_json(const rc_gguf *g, const gguf_arch *A, char **out, in
         if (kv && (rc = key_number(g, kv, A->keys[k].is_float, &v, e)))
             goto done;
         if (kv && !(cJSON_IsNumber(hd) && hd->valuedouble == v)) {
-            rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF key '%s' = %g differs from %s.attention.key_length: not "
-                         "supported (HF's %s mapping uses head_dim for both)", g->path, key, v, A->name, A->name);
+            rc = rc_fail(e, RC_E_UNSUPPORTED, "%s: GGUF key '%s' = %g differs from the head_dim HF's %s mapping "
+                         "gives (%g): not supported", g->path, key, v, A->name,
+                         cJSON_IsNumber(hd) ? hd->valuedouble : 0.0);
             goto done;
         }
     }
@@ -836,8 +866,9 @@ static int arch_config_json(const rc_gguf *g, const gguf_arch *A, char **out, in
     if (A->output_tensor) {
         cJSON_AddBoolToObject(j, "tie_word_embeddings", rc_gguf_find_tensor(g, "output.weight") == NULL);
         cJSON_AddBoolToObject(j, "attention_bias", rc_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL);
-        cJSON_AddBoolToObject(j, "mlp_bias", rc_gguf_find_tensor(g, "blk.0.ffn_gate.bias") != NULL);
     }
+    if (A->mlp_bias)
+        cJSON_AddBoolToObject(j, "mlp_bias", rc_gguf_find_tensor(g, "blk.0.ffn_gate.bias") != NULL);
     if (!(*out = cJSON_PrintUnformatted(j)))
         rc = rc_fail(e, RC_E_NOMEM, "out of host memory");
 done:

@@ -1,4 +1,4 @@
-/* GGUF (v2, v3) reader: metadata, tensors memory-mapped and dequantized to fp32, a llama GGUF as a model. */
+/* GGUF (v2, v3) reader: metadata, tensors memory-mapped and dequantized to fp32, a GGUF as a model. */
 #ifndef RC_GGUF_H
 #define RC_GGUF_H
 
@@ -97,9 +97,9 @@ int rc_gguf_tensor_qtensor(const rc_gguf_tensor *t, const char *name, rc_qtensor
 /* A tensor dequantized to a malloc'd fp32 array of numel values. */
 int rc_gguf_tensor_f32(const rc_gguf *g, const rc_gguf_tensor *t, float **out, rc_err *e);
 
-/* A llama GGUF as a model: the description HF's GGUF loader builds (through a config.json that
- * rc_config_parse reads), and every tensor dequantized under its HF name, q/k rows un-permuted as
- * transformers does. Other architectures are refused by name. quant (may be NULL) gets every 2-d Q8_0/Q4_0/Q4_1
+/* A llama, gemma3 or qwen3 GGUF as a model: the description HF's GGUF loader builds (through a config.json that
+ * rc_config_parse reads), and every tensor dequantized under its HF name (llama: q/k rows un-permuted, gemma3: norm
+ * weights minus 1, as transformers does). Other architectures are refused by name. quant (may be NULL) gets every 2-d Q8_0/Q4_0/Q4_1
  * matrix as a qtensor (rows un-permuted alike; each carries its own family, bits and group; quant->scheme stays
  * zero: a GGUF mixes types). */
 int rc_gguf_load_model(const char *path, rc_config *cfg, rc_tensors *store, rc_quant *quant, rc_err *e);

@@ -107,20 +107,42 @@ static void same_sizes(const rc_config *c, const cJSON *j)
     assert_int_equal(c->tie_embeddings, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tie_word_embeddings")));
 }
 
-/* tiny_llama.gguf against transformers, and its description HF's config. */
+/* A fixture of one RoPE table (llama, qwen3) against transformers: its tensors, sizes, RoPE base and head
+ * (lm_head the embedding exactly when tied); HF's config returned. */
+static cJSON *one_rope_matches_hf(const char *fixture, const char *hf_fixture, const char *model_type, rc_model *m)
+{
+    cJSON *j = matches_hf(fixture, hf_fixture, m);
+    const rc_config *c = &m->cfg;
+    assert_string_equal(c->model_type, model_type);
+    same_sizes(c, j);
+    assert_true(c->ropes[0].theta == cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(
+                                         cJSON_GetObjectItemCaseSensitive(j, "rope_parameters"), "rope_theta")));
+    assert_int_equal(m->w.lm_head == m->w.embed, c->tie_embeddings);
+    return j;
+}
+
+/* tiny_llama.gguf against transformers, and its description HF's config (a tied head). */
 static void test_llama_matches_hf(void **state)
 {
     (void)state;
     rc_model m;
-    cJSON *j = matches_hf(FIXTURE("tiny_llama.gguf"), FIXTURE("tiny_llama_hf.gguf"), &m);
+    cJSON *j = one_rope_matches_hf(FIXTURE("tiny_llama.gguf"), FIXTURE("tiny_llama_hf.gguf"), "llama", &m);
+    assert_true(m.cfg.tie_embeddings);
+    cJSON_Delete(j);
+    rc_model_free(&m);
+}
+
+/* tiny_qwen3.gguf against transformers: q/k norms, no q/k permutation, head_dim 128 from Qwen3Config's default
+ * (the file's attention.key_length agrees with it), an untied output.weight as lm_head. */
+static void test_qwen3_matches_hf(void **state)
+{
+    (void)state;
+    rc_model m;
+    cJSON *j = one_rope_matches_hf(FIXTURE("tiny_qwen3.gguf"), FIXTURE("tiny_qwen3_hf.gguf"), "qwen3", &m);
     const rc_config *c = &m.cfg;
-    assert_string_equal(c->model_type, "llama");
-    same_sizes(c, j);
-    assert_true(c->ropes[0].theta ==
-                cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(
-                    cJSON_GetObjectItemCaseSensitive(j, "rope_parameters"), "rope_theta")));
-    assert_true(c->tie_embeddings);
-    assert_ptr_equal(m.w.lm_head, m.w.embed);
+    assert_int_equal(c->layers[0].head_dim, 128);
+    assert_true(c->qk_norm == RC_NORM_W && c->layers[1].q_norm && c->layers[1].k_norm);
+    assert_false(c->tie_embeddings);
     cJSON_Delete(j);
     rc_model_free(&m);
 }
@@ -329,7 +351,7 @@ static void test_bad_models(void **state)
     rc_model m;
     rc_err e = {0};
     assert_int_equal(rc_model_load(&m, FIXTURE("dequant.gguf"), &e), RC_E_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "GGUF architecture 'none' is not supported (supported: llama, gemma3)"));
+    assert_non_null(strstr(e.msg, "GGUF architecture 'none' is not supported (supported: llama, gemma3, qwen3)"));
     spec s = base_spec();
     s.arch = "qwen2";
     assert_int_equal(rc_model_load(&m, write_spec(&s, dir), &e), RC_E_UNSUPPORTED);
@@ -362,32 +384,44 @@ static void test_every_truncation(void **state)
     tu_rmdir(dir);
 }
 
-/* tiny_gemma3.gguf with attention.value_length 32 against key_length 16: HF would read both as head_dim 16, so
- * the loader refuses the file by that key. */
-static void test_gemma3_value_length(void **state)
+/* A fixture whose integer key (a u32, low byte was) is set to now is refused, the message saying want. */
+static void refused_with_key(const char *fixture, const char *key, int was, int now, const char *want)
 {
-    (void)state;
     char *dir = tu_tmpdir();
     size_t n = 0;
-    char *buf = tu_read(FIXTURE("tiny_gemma3.gguf"), &n);
+    char *buf = tu_read(fixture, &n);
     assert_non_null(buf);
-    static const char key[] = "gemma3.attention.value_length";
+    const size_t kn = strlen(key);
     char *at = NULL;
-    for (size_t i = 0; !at && i + sizeof key <= n; i++) /* memmem is not C11 */
-        if (!memcmp(buf + i, key, sizeof key - 1))
+    for (size_t i = 0; !at && i + kn <= n; i++) /* memmem is not C11 */
+        if (!memcmp(buf + i, key, kn))
             at = buf + i;
     assert_non_null(at);
-    unsigned char *val = (unsigned char *)at + sizeof key - 1 + 4; /* after the key: u32 type, then the value */
-    assert_int_equal(val[0], 16);
-    val[0] = 32;
-    const char *path = tu_path(dir, "vlen.gguf");
+    unsigned char *val = (unsigned char *)at + kn + 4; /* after the key: u32 type, then the value */
+    assert_int_equal(val[0], was);
+    val[0] = (unsigned char)now;
+    const char *path = tu_path(dir, "edited.gguf");
     assert_int_equal(tu_write(path, buf, n), 0);
     rc_model m;
     rc_err e = {0};
     assert_int_equal(rc_model_load(&m, path, &e), RC_E_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "'gemma3.attention.value_length' = 32 differs from gemma3.attention.key_length"));
+    if (!strstr(e.msg, want))
+        fail_msg("%s: '%s' does not say '%s'", key, e.msg, want);
     free(buf);
     tu_rmdir(dir);
+}
+
+/* a gemma3 file whose attention.value_length differs from key_length (HF's head_dim), and a qwen3 file whose
+ * key_length or rope width differs from Qwen3Config's head_dim 128 that HF's mapping keeps: refused by that key */
+static void test_head_dim_keys(void **state)
+{
+    (void)state;
+    refused_with_key(FIXTURE("tiny_gemma3.gguf"), "gemma3.attention.value_length", 16, 32,
+                     "'gemma3.attention.value_length' = 32 differs from the head_dim HF's gemma3 mapping gives (16)");
+    refused_with_key(FIXTURE("tiny_qwen3.gguf"), "qwen3.attention.key_length", 128, 64,
+                     "'qwen3.attention.key_length' = 64 differs from the head_dim HF's qwen3 mapping gives (128)");
+    refused_with_key(FIXTURE("tiny_qwen3.gguf"), "qwen3.rope.dimension_count", 128, 64,
+                     "'qwen3.rope.dimension_count' = 64 differs from the head_dim HF's qwen3 mapping gives (128)");
 }
 
 /* FIPS 180-4 test vectors through libcrypto, and a file of a million 'a's hashed in blocks. */
@@ -425,7 +459,8 @@ int main(void)
         cmocka_unit_test(test_dequant_bit_exact),
         cmocka_unit_test(test_llama_matches_hf),
         cmocka_unit_test(test_gemma3_matches_hf),
-        cmocka_unit_test(test_gemma3_value_length),
+        cmocka_unit_test(test_head_dim_keys),
+        cmocka_unit_test(test_qwen3_matches_hf),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bad_models),
         cmocka_unit_test(test_every_truncation),

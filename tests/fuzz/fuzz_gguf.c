@@ -1,5 +1,5 @@
-/* libFuzzer target: bytes -> a .gguf file -> rc_gguf_load_model (header, key/values, tensor infos, the llama or
- * gemma3 config, every tensor dequantized) and rc_text_load_gguf (the tokenizer from its metadata), then
+/* libFuzzer target: bytes -> a .gguf file -> rc_gguf_load_model (header, key/values, tensor infos, the llama,
+ * gemma3 or qwen3 config, every tensor dequantized) and rc_text_load_gguf (the tokenizer from its metadata), then
  * fuzz_text_roundtrip through that tokenizer. */
 #include <stdint.h>
 #include <stdlib.h>

@@ -135,6 +135,40 @@ def tiny_llama(path):
     w.close()
 
 
+def qk_norm_stack(w, rng, sizes, qt, sandwich):
+    """token_embd, the layers (qk_norm_layer; layer i's matrix types qt rotated by i, so every type takes every role
+    somewhere in the stack), output_norm; returns the draw function for what follows. sizes: V, H, I, L, NH, NKV, D."""
+    V, H, I, L, NH, NKV, D = sizes
+
+    def r(*shape, scale=0.1):
+        return (scale * rng.standard_normal(shape)).astype(np.float32)
+    add(w, "token_embd.weight", r(V, H), Q.Q8_0)
+    for i in range(L):
+        qk_norm_layer(w, i, r, qt[i:] + qt[:i], H, I, NH, NKV, D, sandwich)
+    add(w, "output_norm.weight", 1 + r(H), Q.F32)
+    return r
+
+
+def qk_norm_layer(w, i, r, t, H, I, NH, NKV, D, sandwich):
+    """blk.i of a layer with q/k norms (gemma3, qwen3), its matrices typed t[0..5]; sandwich: gemma3's post-attention
+    and post-MLP norms too. The draws from r come in the order the committed fixtures were made with."""
+    add(w, f"blk.{i}.attn_norm.weight", 1 + r(H), Q.F32)
+    add(w, f"blk.{i}.attn_q.weight", r(NH * D, H), t[0])
+    add(w, f"blk.{i}.attn_k.weight", r(NKV * D, H), t[1])
+    add(w, f"blk.{i}.attn_v.weight", r(NKV * D, H), t[2])
+    add(w, f"blk.{i}.attn_q_norm.weight", 1 + r(D), Q.F32)
+    add(w, f"blk.{i}.attn_k_norm.weight", 1 + r(D), Q.F32)
+    add(w, f"blk.{i}.attn_output.weight", r(H, NH * D), t[3])
+    if sandwich:
+        add(w, f"blk.{i}.post_attention_norm.weight", 1 + r(H), Q.F32)
+    add(w, f"blk.{i}.ffn_norm.weight", 1 + r(H), Q.F32)
+    add(w, f"blk.{i}.ffn_gate.weight", r(I, H), t[4])
+    add(w, f"blk.{i}.ffn_up.weight", r(I, H), t[5])
+    add(w, f"blk.{i}.ffn_down.weight", r(H, I), t[0])
+    if sandwich:
+        add(w, f"blk.{i}.post_ffw_norm.weight", 1 + r(H), Q.F32)
+
+
 def tiny_gemma3(path):
     rng = np.random.default_rng(13)
     V, H, I, L, NH, NKV, D = 70, 64, 96, 6, 4, 2, 16
@@ -152,27 +186,35 @@ def tiny_gemma3(path):
     w.add_token_types([3] * 4 + [1] * 52 + [6] * 14)
     w.add_bos_token_id(2)
     w.add_eos_token_id(1)
+    qk_norm_stack(w, rng, (V, H, I, L, NH, NKV, D), [Q.Q5_0, Q.Q4_0, Q.Q4_1, Q.F16, Q.BF16, Q.Q8_0], sandwich=True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
-    def r(*shape, scale=0.1):
-        return (scale * rng.standard_normal(shape)).astype(np.float32)
-    add(w, "token_embd.weight", r(V, H), Q.Q8_0)
-    qt = [Q.Q5_0, Q.Q4_0, Q.Q4_1, Q.F16, Q.BF16, Q.Q8_0]
-    for i in range(L):
-        t = qt[i:] + qt[:i]  # every matrix type on every role somewhere in the stack
-        add(w, f"blk.{i}.attn_norm.weight", 1 + r(H), Q.F32)
-        add(w, f"blk.{i}.attn_q.weight", r(NH * D, H), t[0])
-        add(w, f"blk.{i}.attn_k.weight", r(NKV * D, H), t[1])
-        add(w, f"blk.{i}.attn_v.weight", r(NKV * D, H), t[2])
-        add(w, f"blk.{i}.attn_q_norm.weight", 1 + r(D), Q.F32)
-        add(w, f"blk.{i}.attn_k_norm.weight", 1 + r(D), Q.F32)
-        add(w, f"blk.{i}.attn_output.weight", r(H, NH * D), t[3])
-        add(w, f"blk.{i}.post_attention_norm.weight", 1 + r(H), Q.F32)
-        add(w, f"blk.{i}.ffn_norm.weight", 1 + r(H), Q.F32)
-        add(w, f"blk.{i}.ffn_gate.weight", r(I, H), t[4])
-        add(w, f"blk.{i}.ffn_up.weight", r(I, H), t[5])
-        add(w, f"blk.{i}.ffn_down.weight", r(H, I), t[0])
-        add(w, f"blk.{i}.post_ffw_norm.weight", 1 + r(H), Q.F32)
-    add(w, "output_norm.weight", 1 + r(H), Q.F32)
+
+def tiny_qwen3(path):
+    """Qwen3's layer: llama's with q/k RMSNorms (per head), no q/k permutation (llama.cpp's converter does none);
+    head_dim 128 (not hidden / heads), which HF's qwen3 GGUF mapping takes from Qwen3Config's default, not from
+    attention.key_length; an untied output.weight; a byte-level BPE with the qwen2 pre-tokenizer."""
+    rng = np.random.default_rng(14)
+    V, H, I, L, NH, NKV, D = 66, 64, 96, 2, 2, 1, 128
+    w = writer(path, "qwen3", L, H, I, NH, NKV)
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_rope_dimension_count(D)
+    w.add_rope_freq_base(1000000.0)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    toks = [bytes([0x21 + i]).decode() for i in range(64)] + ["TH", "HE"]
+    w.add_token_list(toks)
+    w.add_token_types([1] * V)
+    w.add_token_merges(["T H", "H E"])
+    w.add_eos_token_id(1)
+    r = qk_norm_stack(w, rng, (V, H, I, L, NH, NKV, D), [Q.Q4_1, Q.Q4_0, Q.F16, Q.BF16, Q.Q8_0, Q.Q5_0],
+                      sandwich=False)
+    add(w, "output.weight", r(V, H), Q.Q8_0)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -206,7 +248,11 @@ def main():
     g3 = os.path.join(HERE, "tiny_gemma3.gguf")
     tiny_gemma3(g3)
     hf_expected(g3, os.path.join(HERE, "tiny_gemma3_hf.gguf"))
-    for f in ("dequant.gguf", "tiny_llama.gguf", "tiny_llama_hf.gguf", "tiny_gemma3.gguf", "tiny_gemma3_hf.gguf"):
+    q3 = os.path.join(HERE, "tiny_qwen3.gguf")
+    tiny_qwen3(q3)
+    hf_expected(q3, os.path.join(HERE, "tiny_qwen3_hf.gguf"))
+    for f in ("dequant.gguf", "tiny_llama.gguf", "tiny_llama_hf.gguf", "tiny_gemma3.gguf", "tiny_gemma3_hf.gguf",
+              "tiny_qwen3.gguf", "tiny_qwen3_hf.gguf"):
         print(f, os.path.getsize(os.path.join(HERE, f)), "bytes")
     return 0
 
