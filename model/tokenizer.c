@@ -205,11 +205,18 @@ static void byte_map_init(void)
 
 /* ---- hash maps ---- */
 
+/* FNV-1a: hash_bytes(s, n + 1) = hash_step(hash_bytes(s, n), s[n]), so a string's prefixes hash incrementally. */
+#define HASH_START 1469598103934665603ull
+static uint64_t hash_step(uint64_t h, unsigned char c)
+{
+    return (h ^ c) * 1099511628211ull;
+}
+
 static uint64_t hash_bytes(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = HASH_START;
     for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+        h = hash_step(h, (unsigned char)s[i]);
     return h;
 }
 
@@ -239,14 +246,20 @@ static int str_map_init(str_map *m, int64_t n)
     return m->key && m->len && m->id;
 }
 
-static int32_t str_map_get(const str_map *m, const char *s, size_t n)
+/* The id of s[0..n), whose hash_bytes is hash; -1 if none. */
+static int32_t str_map_get_hashed(const str_map *m, uint64_t hash, const char *s, size_t n)
 {
-    for (uint64_t h = hash_bytes(s, n) & m->mask;; h = (h + 1) & m->mask) {
+    for (uint64_t h = hash & m->mask;; h = (h + 1) & m->mask) {
         if (!m->key[h])
             return -1;
         if (m->len[h] == n && !memcmp(m->key[h], s, n))
             return m->id[h];
     }
+}
+
+static int32_t str_map_get(const str_map *m, const char *s, size_t n)
+{
+    return str_map_get_hashed(m, hash_bytes(s, n), s, n);
 }
 
 /* A string given twice maps to its last id, as a dict built from the token list does (llama.cpp, HF's GGUF
@@ -394,7 +407,8 @@ static int added_index(added_set *a)
     return 1;
 }
 
-/* SentencePiece BPE's pieces a merge may produce (NORMAL and USER_DEFINED: not control, unknown, unused or byte). */
+/* SentencePiece BPE's pieces a merge may produce or take (NORMAL and USER_DEFINED: not control, unknown or byte;
+ * unused pieces are refused where scores are read). */
 static int spm_mergeable(const rc_tok_spec *sp, int64_t i)
 {
     const int type = sp->token_type ? sp->token_type[i] : RC_TOKT_NORMAL;
@@ -429,7 +443,12 @@ static int spm_piece_cmp(const void *pa, const void *pb)
 
 /* The merges of SentencePiece BPE, from the scores: the pair (a, b) -> the piece a b, ranked by that piece's score
  * (dense ranks, highest score first: pieces of equal score share a rank, so the leftmost pair wins between them, as
- * in SentencePiece). Every split of a mergeable piece into two vocabulary pieces is a merge. */
+ * in SentencePiece). Every split of a mergeable piece into two mergeable pieces is a merge (a byte, control or
+ * unknown piece is never a symbol SentencePiece merges: unknown characters fall back to bytes after merging). The
+ * merged id is the one the vocabulary map gives the string (a string listed twice: its last id, as every lookup).
+ * Prefixes are hashed incrementally and a suffix looked up only after its prefix is a piece, so a piece of L
+ * bytes costs O(L) hashing plus a lookup per piece prefix, not O(L^2). UNUSED pieces (SentencePiece merges
+ * through them and splits any left at the end) are refused, not approximated. */
 static int spm_merges(rc_tokenizer *t, const rc_tok_spec *sp, const char *what, rc_err *e)
 {
     spm_piece *p = malloc((size_t)(sp->n_vocab ? sp->n_vocab : 1) * sizeof *p);
@@ -441,6 +460,11 @@ static int spm_merges(rc_tokenizer *t, const rc_tok_spec *sp, const char *what, 
             free(p);
             return rc_fail(e, RC_E_FORMAT, "%s: token %lld has score %g", what, (long long)i, (double)sp->scores[i]);
         }
+        if (sp->token_type && sp->token_type[i] == RC_TOKT_UNUSED) {
+            free(p);
+            return rc_fail(e, RC_E_UNSUPPORTED, "%s: token %lld is UNUSED (type 5): SentencePiece merges through such "
+                           "pieces and splits them again, which is not implemented", what, (long long)i);
+        }
         if (spm_mergeable(sp, i) && t->str_len[i] > 1)
             p[n++] = (spm_piece){sp->scores[i], (int32_t)i};
     }
@@ -451,18 +475,23 @@ static int spm_merges(rc_tokenizer *t, const rc_tok_spec *sp, const char *what, 
             rank++;
         const char *s = t->str[p[k].id];
         const size_t len = t->str_len[p[k].id];
-        for (size_t at = 1; at < len; at++) {
+        const int32_t merged = str_map_get(&t->vocab, s, len);
+        uint64_t hp = hash_step(HASH_START, (unsigned char)s[0]); /* hash of s[0..at) */
+        for (size_t at = 1; at < len; hp = hash_step(hp, (unsigned char)s[at]), at++) {
             if (((unsigned char)s[at] & 0xC0) == 0x80)
                 continue; /* inside a character */
-            const int32_t a = str_map_get(&t->vocab, s, at), b = str_map_get(&t->vocab, s + at, len - at);
-            if (a < 0 || b < 0)
+            const int32_t a = str_map_get_hashed(&t->vocab, hp, s, at);
+            if (a < 0 || !spm_mergeable(sp, a))
+                continue;
+            const int32_t b = str_map_get(&t->vocab, s + at, len - at);
+            if (b < 0 || !spm_mergeable(sp, b))
                 continue;
             uint64_t h;
             uint64_t *key = pair_slot(&t->merges, a, b, &h);
             if (t->merges.rank[h] < 0) {
                 *key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
                 t->merges.rank[h] = rank;
-                t->merges.id[h] = p[k].id;
+                t->merges.id[h] = merged;
             }
         }
     }
@@ -485,6 +514,8 @@ int rc_tokenizer_build(rc_tokenizer **out, const rc_tok_spec *sp, rc_err *e)
     }
     if (n_tok < 1 || n_tok >= INT32_MAX)
         return rc_fail(e, RC_E_FORMAT, "%s: %lld tokens", what, (long long)n_tok);
+    if (sp->scores && sp->n_merges) /* the merge table is sized for one source of merges */
+        return rc_fail(e, RC_E_FORMAT, "%s: both a merge list and piece scores", what);
     int64_t defined = sp->n_added;
     for (int64_t i = 0; i < sp->n_vocab; i++)
         defined += sp->tokens[i] != NULL;

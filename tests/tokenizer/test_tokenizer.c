@@ -117,8 +117,6 @@ static int64_t ids_of(const cJSON *arr, int32_t **out)
     return n;
 }
 
-/* Encodes every fixture text with t; returns the number of ids that differ from HF's (0 to pass), printing the
- * first difference of each text. */
 /* Streamed decode (one push per id, then finish) concatenates to the whole decode dec[0..nd). */
 static void assert_stream_equals(const rc_tokenizer *t, const int32_t *ids, int64_t n, const char *dec, size_t nd)
 {
@@ -142,6 +140,8 @@ static void assert_stream_equals(const rc_tokenizer *t, const int32_t *ids, int6
     free(cat);
 }
 
+/* Encodes every fixture text with t; returns the number of ids that differ from HF's (0 to pass), printing the
+ * first difference of each text. */
 static int64_t check_encode(const rc_tokenizer *t, const char *name, int64_t *n_texts, int64_t *n_ids)
 {
     const int nfc = !strcmp(name, "qwen2_tiny"); /* its NFC normalizer changes decomposed text */
@@ -427,6 +427,61 @@ static void test_spm_matches_sentencepiece(void **state)
     cJSON_Delete(root);
 }
 
+/* SentencePiece edge cases, each against what SentencePiece does: a byte-fallback piece never merges with its
+ * neighbour; a string listed twice merges onward under the id every lookup gives it; UNUSED pieces are refused; a
+ * vocabulary with a 1 MB piece builds (its splits are hashed incrementally, not in O(L^2)). */
+static void encode_is(const rc_tok_arrays *a, const char *text, const int32_t *want, int64_t nw)
+{
+    rc_tokenizer *t = NULL;
+    rc_err e = {0};
+    assert_int_equal(rc_tokenizer_from_arrays(&t, a, &e), RC_OK);
+    int32_t *ids;
+    int64_t n;
+    assert_int_equal(rc_tokenizer_encode(t, text, strlen(text), 0, &ids, &n, &e), RC_OK);
+    assert_int_equal(n, nw);
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(ids[i], want[i]);
+    free(ids);
+    rc_tokenizer_free(t);
+}
+
+static void test_spm_edges(void **state)
+{
+    (void)state;
+    const char *tok1[] = {"x", "<0x41>", "x<0x41>"};
+    const int32_t typ1[] = {RC_TOKT_NORMAL, RC_TOKT_BYTE, RC_TOKT_NORMAL};
+    const float sc1[] = {0, 0, 5};
+    rc_tok_arrays a = {.n_vocab = 3, .tokens = tok1, .token_type = typ1, .model = "llama", .scores = sc1,
+                       .bos_id = -1, .eos_id = -1, .unk_id = -1};
+    encode_is(&a, "xA", (const int32_t[]){0, 1}, 2); /* 'A' falls back to <0x41> after merging */
+
+    const char *tok2[] = {"a", "b", "ab", "c", "abc", "ab"};
+    const float sc2[] = {0, 0, -1, 0, -2, -3};
+    a = (rc_tok_arrays){.n_vocab = 6, .tokens = tok2, .model = "llama", .scores = sc2, .bos_id = -1, .eos_id = -1,
+                        .unk_id = -1};
+    encode_is(&a, "abc", (const int32_t[]){4}, 1);
+
+    const int32_t typ3[] = {RC_TOKT_NORMAL, RC_TOKT_NORMAL, RC_TOKT_UNUSED, RC_TOKT_NORMAL, RC_TOKT_NORMAL,
+                            RC_TOKT_NORMAL};
+    a.token_type = typ3;
+    rc_tokenizer *t = NULL;
+    rc_err e = {0};
+    assert_int_equal(rc_tokenizer_from_arrays(&t, &a, &e), RC_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "token 2 is UNUSED"));
+    assert_null(t);
+
+    const size_t big = (size_t)1 << 20;
+    char *longest = malloc(big + 1);
+    memset(longest, 'a', big);
+    longest[big] = 0;
+    const char *tok4[] = {"a", "aa", longest};
+    const float sc4[] = {0, -1, -2};
+    a = (rc_tok_arrays){.n_vocab = 3, .tokens = tok4, .model = "llama", .scores = sc4, .bos_id = -1, .eos_id = -1,
+                        .unk_id = -1};
+    encode_is(&a, "aaaaa", (const int32_t[]){1, 1, 0}, 3);
+    free(longest);
+}
+
 static void test_add_special_and_edges(void **state)
 {
     (void)state;
@@ -601,6 +656,7 @@ int main(void)
         cmocka_unit_test(test_decode_matches_hf),
         cmocka_unit_test(test_arrays_match_hf),
         cmocka_unit_test(test_spm_matches_sentencepiece),
+        cmocka_unit_test(test_spm_edges),
         cmocka_unit_test(test_add_special_and_edges),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_chat_matches_hf),
