@@ -96,6 +96,8 @@ def gemma3(path, normalizer, fixture_texts, gpl):
     texts += [("space_runs", b"a  b   c    d     e\n\n\n  f   \n    g"),
               ("chat_turn", b"<start_of_turn>user\nWho invented printing?<end_of_turn>\n<start_of_turn>model\n"),
               ("golden_prompt", b"The printing press was invented by Johannes Gutenberg around"),
+              ("html_tabs", b"<table><tr><td>a</td></tr></table>\n\t\tif x:\n\t\t\treturn <b>y</b>"),
+              ("long_space_runs", b"x" + b" " * 20 + b"y" + b" " * 40 + b"z" + b" " * 16 + b"w"),
               ("gpl3_head", gpl[:3000].encode())]
     h = hashlib.sha256()
     with open(path, "rb") as fh:
