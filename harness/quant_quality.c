@@ -26,6 +26,9 @@ typedef struct qq_row {
     double flip_margin;             /* the smallest, over the prompts that differ, of the unquantized model's logit
                                      * of its own token minus its logit of the quantized model's token at the first
                                      * differing step (a near-tie when small) */
+    int32_t *ids;                   /* [NP, G] this model's greedy tokens */
+    int64_t *first;                 /* [NP] each prompt's first differing step (G: all equal) */
+    double *margin;                 /* [NP] that step's margin, as flip_margin (NaN where all equal) */
     double quantize_s, eval_s;
 } qq_row;
 
@@ -118,6 +121,17 @@ static cJSON *row_json(const qq_row *r, int64_t prompts)
     cJSON_AddNumberToObject(j, "greedy_prompts_equal", (double)r->prompts_equal);
     if (r->greedy_equal < r->greedy_n)
         cJSON_AddNumberToObject(j, "greedy_flip_margin", r->flip_margin);
+    if (r->first && r->greedy_n) { /* per prompt: its first differing step (the count of steps: none), the tokens */
+        const int64_t G = r->greedy_n / prompts;
+        cJSON *fd = cJSON_AddArrayToObject(j, "greedy_first_difference"), *ids = cJSON_AddArrayToObject(j, "greedy_ids");
+        for (int64_t i = 0; i < prompts; i++) {
+            cJSON_AddItemToArray(fd, cJSON_CreateNumber((double)r->first[i]));
+            cJSON *one = cJSON_CreateArray();
+            for (int64_t k = 0; k < G; k++)
+                cJSON_AddItemToArray(one, cJSON_CreateNumber(r->ids[i * G + k]));
+            cJSON_AddItemToArray(ids, one);
+        }
+    }
     cJSON_AddNumberToObject(j, "quantize_seconds", r->quantize_s);
     cJSON_AddNumberToObject(j, "eval_seconds", r->eval_s);
     return j;
@@ -196,6 +210,10 @@ static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int
     r->greedy_n = G * gs->NP;
     r->greedy_equal = r->prompts_equal = 0;
     r->flip_margin = INFINITY;
+    if (!rc && G && (!(r->ids = rc_calloc(G * gs->NP, sizeof *r->ids, e, "greedy tokens")) ||
+                     !(r->first = rc_calloc(gs->NP, sizeof *r->first, e, "greedy steps")) ||
+                     !(r->margin = rc_calloc(gs->NP, sizeof *r->margin, e, "greedy margins"))))
+        rc = e->code;
     for (int64_t i = 0; !rc && G && i < gs->NP; i++) {
         const int32_t *want = g0 + i * G;
         if ((rc = greedy(&src.m, ev + prompt_at(gs, i), gs->P, G, g1, i == 0 && gs->margins ? g1l : NULL, e)))
@@ -207,9 +225,13 @@ static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int
             s++;
         r->greedy_equal += s;
         r->prompts_equal += s == G;
+        memcpy(r->ids + i * G, g1, (size_t)G * sizeof *g1);
+        r->first[i] = s;
+        r->margin[i] = NAN;
         if (s < G) {
             const float *l0 = g0l + (i * G + s) * V;
             const double m = (double)l0[want[s]] - (double)l0[g1[s]];
+            r->margin[i] = m;
             r->flip_margin = m < r->flip_margin ? m : r->flip_margin;
         }
     }
@@ -394,11 +416,17 @@ int rc_cmd_quant_quality(int argc, char **argv)
         printf("%-10s %-5s %-7s %+12.5e %12.5e %12.5e %7.2f%% %10s %8s %9.1f\n", r->scheme, row_zero(r),
                row_method(r), r->q.nll_stage - r->q.nll_ref, r->q.kl_mean, r->q.kl_max,
                100.0 * (double)r->q.top1_agree / (double)r->q.n, gr, pr, r->quantize_s + r->eval_s);
-        if (r->greedy_equal < r->greedy_n)
+        if (r->greedy_equal < r->greedy_n) {
             printf("  %s %s %s: greedy differs in %lld of %ld prompt(s); the smallest unquantized margin at a first "
                    "difference (its token's logit - the other model's token's logit) %.3e\n", r->scheme,
                    row_zero(r), row_method(r), (long long)(n_prompts - r->prompts_equal), n_prompts,
                    r->flip_margin);
+            printf("  %s %s %s: first differences (prompt: step, margin):", r->scheme, row_zero(r), row_method(r));
+            for (long k = 0; k < n_prompts; k++)
+                if (r->first[k] < G)
+                    printf(" %ld: %lld, %.4f;", k, (long long)r->first[k], r->margin[k]);
+            printf("\n");
+        }
         fflush(stdout);
     }
     int exit_code = rc ? RC_EXIT_ERROR : RC_EXIT_PASS;
@@ -433,6 +461,15 @@ int rc_cmd_quant_quality(int argc, char **argv)
             cJSON_AddNumberToObject(root, "block", gq.block);
             if (qonly)
                 cJSON_AddStringToObject(root, "quantize_only", qonly);
+            if (G) { /* the unquantized model's greedy tokens, per prompt: what each row's greedy_ids are held to */
+                cJSON *ref = cJSON_AddArrayToObject(root, "greedy_reference_ids");
+                for (long k = 0; k < n_prompts; k++) {
+                    cJSON *one = cJSON_CreateArray();
+                    for (int64_t t = 0; t < G; t++)
+                        cJSON_AddItemToArray(one, cJSON_CreateNumber(g0[k * G + t]));
+                    cJSON_AddItemToArray(ref, one);
+                }
+            }
             cJSON *arr = cJSON_AddArrayToObject(root, "rows");
             for (int i = 0; i < NR; i++)
                 if (run[i])
@@ -442,6 +479,11 @@ int rc_cmd_quant_quality(int argc, char **argv)
                 exit_code = wrc;
             cJSON_Delete(root);
         }
+    }
+    for (int i = 0; i < NR; i++) {
+        free(rows[i].ids);
+        free(rows[i].first);
+        free(rows[i].margin);
     }
     free(lr);
     free(g0);
