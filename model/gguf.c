@@ -491,16 +491,23 @@ static void q45_k_block(const unsigned char *blk, int five, float *y)
     }
 }
 
+/* Value v's 2-bit code in the 64 code bytes qs of a Q2_K / Q3_K block: for v = 128 h + 32 c + l (h < 2, c < 4,
+ * l < 32), bits 2 c, 2 c + 1 of byte 32 h + l. */
+static int k_code2(const unsigned char *qs, int v)
+{
+    return (qs[32 * (v / 128) + v % 32] >> (2 * (v % 128 / 32))) & 3;
+}
+
 /* Q2_K (256 values: 16 bytes of 4-bit scale and min pairs, 64 bytes of 2-bit codes, fp16 d, fp16 dmin): sixteen
  * groups of 16 in the affine family, s = d * (scale byte & 15) and m = -(dmin * (scale byte >> 4)), each rounded to
- * f32; value 128 h + 32 c + l (h < 2, c < 4, l < 32) is bits 2 c, 2 c + 1 of code byte 32 h + l. */
+ * f32; q = the value's 2-bit code (k_code2). */
 static void q2_k_block(const unsigned char *blk, float *y)
 {
     const unsigned char *sc = blk, *qs = blk + 16;
     const float d = f16_at(blk + 80), dmin = f16_at(blk + 82);
     int8_t codes[256];
     for (int v = 0; v < 256; v++)
-        codes[v] = (int8_t)((qs[32 * (v / 128) + v % 32] >> (2 * (v % 128 / 32))) & 3);
+        codes[v] = (int8_t)k_code2(qs, v);
     for (int gi = 0; gi < 16; gi++) {
         const float s = d * (float)(sc[gi] & 15), m = dmin * (float)(sc[gi] >> 4);
         rc_qf_dequant_group(RC_QF_AFFINE, s, -m, codes + 16 * gi, 16, y + 16 * gi);
@@ -508,19 +515,17 @@ static void q2_k_block(const unsigned char *blk, float *y)
 }
 
 /* Q3_K (256 values: 32 bytes of high-bit masks, 64 bytes of 2-bit codes, 12 bytes packing sixteen 6-bit scales,
- * fp16 d): sixteen groups of 16 in the scale family, s = d * (scale - 32) rounded to f32, q = the two low bits, minus
- * 4 where the value's mask bit is 0 (q in -4..3). Value v = 128 h + 32 c + l takes bits 2 c, 2 c + 1 of code byte
- * 32 h + l and bit v / 32 of mask byte l. Scale i: the low (i < 8) or high nibble of byte i % 8 as its low four
- * bits, bits 2 (i / 4) and 2 (i / 4) + 1 of byte 8 + i % 4 as its top two. */
+ * fp16 d): sixteen groups of 16 in the scale family, s = d * (scale - 32) rounded to f32, q = the value's 2-bit
+ * code (k_code2), minus 4 where its mask bit (bit v / 32 of mask byte v % 32) is 0 (q in -4..3). Scale i: the low
+ * (i < 8) or high nibble of byte i % 8 as its low four bits, bits 2 (i / 4) and 2 (i / 4) + 1 of byte 8 + i % 4 as its
+ * top two. */
 static void q3_k_block(const unsigned char *blk, float *y)
 {
     const unsigned char *hm = blk, *qs = blk + 32, *sc = blk + 96;
     const float d = f16_at(blk + 108);
     int8_t codes[256];
-    for (int v = 0; v < 256; v++) {
-        const int lo = (qs[32 * (v / 128) + v % 32] >> (2 * (v % 128 / 32))) & 3;
-        codes[v] = (int8_t)(lo - (((hm[v % 32] >> (v / 32)) & 1) ? 0 : 4));
-    }
+    for (int v = 0; v < 256; v++)
+        codes[v] = (int8_t)(k_code2(qs, v) - (((hm[v % 32] >> (v / 32)) & 1) ? 0 : 4));
     for (int gi = 0; gi < 16; gi++) {
         const int low = (sc[gi % 8] >> (gi < 8 ? 0 : 4)) & 15, high = (sc[8 + gi % 4] >> (2 * (gi / 4))) & 3;
         rc_qf_dequant_group(RC_QF_SCALE, d * (float)((low | high << 4) - 32), 0.0f, codes + 16 * gi, 16, y + 16 * gi);

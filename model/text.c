@@ -188,6 +188,22 @@ static int gguf_cstrs(const rc_gguf *g, const char *key, char ***out, int64_t *n
     return rc;
 }
 
+/* An array key of n 4-byte values of GGUF type type (named tname in messages), copied into *out (malloc'd); *out
+ * stays NULL, and RC_OK, when the key is absent. */
+static int gguf_values(const rc_gguf *g, const char *key, uint32_t type, const char *tname, int64_t n, void **out,
+                       rc_err *e)
+{
+    const rc_gguf_kv *kv = rc_gguf_find(g, key);
+    if (!kv)
+        return RC_OK;
+    if (kv->type != RC_GGUF_ARRAY || kv->arr_type != type || (int64_t)kv->arr_n != n)
+        return rc_fail(e, RC_E_FORMAT, "%s: %s is not %lld %s values", g->path, key, (long long)n, tname);
+    if (!(*out = malloc((size_t)(n ? n : 1) * 4)))
+        return rc_fail(e, RC_E_NOMEM, "out of host memory");
+    memcpy(*out, kv->val, (size_t)n * 4); /* GGUF is little-endian, as the host */
+    return RC_OK;
+}
+
 /* A boolean key (bool, or an integer read as nonzero) into *flag; *flag untouched when the key is absent. */
 static int gguf_flag(const rc_gguf *g, const char *key, int *flag, rc_err *e)
 {
@@ -228,29 +244,12 @@ int rc_text_load_gguf(rc_text *t, const char *path, rc_err *e)
     const int spm = model && !strcmp(model, "llama"); /* SentencePiece: scores, no merges */
     if (!rc && !spm)
         rc = gguf_cstrs(&g, "tokenizer.ggml.merges", &merges, &n_merges, e);
-    if (!rc && spm) {
-        const rc_gguf_kv *sc = rc_gguf_find(&g, "tokenizer.ggml.scores");
-        if (!sc)
-            rc = rc_fail(e, RC_E_MISSING, "%s: GGUF key 'tokenizer.ggml.scores' is missing (a SentencePiece "
-                         "tokenizer needs its piece scores)", path);
-        else if (sc->type != RC_GGUF_ARRAY || sc->arr_type != RC_GGUF_F32 || (int64_t)sc->arr_n != n_tokens)
-            rc = rc_fail(e, RC_E_FORMAT, "%s: tokenizer.ggml.scores is not %lld float32 values", path,
-                         (long long)n_tokens);
-        else if (!(scores = malloc((size_t)(n_tokens ? n_tokens : 1) * sizeof *scores)))
-            rc = rc_fail(e, RC_E_NOMEM, "out of host memory");
-        else
-            memcpy(scores, sc->val, (size_t)n_tokens * sizeof *scores); /* little-endian, as the host */
-    }
-    const rc_gguf_kv *tt = rc_gguf_find(&g, "tokenizer.ggml.token_type");
-    if (!rc && tt) {
-        if (tt->type != RC_GGUF_ARRAY || tt->arr_type != RC_GGUF_I32 || (int64_t)tt->arr_n != n_tokens)
-            rc = rc_fail(e, RC_E_FORMAT, "%s: tokenizer.ggml.token_type is not %lld int32 values", path,
-                         (long long)n_tokens);
-        else if (!(types = malloc((size_t)(n_tokens ? n_tokens : 1) * sizeof *types)))
-            rc = rc_fail(e, RC_E_NOMEM, "out of host memory");
-        else
-            memcpy(types, tt->val, (size_t)n_tokens * sizeof *types); /* GGUF is little-endian, as the host */
-    }
+    if (!rc && spm && !(rc = gguf_values(&g, "tokenizer.ggml.scores", RC_GGUF_F32, "float32", n_tokens,
+                                         (void **)&scores, e)) && !scores)
+        rc = rc_fail(e, RC_E_MISSING, "%s: GGUF key 'tokenizer.ggml.scores' is missing (a SentencePiece "
+                     "tokenizer needs its piece scores)", path);
+    if (!rc)
+        rc = gguf_values(&g, "tokenizer.ggml.token_type", RC_GGUF_I32, "int32", n_tokens, (void **)&types, e);
     char *pre = gguf_cstr(&g, "tokenizer.ggml.pre", 0, &rc, e);
     char *tmpl = gguf_cstr(&g, "tokenizer.chat_template", 0, &rc, e);
     rc_tok_arrays a = {.n_vocab = n_tokens, .tokens = (const char *const *)tokens, .token_type = types,

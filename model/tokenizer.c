@@ -312,6 +312,21 @@ static int32_t pair_rank(const pair_map *m, int32_t a, int32_t b, int32_t *id)
 
 #define SPM_SPACE "\xE2\x96\x81" /* U+2581, SentencePiece's space */
 
+/* Appends s[0..n) with every occurrence of from[0..nf) replaced by to[0..nt) (left to right, not overlapping). */
+static int buf_add_replaced(buf *o, const unsigned char *s, size_t n, const char *from, size_t nf, const char *to,
+                            size_t nt)
+{
+    size_t done = 0;
+    for (size_t i = 0; i + nf <= n;)
+        if (!memcmp(s + i, from, nf)) {
+            if (!buf_add(o, s + done, i - done) || !buf_add(o, to, nt))
+                return 0;
+            done = i += nf;
+        } else
+            i++;
+    return buf_add(o, s + done, n - done);
+}
+
 static int parse_byte_token(const char *s, size_t n) /* "<0xNN>" -> NN, else -1 */
 {
     if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>')
@@ -352,17 +367,8 @@ static int token_bytes(const rc_tokenizer *t, int64_t id, buf *o)
         }
         return 1;
     }
-    if (t->metaspace) { /* U+2581 back to a space */
-        size_t from = 0;
-        for (size_t i = 0; i + 3 <= n; i++)
-            if (!memcmp(s + i, SPM_SPACE, 3)) {
-                if (!buf_add(o, s + from, i - from) || !buf_add(o, " ", 1))
-                    return 0;
-                from = i + 3;
-                i += 2;
-            }
-        return buf_add(o, s + from, n - from);
-    }
+    if (t->metaspace) /* U+2581 back to a space */
+        return buf_add_replaced(o, s, n, SPM_SPACE, 3, " ", 1);
     return buf_add(o, s, n);
 }
 
@@ -980,13 +986,8 @@ static int bpe_piece(enc_ctx *c, const unsigned char *s, size_t n)
         mn = c->mapped.n;
     } else if (t->metaspace) {
         c->mapped.n = 0;
-        for (size_t i = 0, from = 0; i <= n; i++) {
-            if (i < n && s[i] != ' ')
-                continue;
-            if (!buf_add(&c->mapped, s + from, i - from) || (i < n && !buf_add(&c->mapped, SPM_SPACE, 3)))
-                return rc_fail(c->e, RC_E_NOMEM, "tokenizer: out of host memory");
-            from = i + 1;
-        }
+        if (!buf_add_replaced(&c->mapped, s, n, " ", 1, SPM_SPACE, 3))
+            return rc_fail(c->e, RC_E_NOMEM, "tokenizer: out of host memory");
         m = c->mapped.p;
         mn = c->mapped.n;
     }
