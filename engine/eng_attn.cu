@@ -1707,7 +1707,15 @@ constexpr int WGS_NS = 4;
  * 128-byte-swizzled stages (1024-byte aligned), the wgmma descriptors swizzled to match; rows past the launch's last
  * tile or past kv_last come in as zeros (out of the tensor map's bounds), so a box longer than its sub-block reads
  * only the launch's own keys or zeros (masked, p = 0, and 0 * 0 in P V). */
-enum { WGS_QREG = 1, WGS_OVERLAP = 2, WGS_TMA = 4 };
+/* WGS_PP (with WGS_TMA, not WGS_OVERLAP): the two row warpgroups take turns on the tensor cores (FlashAttention-3's
+ * ping-pong). Each walks the same phases over the union of their sub-blocks: phase k issues P V of sub-block uf + k - 1
+ * and S of uf + k (each only where the sub-block has keys the warpgroup's rows see), after waiting on its named
+ * barrier for the other warpgroup's phase k - 1 (warpgroup 1's phase k waits for warpgroup 0's phase k); it then
+ * arrives on the other's barrier, waits for both products and runs the softmax of uf + k while the other warpgroup's
+ * products run. Per row the steps are the other forms' (S, softmax, rescale, P V, in sub-block order; one wait for
+ * both products instead of one each), so the same bits. The phases of the two differ by at most one, so at most
+ * three of the WGS_NS stages are held at once: the copier never waits on a stage a waiting warpgroup holds. */
+enum { WGS_QREG = 1, WGS_OVERLAP = 2, WGS_TMA = 4, WGS_PP = 8 };
 template <int VAR> constexpr size_t wgs_smem() /* [WGS_NS][K, V][WG_TILE], (not QREG) Q [2][64 x WG_D], barriers */
 {
     return (size_t)(WGS_NS * 2 * WG_TILE + ((VAR & WGS_QREG) ? 0 : 2 * 64 * WG_D)) * sizeof(uint16_t) +
@@ -1722,8 +1730,9 @@ __global__ void __launch_bounds__(384, 1)
                const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr bool QREG = VAR & WGS_QREG, OVERLAP = VAR & WGS_OVERLAP, TMA = VAR & WGS_TMA;
+    constexpr bool QREG = VAR & WGS_QREG, OVERLAP = VAR & WGS_OVERLAP, TMA = VAR & WGS_TMA, PP = VAR & WGS_PP;
     static_assert(!TMA || QREG, "the TMA variant keeps Q in registers");
+    static_assert(!PP || (TMA && !OVERLAP), "the ping-pong variant is the TMA form's, without the overlap");
     constexpr int D = WG_D, ROWS = 128, NJ = KB / 8, NT = D / 8, KS = D / 16, NK = KB / 16;
     constexpr int PASSES = KB * (D / 8) / 128; /* 16-byte copies of a K (and a V) sub-block per copier thread */
     static_assert(KB == 64 && PASSES * 128 == KB * (D / 8), "wgmma tiles: 64-key sub-blocks");
@@ -1832,6 +1841,17 @@ __global__ void __launch_bounds__(384, 1)
     const int64_t klo = glo > blo ? glo : blo, khi = ghi < bhi ? ghi : bhi;
     const bool glive = gr0 <= rlast && klo <= khi;
     const int gfirst = glive ? sub_of(klo, tile_lo, nsub, P) : last + 1, glast = glive ? sub_of(khi, tile_lo, nsub, P) : last;
+    /* WGS_PP: the sub-blocks warpgroup c computes (the derivation above for its rows); false: none */
+    auto range_of = [&](int c, int *gf, int *gl) {
+        const int r0 = rb + c * 64, r1 = r0 + 63 < rlast ? r0 + 63 : rlast;
+        const int64_t lo = window_lo(pos0 + r0 / G, window), hi = pos0 + r1 / G;
+        const int64_t a = lo > blo ? lo : blo, b = hi < bhi ? hi : bhi;
+        if (r0 > rlast || a > b)
+            return false;
+        *gf = sub_of(a, tile_lo, nsub, P);
+        *gl = sub_of(b, tile_lo, nsub, P);
+        return true;
+    };
 
     /* Q rounded to bf16: as the A fragments of the 8 k-steps over D (QREG), or into the warpgroup's core matrices
      * (rows past the chunk: zeros) */
@@ -1938,52 +1958,100 @@ __global__ void __launch_bounds__(384, 1)
     };
 
     int idx = first;
-    for (; idx < gfirst && idx <= last; idx++) { /* keys none of this warpgroup's rows sees */
-        acquire(idx);
-        release(idx);
-    }
-    if (gfirst <= glast) {
-        float corr[2];
-        if constexpr (OVERLAP) {
-            /* S(t + 1) and P(t) V(t) in flight together; the softmax of t + 1 runs while P(t) V(t) does, and acc
-             * is rescaled by corr(t + 1) once P(t) V(t) landed: acc's order is k_attn_wg's (rescale, add P V) */
-            acquire(gfirst);
-            issue_s(gfirst);
-            wg_wait0();
-            softmax(gfirst, corr);
-            rescale(corr);
-            pack();
-            for (idx = gfirst + 1; idx <= glast; idx++) {
+    if constexpr (PP) {
+        int of = 0, ol = -1;
+        const bool olive = range_of(1 - cwg, &of, &ol);
+        /* the union of the two warpgroups' sub-blocks, the same in both */
+        const int uf = !glive ? of : !olive ? gfirst : gfirst < of ? gfirst : of;
+        const int ul = !glive ? ol : !olive ? glast : glast > ol ? glast : ol;
+        if (glive || olive) {
+            for (; idx < uf; idx++) { /* keys no row of the block sees */
                 acquire(idx);
-                issue_s(idx);
-                issue_pv(idx - 1);
-                wg_wait1(); /* S(idx) landed; P V of idx - 1 may still run */
-                softmax(idx, corr);
-                wg_wait0();
-                wg_hold(o);
-                release(idx - 1);
-                rescale(corr);
-                pack();
-            }
-            issue_pv(glast);
-            wg_wait0();
-            wg_hold(o);
-            release(glast);
-        } else {
-            for (idx = gfirst; idx <= glast; idx++) {
-                acquire(idx);
-                issue_s(idx);
-                wg_wait0();
-                softmax(idx, corr);
-                rescale(corr);
-                pack();
-                issue_pv(idx);
-                wg_wait0();
-                wg_hold(o);
                 release(idx);
             }
+            constexpr int BAR0 = 3; /* named barriers BAR0 + warpgroup (1 + warpgroup hold Q without QREG) */
+            auto turn = [&](bool arrive, int id) { /* the whole warpgroup: its 128 threads, with the other's 128 */
+                if (arrive)
+                    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(256) : "memory");
+                else
+                    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(256) : "memory");
+            };
+            if (cwg == 1)
+                turn(true, BAR0); /* warpgroup 0 takes the first phase */
+            const int np = ul - uf + 2;
+            float corr[2];
+            for (int k = 0; k < np; k++) {
+                const int is = uf + k, ip = is - 1;
+                const bool ls = glive && is >= gfirst && is <= glast, lp = glive && ip >= gfirst && ip <= glast;
+                if (is <= ul)
+                    acquire(is);
+                turn(false, BAR0 + cwg);
+                if (lp)
+                    issue_pv(ip);
+                if (ls)
+                    issue_s(is);
+                if (cwg == 0 || k < np - 1) /* warpgroup 1's last phase has no phase of warpgroup 0 after it */
+                    turn(true, BAR0 + 1 - cwg);
+                wg_wait0();
+                wg_hold(o);
+                if (k > 0)
+                    release(ip);
+                if (ls) {
+                    softmax(is, corr);
+                    rescale(corr);
+                    pack();
+                }
+            }
+            idx = ul + 1;
         }
-        idx = glast + 1;
+    } else {
+        for (; idx < gfirst && idx <= last; idx++) { /* keys none of this warpgroup's rows sees */
+            acquire(idx);
+            release(idx);
+        }
+        if (gfirst <= glast) {
+            float corr[2];
+            if constexpr (OVERLAP) {
+                /* S(t + 1) and P(t) V(t) in flight together; the softmax of t + 1 runs while P(t) V(t) does, and acc
+                 * is rescaled by corr(t + 1) once P(t) V(t) landed: acc's order is k_attn_wg's (rescale, add P V) */
+                acquire(gfirst);
+                issue_s(gfirst);
+                wg_wait0();
+                softmax(gfirst, corr);
+                rescale(corr);
+                pack();
+                for (idx = gfirst + 1; idx <= glast; idx++) {
+                    acquire(idx);
+                    issue_s(idx);
+                    issue_pv(idx - 1);
+                    wg_wait1(); /* S(idx) landed; P V of idx - 1 may still run */
+                    softmax(idx, corr);
+                    wg_wait0();
+                    wg_hold(o);
+                    release(idx - 1);
+                    rescale(corr);
+                    pack();
+                }
+                issue_pv(glast);
+                wg_wait0();
+                wg_hold(o);
+                release(glast);
+            } else {
+                for (idx = gfirst; idx <= glast; idx++) {
+                    acquire(idx);
+                    issue_s(idx);
+                    wg_wait0();
+                    softmax(idx, corr);
+                    rescale(corr);
+                    pack();
+                    issue_pv(idx);
+                    wg_wait0();
+                    wg_hold(o);
+                    release(idx);
+                }
+            }
+            idx = glast + 1;
+        }
     }
     for (; idx <= last; idx++) {
         acquire(idx);
@@ -2796,8 +2864,11 @@ cudaError_t engk_attn_prefill(const float *q, float *ctx, float *st_m, float *st
         if (flags & ENGK_WGMMA_WS) {
             const int tma = flags & ENGK_WGS_TMA ? WGS_TMA | WGS_QREG : 0;
             const int var = (flags & ENGK_WGS_QREG ? WGS_QREG : 0) | (flags & ENGK_WGS_OVERLAP ? WGS_OVERLAP : 0) | tma;
+            if ((flags & ENGK_WGS_PP) && var != (WGS_TMA | WGS_QREG))
+                return cudaErrorInvalidValue; /* ping-pong: the TMA form without the overlap only */
             auto *fn = var == 0 ? launch_wgs<0> : var == 1 ? launch_wgs<1> : var == 2 ? launch_wgs<2> :
-                       var == 3 ? launch_wgs<3> : var == 5 ? launch_wgs<5> : launch_wgs<7>;
+                       var == 3 ? launch_wgs<3> : var == 7 ? launch_wgs<7> :
+                       (flags & ENGK_WGS_PP) ? launch_wgs<WGS_TMA | WGS_QREG | WGS_PP> : launch_wgs<5>;
             return fn(q, ctx, st_m, st_l, st_acc, k, v, kv_pos0, kv_last, tile_lo, tile_hi, P, T, pos0, H, Hkv, scale,
                       window, flags, s);
         }

@@ -957,6 +957,7 @@ static int64_t check_prefill_wgmma(const pcase *c, const kvset *s, const float *
         {ENGK_WGS_QREG | ENGK_WGS_OVERLAP, "Q in registers, S(t+1) with P(t)V(t)"},
         {ENGK_WGS_TMA, "Q in registers, K/V by TMA, swizzled"},
         {ENGK_WGS_TMA | ENGK_WGS_OVERLAP, "Q in registers, K/V by TMA, swizzled, S(t+1) with P(t)V(t)"},
+        {ENGK_WGS_TMA | ENGK_WGS_PP, "Q in registers, K/V by TMA, swizzled, ping-pong"},
     };
     pcase cs = cw;
     for (size_t v = 0; v < sizeof wv / sizeof wv[0]; v++) {
@@ -1151,6 +1152,7 @@ static int64_t sanitize_prefill(void)
          "wgmma, warp-specialized, Q in registers, overlapped"},
         {ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA, "wgmma, warp-specialized, TMA (the engine's on sm_90a)"},
         {ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA | ENGK_WGS_OVERLAP, "wgmma, warp-specialized, TMA, overlapped"},
+        {ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA | ENGK_WGS_PP, "wgmma, warp-specialized, TMA, ping-pong"},
     };
     int64_t fails = 0;
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
@@ -1407,6 +1409,8 @@ static void bench(void)
         {"wgmma warp-spec., TMA (the engine's on sm_90a)   ", ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA},
         {"wgmma warp-spec., TMA, overlap (not engine's)    ",
          ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA | ENGK_WGS_OVERLAP},
+        {"wgmma warp-spec., TMA, ping-pong (not engine's)  ",
+         ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA | ENGK_WGS_PP},
         {"CUDA cores                                       ", ENGK_CUDA_CORES},
     };
     float *hq = rand_q((int64_t)maxT * H * D);
