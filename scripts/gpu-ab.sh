@@ -10,8 +10,8 @@
 #   ENV      settings for its runs, VAR=VALUE separated by ';' (e.g. REFCHAIN_QGEMV_PICKS=p4096x14336=i8u4p)
 # WEIGHTS: `engine bench --weights` values, bf16 for none (default "bf16"). BENCH_ARGS default to
 # --shape llama3-8b --prompt-len 16 --steps 32 --rounds 2 --no-stream. -n prints the plan and does nothing else.
-# Prints one line per resident row of a run (pass, weights, prompt length, variant, ms/token, tok/s, % of the floor),
-# then each variant's mean per weights and prompt length;
+# Prints one line per resident row of a run (pass, weights, prompt length, variant, ms/token, tok/s, % of the floor,
+# the prefill's ms), then each variant's means (ms/token, prefill ms) per weights and prompt length;
 # writes $OUT/ab.tsv and the whole bench output to $OUT/ab.log. Knobs: GPU_ARCH (90), RC_PREFIX (/tmp/rcprefix),
 # AB_JOBS (ninja jobs a build; default the cores over the builds). Exit 0 iff every build and run succeeded, 1 if a
 # run failed, 2 on bad usage or a failed build.
@@ -108,7 +108,7 @@ done
 [ $bad = 0 ] || exit 2
 echo "built ${#udefs[@]} in $((SECONDS - t0)) s"
 
-printf 'pass\tweights\tprompt\tvariant\tms_per_token\ttok_per_s\tfloor_pct\n' >"$TSV"
+printf 'pass\tweights\tprompt\tvariant\tms_per_token\ttok_per_s\tfloor_pct\tprefill_ms\n' >"$TSV"
 status=0
 for p in $(seq 1 "$PASSES"); do
     for w in "${wts[@]}"; do
@@ -123,24 +123,28 @@ for p in $(seq 1 "$PASSES"); do
             out=$(env ${ev[@]+"${ev[@]}"} "${bdir[$i]}/engine/engine" bench "${bargs[@]}" ${wa[@]+"${wa[@]}"} 2>&1)
             rc=$?
             printf '%s\n' "$out" >>"$LOG"
-            # the resident rows, one a prompt length: mode prompt ... | ms/token tok/s floor-ms floor% spread | ...
+            # the resident rows, one a prompt length: mode prompt prefill-ms ... | ms/token tok/s floor-ms floor%
+            # spread | ...
             rows=$(printf '%s\n' "$out" | awk -F'|' '/^resident/ {split($1, a, " "); split($2, f, " ");
-                                                               print a[2], f[1], f[2], f[4]}')
+                                                               print a[2], f[1], f[2], f[4], a[3]}')
             if [ $rc -ne 0 ] || [ -z "$rows" ]; then
                 printf '%s\n' "$out" | grep -iE 'error|fail' | head -2 | sed "s/^/gpu-ab: ${names[$i]}: /" >&2
-                rows="- - - -"
+                rows="- - - - -"
                 status=1
             fi
-            while read -r pl ms tps fl; do
-                printf 'pass %d  %-24s prompt %-6s %-16s %8s ms/token %8s tok/s %7s of floor\n' "$p" "$w" "$pl" \
-                    "${names[$i]}" "$ms" "$tps" "$fl"
-                printf '%d\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$w" "$pl" "${names[$i]}" "$ms" "$tps" "${fl%\%}" >>"$TSV"
+            while read -r pl ms tps fl pre; do
+                printf 'pass %d  %-24s prompt %-6s %-16s %8s ms/token %8s tok/s %7s of floor, prefill %s ms\n' "$p" \
+                    "$w" "$pl" "${names[$i]}" "$ms" "$tps" "$fl" "$pre"
+                printf '%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$w" "$pl" "${names[$i]}" "$ms" "$tps" "${fl%\%}" "$pre" \
+                    >>"$TSV"
             done <<<"$rows"
         done
     done
 done
-echo "means over the passes (ms/token):"
-awk -F'\t' 'NR > 1 && $5 != "-" {k = $2 "\t" $3 "\t" $4; s[k] += $5; n[k]++; if (!(k in o)) {o[k] = ++m; key[m] = k}}
+echo "means over the passes (ms/token; prefill ms):"
+awk -F'\t' 'NR > 1 && $5 != "-" {k = $2 "\t" $3 "\t" $4; s[k] += $5; q[k] += $8; n[k]++
+                                  if (!(k in o)) {o[k] = ++m; key[m] = k}}
     END {for (i = 1; i <= m; i++) {split(key[i], a, "\t");
-         printf "  %-24s prompt %-6s %-16s %8.3f (%d runs)\n", a[1], a[2], a[3], s[key[i]] / n[key[i]], n[key[i]]}}' "$TSV"
+         printf "  %-24s prompt %-6s %-16s %8.3f; prefill %9.2f (%d runs)\n", a[1], a[2], a[3], s[key[i]] / n[key[i]],
+                q[key[i]] / n[key[i]], n[key[i]]}}' "$TSV"
 exit $status
