@@ -1713,8 +1713,11 @@ constexpr int WGS_NS = 4;
  * barrier for the other warpgroup's phase k - 1 (warpgroup 1's phase k waits for warpgroup 0's phase k); it then
  * arrives on the other's barrier, waits for both products and runs the softmax of uf + k while the other warpgroup's
  * products run. Per row the steps are the other forms' (S, softmax, rescale, P V, in sub-block order; one wait for
- * both products instead of one each), so the same bits. The phases of the two differ by at most one, so at most
- * three of the WGS_NS stages are held at once: the copier never waits on a stage a waiting warpgroup holds. */
+ * both products instead of one each), so the same bits. No deadlock with the stages: a warpgroup's acquire of
+ * sub-block j needs both warpgroups' releases of j - WGS_NS, and each warpgroup releases a sub-block right after its
+ * phase's wait, never behind a named barrier, so those releases precede (in its program order) the barrier steps
+ * the acquiring warpgroup has already passed; warpgroup 1 arrives once before its first phase and not after its
+ * last, so every barrier's arrivals are consumed. */
 enum { WGS_QREG = 1, WGS_OVERLAP = 2, WGS_TMA = 4, WGS_PP = 8 };
 template <int VAR> constexpr size_t wgs_smem() /* [WGS_NS][K, V][WG_TILE], (not QREG) Q [2][64 x WG_D], barriers */
 {
@@ -1969,15 +1972,20 @@ __global__ void __launch_bounds__(384, 1)
                 acquire(idx);
                 release(idx);
             }
-            constexpr int BAR0 = 3; /* named barriers BAR0 + warpgroup (1 + warpgroup hold Q without QREG) */
-            auto turn = [&](bool arrive, int id) { /* the whole warpgroup: its 128 threads, with the other's 128 */
-                if (arrive)
-                    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(256) : "memory");
+            /* named barriers 3 + warpgroup (1 + warpgroup hold Q without QREG), immediate ids (an id in a register
+             * makes ptxas reserve all 16); the whole warpgroup, its 128 threads with the other's 128 */
+            auto turn = [&](bool arrive, int w) {
+                if (arrive && w == 0)
+                    asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+                else if (arrive)
+                    asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+                else if (w == 0)
+                    asm volatile("bar.sync 3, 256;\n" ::: "memory");
                 else
-                    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(256) : "memory");
+                    asm volatile("bar.sync 4, 256;\n" ::: "memory");
             };
             if (cwg == 1)
-                turn(true, BAR0); /* warpgroup 0 takes the first phase */
+                turn(true, 0); /* warpgroup 0 takes the first phase */
             const int np = ul - uf + 2;
             float corr[2];
             for (int k = 0; k < np; k++) {
@@ -1985,13 +1993,13 @@ __global__ void __launch_bounds__(384, 1)
                 const bool ls = glive && is >= gfirst && is <= glast, lp = glive && ip >= gfirst && ip <= glast;
                 if (is <= ul)
                     acquire(is);
-                turn(false, BAR0 + cwg);
+                turn(false, cwg);
                 if (lp)
                     issue_pv(ip);
                 if (ls)
                     issue_s(is);
                 if (cwg == 0 || k < np - 1) /* warpgroup 1's last phase has no phase of warpgroup 0 after it */
-                    turn(true, BAR0 + 1 - cwg);
+                    turn(true, 1 - cwg);
                 wg_wait0();
                 wg_hold(o);
                 if (k > 0)
@@ -2857,6 +2865,9 @@ cudaError_t engk_attn_prefill(const float *q, float *ctx, float *st_m, float *st
 {
     if (!(flags & ENGK_INIT) && rc_fault_active("kv_offload_no_rescale")) /* fault: a continued tile */
         flags |= FAULT_NO_RESCALE;
+    if ((flags & ENGK_WGS_PP) && (flags & (ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA)) !=
+                                     (ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA))
+        return cudaErrorInvalidValue; /* ping-pong: a form of the warp-specialized TMA kernel only */
     if (flags & ENGK_MMA_WGMMA) {
         if ((flags & ENGK_CUDA_CORES) || !engk_attn_prefill_wgmma(D, f32))
             return cudaErrorInvalidValue;

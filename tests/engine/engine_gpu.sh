@@ -225,10 +225,18 @@ identity | identity-synth)
         cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i 0 2>/dev/null | head -n 1)
         if [ "${ENGINE_WGMMA_BUILT:-0}" = 1 ] && [ "$cc" = 9.0 ]; then
             if "$ENGINE" bench --shape tiny-d128 --prompt-len 300 --steps 2 --rounds 1 --no-stream 2>/dev/null |
-                grep -q 'prefill attention wgmma+TMA'; then
+                grep -q 'prefill attention wgmma+TMA$\|prefill attention wgmma+TMA,'; then
                 echo "wgmma prefill attention: taken (engine bench --shape tiny-d128 names it)"
             else
                 echo "FAIL: an sm_90a build on a CC 9.0 GPU did not take the wgmma prefill attention"
+                fails=$((fails + 1))
+            fi
+            # and its ping-pong form where the pp rows asked for it
+            if REFCHAIN_PREFILL_ATTN=pp "$ENGINE" bench --shape tiny-d128 --prompt-len 300 --steps 2 --rounds 1 \
+                --no-stream 2>/dev/null | grep -q 'prefill attention wgmma+TMA ping-pong'; then
+                echo "wgmma prefill attention, ping-pong: taken with REFCHAIN_PREFILL_ATTN=pp"
+            else
+                echo "FAIL: REFCHAIN_PREFILL_ATTN=pp did not take the ping-pong form on an sm_90a build and a CC 9.0 GPU"
                 fails=$((fails + 1))
             fi
         else
