@@ -362,8 +362,7 @@ static int run_mode(bench_run *b, const eng_opts *o, const char *key, const long
         if (!rc && eng_decode_graphed(E))
             snprintf(d + strlen(d), sizeof d - strlen(d), ", decode graph");
         if (!rc && eng_prefill_wgmma(E))
-            snprintf(d + strlen(d), sizeof d - strlen(d), ", prefill attention wgmma+TMA%s",
-                     eng_prefill_wgmma(E) == 2 ? " ping-pong" : "");
+            snprintf(d + strlen(d), sizeof d - strlen(d), ", prefill attention wgmma+TMA");
         if (!rc && eng_decode_fused(E))
             snprintf(d + strlen(d), sizeof d - strlen(d), ", attention merge fused at <= %d live tiles",
                      oo.fuse_max_tiles > 0 ? oo.fuse_max_tiles : ENG_FUSE_MAX_TILES);

@@ -47,7 +47,7 @@ enum { ENGK_WGS_QREG = 262144, ENGK_WGS_OVERLAP = 524288 };
 /* ... and K/V by TMA into 128-byte-swizzled stages (implies ENGK_WGS_QREG). */
 enum { ENGK_WGS_TMA = 1048576 };
 /* ... and, with ENGK_WGS_TMA (without ENGK_WGS_OVERLAP), the two row warpgroups taking turns on the tensor cores
- * (ping-pong, named barriers): the same bits. */
+ * (ping-pong, named barriers): the same bits, slower (tests, bench). */
 enum { ENGK_WGS_PP = 2097152 };
 
 /* ---- decode: one row at the position held in the device scalar *pos_dev (graph-capturable) ---- */

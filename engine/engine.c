@@ -32,7 +32,7 @@ struct eng {
     int decoding; /* the chunk in flight is a decode step: one row, run by the decode kernels */
     int use_gemm; /* bf16 weights on a device with bf16 tensor cores: prefill chunks run eng_gemm */
     int ctx_f32;  /* $REFCHAIN_ATTN_CTX=f32: prefill attention writes fp32 ctx, converted by the o GEMM (attn_out_bf16) */
-    int attn_wgs; /* prefill attention of head dim 128 on the wgmma + TMA kernel (see prefill_tiles); 2: ping-pong */
+    int attn_wgs; /* prefill attention of head dim 128 on the wgmma + TMA kernel (see prefill_tiles) */
     int glu16;    /* ENG_GLU_BF16 / $REFCHAIN_GLU_BF16: the prefill gate|up GEMM writes bf16 (glu_from_bf16) */
     eng_gemm *gemm;
     void *d_wdq; /* quantized weights: a prefill matmul's matrix dequantized (eng_qgemv.h), [dq_max] elements */
@@ -888,8 +888,8 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     if (actx && *actx && strcmp(actx, "f32") && strcmp(actx, "bf16"))
         return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_ATTN_CTX must be bf16 or f32, got '%s'", actx);
     const char *pat = getenv("REFCHAIN_PREFILL_ATTN");
-    if (pat && *pat && strcmp(pat, "auto") && strcmp(pat, "mma") && strcmp(pat, "pp"))
-        return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_PREFILL_ATTN must be auto, mma or pp, got '%s'", pat);
+    if (pat && *pat && strcmp(pat, "auto") && strcmp(pat, "mma"))
+        return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_PREFILL_ATTN must be auto or mma, got '%s'", pat);
     if (glu && *glu && strcmp(glu, "0") && strcmp(glu, "1"))
         return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_GLU_BF16 must be 0 or 1, got '%s'", glu);
     const char *dpost = getenv("REFCHAIN_DECODE_POST");
@@ -968,8 +968,6 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     }
     /* after cudaSetDevice: engk_attn_prefill_wgmma asks the current device */
     E->attn_wgs = !(pat && !strcmp(pat, "mma")) && engk_attn_prefill_wgmma(128, E->f32);
-    if (E->attn_wgs && pat && !strcmp(pat, "pp"))
-        E->attn_wgs = 2; /* its row warpgroups taking turns (ENGK_WGS_PP): the same bits */
     if ((err = cudaStreamCreateWithFlags(&E->s_comp, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaStreamCreateWithFlags(&E->s_wcopy, cudaStreamNonBlocking)) != cudaSuccess ||
         (err = cudaStreamCreateWithFlags(&E->s_kvcopy, cudaStreamNonBlocking)) != cudaSuccess)
@@ -1260,7 +1258,7 @@ static cudaError_t prefill_tiles(eng *E, uint16_t *ob, float *st_m, float *st_l,
      * tiny-d128 group runs the engine both ways), so chunk lengths, memory modes and $REFCHAIN_PREFILL_ATTN=mma
      * agree bit for bit. */
     if (E->attn_wgs && D == 128)
-        flags |= ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA | (E->attn_wgs == 2 ? ENGK_WGS_PP : 0);
+        flags |= ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA;
     if (ob && (flags & ENGK_FINAL))
         return engk_attn_prefill_bf16(E->d_q, ob, st_m, st_l, st_acc, K, V, E->f32, kv_pos0, last, tlo, thi, E->P, T,
                                       pos0, H, Hkv, D, d->attn_scale, d->window, flags, E->s_comp);
@@ -2274,7 +2272,7 @@ int eng_prefill_wgmma(const eng *E)
         return 0;
     for (int l = 0; l < E->L; l++)
         if (E->c->layers[l].mixer == RC_MIXER_ATTN && E->c->layers[l].head_dim == 128)
-            return E->attn_wgs;
+            return 1;
     return 0;
 }
 

@@ -103,8 +103,7 @@ int eng_decode_graphed(const eng *E);
  * eng_opts.fuse_max_tiles live KV tiles (the unfused form at the others). */
 int eng_decode_fused(const eng *E);
 /* 1 if a layer's prefill attention runs the wgmma kernel with K/V by TMA (head dim 128, bf16, an sm_90a build on a
- * compute capability 9.0 device, $REFCHAIN_PREFILL_ATTN not mma), 2 if in its ping-pong form ($REFCHAIN_PREFILL_ATTN
- * pp); the mma.sync kernel's bits either way. */
+ * compute capability 9.0 device, $REFCHAIN_PREFILL_ATTN not mma); the mma.sync kernel's bits either way. */
 int eng_prefill_wgmma(const eng *E);
 
 /* Device bytes held (weights, KV / state, workspace) and pinned host bytes. */

@@ -213,30 +213,19 @@ identity | identity-synth)
             "prefill-chunk 129|--prefill-chunk 129" "mma+chunk 129|REFCHAIN_PREFILL_ATTN=mma --prefill-chunk 129" \
             "kv-offload|--kv-offload" "mma+kv-offload|REFCHAIN_PREFILL_ATTN=mma --kv-offload" \
             "rl1+kv-offload+chunk 100|--resident-layers 1 --kv-offload --prefill-chunk 100" \
-            "resident-layers 0|--resident-layers 0" "post off|REFCHAIN_DECODE_POST=0" "${CTX_MODES[@]}" \
-            "pp|REFCHAIN_PREFILL_ATTN=pp" "pp+chunk 129|REFCHAIN_PREFILL_ATTN=pp --prefill-chunk 129" \
-            "pp+kv-offload|REFCHAIN_PREFILL_ATTN=pp --kv-offload"
+            "resident-layers 0|--resident-layers 0" "post off|REFCHAIN_DECODE_POST=0" "${CTX_MODES[@]}"
         run_group 8 "full|" "mma|REFCHAIN_PREFILL_ATTN=mma" "prefill-chunk 7|--prefill-chunk 7" \
             "kv-offload+chunk 129|--kv-offload --prefill-chunk 129" \
-            "mma+kv-offload+chunk 129|REFCHAIN_PREFILL_ATTN=mma --kv-offload --prefill-chunk 129" \
-            "pp+kv-offload+chunk 129|REFCHAIN_PREFILL_ATTN=pp --kv-offload --prefill-chunk 129"
+            "mma+kv-offload+chunk 129|REFCHAIN_PREFILL_ATTN=mma --kv-offload --prefill-chunk 129"
         # the group compares two kernels only where the wgmma one runs: an sm_90a build (meson: ENGINE_WGMMA_BUILT)
         # on a compute capability 9.0 GPU must take it (engine bench names it in its plan), else say so
         cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i 0 2>/dev/null | head -n 1)
         if [ "${ENGINE_WGMMA_BUILT:-0}" = 1 ] && [ "$cc" = 9.0 ]; then
             if "$ENGINE" bench --shape tiny-d128 --prompt-len 300 --steps 2 --rounds 1 --no-stream 2>/dev/null |
-                grep -q 'prefill attention wgmma+TMA$\|prefill attention wgmma+TMA,'; then
+                grep -q 'prefill attention wgmma+TMA'; then
                 echo "wgmma prefill attention: taken (engine bench --shape tiny-d128 names it)"
             else
                 echo "FAIL: an sm_90a build on a CC 9.0 GPU did not take the wgmma prefill attention"
-                fails=$((fails + 1))
-            fi
-            # and its ping-pong form where the pp rows asked for it
-            if REFCHAIN_PREFILL_ATTN=pp "$ENGINE" bench --shape tiny-d128 --prompt-len 300 --steps 2 --rounds 1 \
-                --no-stream 2>/dev/null | grep -q 'prefill attention wgmma+TMA ping-pong'; then
-                echo "wgmma prefill attention, ping-pong: taken with REFCHAIN_PREFILL_ATTN=pp"
-            else
-                echo "FAIL: REFCHAIN_PREFILL_ATTN=pp did not take the ping-pong form on an sm_90a build and a CC 9.0 GPU"
                 fails=$((fails + 1))
             fi
         else
@@ -348,7 +337,7 @@ bad-input)
     check removed_decode_fusion 'decode-fusion post was removed' --model "$L" --prompt-golden --decode-fusion post
     REFCHAIN_DECODE_FUSION=post check removed_decode_fusion_env 'form 2 \(post\) was removed' --model "$L" --prompt-golden
     REFCHAIN_ATTN_CTX=half check bad_attn_ctx 'REFCHAIN_ATTN_CTX must be bf16 or f32' --model "$L" --prompt-golden
-    REFCHAIN_PREFILL_ATTN=fast check bad_prefill_attn 'REFCHAIN_PREFILL_ATTN must be auto, mma or pp' --model "$L" --prompt-golden
+    REFCHAIN_PREFILL_ATTN=fast check bad_prefill_attn 'REFCHAIN_PREFILL_ATTN must be auto or mma' --model "$L" --prompt-golden
     REFCHAIN_GLU_BF16=yes check bad_glu_bf16 'REFCHAIN_GLU_BF16 must be 0 or 1' --model "$L" --prompt-golden
     REFCHAIN_DECODE_POST=2 check bad_decode_post 'REFCHAIN_DECODE_POST must be 0 or 1' --model "$L" --prompt-golden
     REFCHAIN_QKV_ROPE=on check bad_qkv_rope 'REFCHAIN_QKV_ROPE must be 0 or 1' --model "$L" --prompt-golden
