@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The real checkpoint in parts for the GPU machine, whose run takes at most 64 MiB of files (work tree
-# included, ~40 MiB of it by now): PART_MIB (default 12) MiB parts, .weights/partK-of-N, one carried per run.
+# included: ~55 MiB of it after scripts/gpu-slim.sh out, so PART_MIB=8 there): PART_MIB (default 12) MiB parts,
+# .weights/partK-of-N, one carried per run.
 #   here, once:   bash scripts/gpu-fetch-weights.sh             (fetches, splits: part1-of-8 .. part8-of-8)
 #   GPU runs, back to back while the machine stays up, K = 1..N:
 #       run(command="bash scripts/gpu-fetch-weights.sh --store", carry=[".weights/partK-of-N"])
