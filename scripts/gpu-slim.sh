@@ -28,9 +28,9 @@ out)
     mkdir -p .slim
     n=0
     for f in reports/*.json; do
-        [ -f "$f" ] && [ "$(stat -c %s "$f")" -gt 500000 ] && git ls-files --error-unmatch "$f" >/dev/null 2>&1 ||
-            continue
-        git rm --cached -q -- "$f" && mv -- "$f" .slim/ && n=$((n + 1))
+        if [ -f "$f" ] && [ "$(stat -c %s "$f")" -gt 500000 ] && git ls-files --error-unmatch "$f" >/dev/null 2>&1; then
+            git rm --cached -q -- "$f" && mv -- "$f" .slim/ && n=$((n + 1))
+        fi
     done
     echo "gpu-slim: $n report(s) out of the tree; $(size)"
     ;;
