@@ -162,10 +162,12 @@ static void print_margins(const qq_row *r, const int32_t *g0, const int32_t *g1,
 }
 
 /* The greedy prompts: NP runs of G tokens, prompt i being the P held-out ids at prompt_at(i); margins: print
- * prompt 0's step margins; only: rcq_opts.only. */
+ * prompt 0's step margins; only: rcq_opts.only; ref_bf16 (--reference bf16): the reference is the model with every
+ * weight rounded to bf16, and each scheme quantizes those rounded weights (a bf16 checkpoint quantized, held to
+ * itself). */
 typedef struct qq_greedy {
     int64_t P, G, NP, T;
-    int margins;
+    int margins, ref_bf16;
     const char *only;
 } qq_greedy;
 
@@ -192,9 +194,9 @@ static int run_row(const char *model, qq_row *r, const rc_gq_opts *gq, const int
     int32_t *g1 = NULL;
     float *g1l = NULL;
     double t0 = now_s();
-    if (r->bf16)
+    if (r->bf16 || gs->ref_bf16)
         round_bf16(&src.m);
-    else if (!(rc = rc_gq_scheme_parse(r->scheme, r->sym, &o.scheme, e)))
+    if (!r->bf16 && !(rc = rc_gq_scheme_parse(r->scheme, r->sym, &o.scheme, e)))
         rc = rcq_quantize(&src.m, &o, calib, C, &qm, e);
     r->quantize_s = now_s() - t0;
     t0 = now_s();
@@ -248,7 +250,7 @@ int rc_cmd_quant_quality(int argc, char **argv)
 {
     const char *model = NULL, *calib = NULL, *eval = NULL, *text = NULL, *json = NULL;
     const char *only = NULL, *qonly = NULL;
-    int margins = 0;
+    int margins = 0, ref_bf16 = 0;
     long group = 128, n_calib = 128, n_eval = 256, n_greedy = 16, n_prompts = 1;
     int calib_golden = 0, check = 0;
     rc_gq_opts gq = {.damp = 0.01, .block = 128};
@@ -277,6 +279,13 @@ int rc_cmd_quant_quality(int argc, char **argv)
             qonly = argv[++i];
         else if (!strcmp(a, "--margins"))
             margins = 1;
+        else if (!strcmp(a, "--reference") && has) {
+            const char *v = argv[++i];
+            if (strcmp(v, "fp32") && strcmp(v, "bf16"))
+                return rc_usage_error("--reference is fp32 (the unquantized model) or bf16 (its weights rounded to "
+                                      "bf16), got '%s'", v);
+            ref_bf16 = !strcmp(v, "bf16");
+        }
         else if (!strcmp(a, "--prompts") && has)
             count = &n_prompts;
         else if (!strcmp(a, "--damp") && has) {
@@ -320,6 +329,8 @@ int rc_cmd_quant_quality(int argc, char **argv)
     int32_t *cal = NULL, *ev = NULL, *all = NULL;
     int64_t C = 0, T = 0, n_all = 0;
     int rc = RC_OK;
+    if (ref_bf16)
+        round_bf16(&src.m); /* the reference's weights, after the text's ids (which need no weights) */
     if (text) {
         if (!(rc = rc_quality_text_ids(model, text, &all, &n_all, &e)) && n_all < n_calib + 2)
             rc = rc_fail(&e, RC_E_FORMAT, "%s: %lld tokens; --calib-tokens %ld leave fewer than 2 held out", text,
@@ -357,7 +368,8 @@ int rc_cmd_quant_quality(int argc, char **argv)
     if (!rc && C < 1)
         rc = rc_fail(&e, RC_E_USAGE, "GPTQ needs at least one calibration token");
     const int64_t V = src.m.cfg.vocab, P = T / 2 < 8 ? T / 2 : 8, G = n_greedy;
-    const qq_greedy gs = {.P = P, .G = G, .NP = n_prompts, .T = T, .margins = margins, .only = qonly};
+    const qq_greedy gs = {.P = P, .G = G, .NP = n_prompts, .T = T, .margins = margins, .ref_bf16 = ref_bf16,
+                          .only = qonly};
     if (!rc && G && n_prompts > T - P)
         rc = rc_fail(&e, RC_E_USAGE, "--prompts %ld: the %lld held-out ids hold at most %lld prompts of %lld", n_prompts,
                      (long long)T, (long long)(T - P), (long long)P);
@@ -389,15 +401,18 @@ int rc_cmd_quant_quality(int argc, char **argv)
     };
     enum { R_BF16, R_INT8, R_RTN, R_RTN_SYM, R_GPTQ_SYM, R_GPTQ, R_INT8_GPTQ, R_INT8_LM, R_RTN_LM, R_GPTQ_LM, NR };
     int run[NR], n_run = 0;
-    for (int i = 0; i < NR; i++) /* int8 GPTQ and the lm_head rows only when asked */
-        n_run += run[i] = only ? list_has(only, rows[i].key) : i < R_INT8_GPTQ;
-    int n_items = only ? 1 : R_INT8_GPTQ;
+    for (int i = 0; i < NR; i++) /* int8 GPTQ and the lm_head rows only when asked; bf16 not against itself */
+        n_run += run[i] = only ? list_has(only, rows[i].key) : i < R_INT8_GPTQ && !(ref_bf16 && i == R_BF16);
+    int n_items = only ? 1 : R_INT8_GPTQ - (ref_bf16 ? 1 : 0);
     for (const char *c = only ? strchr(only, ',') : NULL; c; c = strchr(c + 1, ','))
         n_items++;
     if (!rc && n_run != n_items)
         rc = rc_fail(&e, RC_E_USAGE, "--rows '%s' names a row twice or one that is not bf16, int8, rtn, rtn-sym, gptq-sym, gptq, int8-gptq, int8-lm, rtn-lm, gptq-lm", only);
+    if (!rc && ref_bf16 && run[R_BF16])
+        rc = rc_fail(&e, RC_E_USAGE, "--rows bf16 with --reference bf16 would hold the bf16 model to itself%s", "");
     if (!rc) {
-        printf("quant-quality %s: ref on dequantized weights against ref unquantized\n", model);
+        printf("quant-quality %s: ref on dequantized weights against ref unquantized%s\n", model,
+               ref_bf16 ? " (reference: every weight rounded to bf16, and each scheme quantizes those weights)" : "");
         printf("calibration %lld tokens, held-out %lld tokens, greedy %lld tokens after %lld from %ld prompt(s); "
                "damp %g, block %d\n", (long long)C, (long long)T, (long long)G, (long long)P, n_prompts, gq.damp,
                gq.block);
@@ -454,6 +469,7 @@ int rc_cmd_quant_quality(int argc, char **argv)
             cJSON_AddNumberToObject(root, "format_version", 1);
             cJSON_AddStringToObject(root, "tool", "refchain harness quant-quality");
             cJSON_AddStringToObject(root, "model", model);
+            cJSON_AddStringToObject(root, "reference", ref_bf16 ? "bf16" : "fp32");
             cJSON_AddNumberToObject(root, "exit_code", exit_code);
             cJSON_AddNumberToObject(root, "calibration_tokens", (double)C);
             cJSON_AddNumberToObject(root, "heldout_tokens", (double)T);
