@@ -2867,9 +2867,9 @@ cudaError_t engk_attn_prefill(const float *q, float *ctx, float *st_m, float *st
 {
     if (!(flags & ENGK_INIT) && rc_fault_active("kv_offload_no_rescale")) /* fault: a continued tile */
         flags |= FAULT_NO_RESCALE;
-    if ((flags & ENGK_WGS_PP) && (flags & (ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA)) !=
+    if ((flags & ENGK_WGS_PP) && (flags & (ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA | ENGK_WGS_OVERLAP)) !=
                                      (ENGK_MMA_WGMMA | ENGK_WGMMA_WS | ENGK_WGS_TMA))
-        return cudaErrorInvalidValue; /* ping-pong: a form of the warp-specialized TMA kernel only */
+        return cudaErrorInvalidValue; /* ping-pong: a form of the warp-specialized TMA kernel, without the overlap */
     if (flags & ENGK_MMA_WGMMA) {
         if ((flags & ENGK_CUDA_CORES) || !engk_attn_prefill_wgmma(D, f32))
             return cudaErrorInvalidValue;
@@ -2877,8 +2877,6 @@ cudaError_t engk_attn_prefill(const float *q, float *ctx, float *st_m, float *st
         if (flags & ENGK_WGMMA_WS) {
             const int tma = flags & ENGK_WGS_TMA ? WGS_TMA | WGS_QREG : 0;
             const int var = (flags & ENGK_WGS_QREG ? WGS_QREG : 0) | (flags & ENGK_WGS_OVERLAP ? WGS_OVERLAP : 0) | tma;
-            if ((flags & ENGK_WGS_PP) && var != (WGS_TMA | WGS_QREG))
-                return cudaErrorInvalidValue; /* ping-pong: the TMA form without the overlap only */
             auto *fn = var == 0 ? launch_wgs<0> : var == 1 ? launch_wgs<1> : var == 2 ? launch_wgs<2> :
                        var == 3 ? launch_wgs<3> : var == 7 ? launch_wgs<7> :
                        (flags & ENGK_WGS_PP) ? launch_wgs<WGS_TMA | WGS_QREG | WGS_PP> : launch_wgs<5>;
