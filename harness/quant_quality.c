@@ -409,7 +409,7 @@ int rc_cmd_quant_quality(int argc, char **argv)
     if (!rc && n_run != n_items)
         rc = rc_fail(&e, RC_E_USAGE, "--rows '%s' names a row twice or one that is not bf16, int8, rtn, rtn-sym, gptq-sym, gptq, int8-gptq, int8-lm, rtn-lm, gptq-lm", only);
     if (!rc && ref_bf16 && run[R_BF16])
-        rc = rc_fail(&e, RC_E_USAGE, "--rows bf16 with --reference bf16 would hold the bf16 model to itself%s", "");
+        rc = rc_fail(&e, RC_E_USAGE, "--rows bf16 with --reference bf16 would hold the bf16 model to itself");
     if (!rc) {
         printf("quant-quality %s: ref on dequantized weights against ref unquantized%s\n", model,
                ref_bf16 ? " (reference: every weight rounded to bf16, and each scheme quantizes those weights)" : "");
