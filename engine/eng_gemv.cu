@@ -434,7 +434,9 @@ __device__ void block_best(float &v, int &i)
             }
 }
 
-__global__ void __launch_bounds__(NORM_THREADS) k_argmax_part(float *pv, int *pi, const float *x, int64_t V)
+/* Each thread's best of x[V] over the grid's stride (NaN never wins), then the block's, which thread 0 stores into
+ * (pv, pi)[blockIdx.x]. */
+__device__ __forceinline__ void grid_part_best(const float *x, int64_t V, float *pv, int *pi)
 {
     float v = -INFINITY;
     int i = -1;
@@ -452,18 +454,69 @@ __global__ void __launch_bounds__(NORM_THREADS) k_argmax_part(float *pv, int *pi
     }
 }
 
+/* The best of the n blocks' (pv, pi) in thread 0 (read through L2: other blocks of this grid may have written them). */
+__device__ __forceinline__ void parts_best(const float *pv, const int *pi, int n, float &v, int &i)
+{
+    v = -INFINITY;
+    i = -1;
+    for (int k = threadIdx.x; k < n; k += NORM_THREADS) {
+        const float kv = __ldcg(pv + k);
+        const int ki = __ldcg(pi + k);
+        if (better(kv, ki, v, i)) {
+            v = kv;
+            i = ki;
+        }
+    }
+    block_best(v, i);
+}
+
+__global__ void __launch_bounds__(NORM_THREADS) k_argmax_part(float *pv, int *pi, const float *x, int64_t V)
+{
+    grid_part_best(x, V, pv, pi);
+}
+
 __global__ void __launch_bounds__(NORM_THREADS) k_argmax_final(int32_t *out, const float *pv, const int *pi, int n)
 {
-    float v = -INFINITY;
-    int i = -1;
-    for (int k = threadIdx.x; k < n; k += NORM_THREADS)
-        if (better(pv[k], pi[k], v, i)) {
-            v = pv[k];
-            i = pi[k];
-        }
-    block_best(v, i);
+    float v;
+    int i;
+    parts_best(pv, pi, n, v, i);
     if (threadIdx.x == 0)
         *out = i;
+}
+
+/* The two kernels above in one launch: each block's best into (pv, pi), then the block that arrives last on *cnt
+ * (every other block's best stored before its arrival) resets *cnt to 0 for the next launch and picks among the
+ * blocks' bests into *out, and into *out_host if not NULL (pinned host memory, written through its device mapping).
+ * The order is total, so the token does not depend on which block is last. Launched by launch_dep: the logits are the
+ * kernel before's. */
+__global__ void __launch_bounds__(NORM_THREADS)
+    k_argmax_one(int32_t *out, int32_t *out_host, float *pv, int *pi, unsigned *cnt, const float *x, int64_t V)
+{
+    __shared__ int last;
+    dep_wait();
+    grid_part_best(x, V, pv, pi);
+    if (threadIdx.x == 0) {
+        __threadfence(); /* the block's best, visible on the device before its arrival (release) */
+        const int is_last = atomicAdd(cnt, 1u) == gridDim.x - 1u;
+        if (is_last) {
+            atomicExch(cnt, 0u); /* every block of this launch has arrived: nobody else touches *cnt */
+            __threadfence();     /* the other blocks' bests are read after their arrivals */
+        }
+        last = is_last;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    float v;
+    int i;
+    parts_best(pv, pi, (int)gridDim.x, v, i);
+    if (threadIdx.x == 0) {
+        *out = i;
+        if (out_host) {
+            *out_host = i;
+            __threadfence_system();
+        }
+    }
 }
 
 } // namespace
@@ -618,6 +671,17 @@ cudaError_t engk_argmax(int32_t *out, const float *x, int64_t V, void *scratch, 
     k_argmax_part<<<ENGK_ARGMAX_BLOCKS, NORM_THREADS, 0, s>>>(pv, pi, x, V);
     k_argmax_final<<<1, NORM_THREADS, 0, s>>>(out, pv, pi, ENGK_ARGMAX_BLOCKS);
     return cudaGetLastError();
+}
+
+cudaError_t engk_argmax_one(int32_t *out, int32_t *out_host, const float *x, int64_t V, void *scratch, cudaStream_t s)
+{
+    if (V < 1 || V > 0x7fffffff || !out || !x || !scratch)
+        return cudaErrorInvalidValue;
+    float *pv = (float *)scratch;
+    int *pi = (int *)(pv + ENGK_ARGMAX_BLOCKS);
+    unsigned *cnt = (unsigned *)(pi + ENGK_ARGMAX_BLOCKS);
+    return launch_dep(k_argmax_one, dim3(ENGK_ARGMAX_BLOCKS), dim3(NORM_THREADS), 0, s, out, out_host, pv, pi, cnt, x,
+                      V);
 }
 
 } // extern "C"

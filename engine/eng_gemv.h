@@ -30,7 +30,9 @@ typedef struct engk_warm {
 } engk_warm;
 
 #define ENGK_ARGMAX_BLOCKS 256
-#define ENGK_ARGMAX_SCRATCH (ENGK_ARGMAX_BLOCKS * 8) /* bytes of device scratch engk_argmax needs */
+/* Bytes of device scratch engk_argmax and engk_argmax_one need: the blocks' bests, then engk_argmax_one's arrival
+ * counter (zero before its first launch; every launch leaves it zero). */
+#define ENGK_ARGMAX_SCRATCH (ENGK_ARGMAX_BLOCKS * 8 + 16)
 
 /* y[N] = W[N, K] x[K] (+ b[N]) (+ res[N], which may alias y). */
 cudaError_t engk_gemv(float *y, const float *x, const void *W, int f32, const float *b, const float *res, int N,
@@ -55,6 +57,11 @@ cudaError_t engk_gemv_glu(float *out, float *xn, const float *x, const float *nw
 /* *out (device) = the first index of the largest of x[V], NaN never winning (eng_argmax's total order:
  * larger value, then smaller index); -1 if every x is NaN. scratch: ENGK_ARGMAX_SCRATCH device bytes. */
 cudaError_t engk_argmax(int32_t *out, const float *x, int64_t V, void *scratch, cudaStream_t s);
+/* The same token in one launch (the block that arrives last picks among the blocks' bests), also written into
+ * *out_host if not NULL: pinned host memory (its device mapping: the same pointer under unified addressing), so a
+ * decode step needs no copy of its token back. Launched as a programmatic dependent of the kernel before it (the
+ * decode graph): the logits are read after its wait. scratch's counter must be zero (ENGK_ARGMAX_SCRATCH). */
+cudaError_t engk_argmax_one(int32_t *out, int32_t *out_host, const float *x, int64_t V, void *scratch, cudaStream_t s);
 
 /* Launch shapes (outputs per warp, ring depth per row, warps per block) for the test and the micro-benchmark.
  * Every shape computes each output in the same order, hence the same bits; the entry points above launch

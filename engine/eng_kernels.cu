@@ -16,12 +16,11 @@ constexpr int MM_WARPS = 8, POST_WARPS = 4;
  * thread issued before its first store (a decode step's one row in 4096 / 1024 blocks, not one block walking the
  * row 256 values at a time, each step waiting for memory). */
 constexpr int EMBED_THREADS = 256, EMBED_PER = 4;
+/* The EMBED_THREADS x EMBED_PER values of part c of a row: xr = row (* scale). */
 template <typename W>
-__global__ void __launch_bounds__(EMBED_THREADS) k_embed(float *x, const W *E, const int32_t *ids, int Hd, float scale)
+__device__ __forceinline__ void embed_part(float *xr, const W *row, int c, int Hd, float scale)
 {
-    const W *row = E + (int64_t)ids[blockIdx.x] * Hd;
-    float *xr = x + (int64_t)blockIdx.x * Hd;
-    const int i0 = blockIdx.y * EMBED_THREADS * EMBED_PER + threadIdx.x;
+    const int i0 = c * EMBED_THREADS * EMBED_PER + threadIdx.x;
     float v[EMBED_PER];
 #pragma unroll
     for (int j = 0; j < EMBED_PER; j++)
@@ -30,6 +29,26 @@ __global__ void __launch_bounds__(EMBED_THREADS) k_embed(float *x, const W *E, c
     for (int j = 0; j < EMBED_PER; j++)
         if (i0 + j * EMBED_THREADS < Hd)
             xr[i0 + j * EMBED_THREADS] = scale != 0.0f ? v[j] * scale : v[j];
+}
+
+template <typename W>
+__global__ void __launch_bounds__(EMBED_THREADS) k_embed(float *x, const W *E, const int32_t *ids, int Hd, float scale)
+{
+    embed_part(x + (int64_t)blockIdx.x * Hd, E + (int64_t)ids[blockIdx.x] * Hd, (int)blockIdx.y, Hd, scale);
+}
+
+/* A decode step's one row, part blockIdx.x of it, for the token in *next (k_feed's rule: a token id, else row 0).
+ * It lets the next kernel start at once (the first layer's GEMV: its weights load while the row is written; it reads
+ * x after its wait, which waits for this whole grid); the wait itself is a no-op where the launch is not programmatic
+ * (a copy node before it), and the trace's note where it is traced. */
+template <typename W>
+__global__ void __launch_bounds__(EMBED_THREADS)
+    k_embed_next(float *x, const W *E, const int32_t *next, int32_t V, int Hd, float scale)
+{
+    dep_wait();
+    dep_launch();
+    const int32_t t = *next;
+    embed_part(x, E + (int64_t)(t >= 0 && t < V ? t : 0) * Hd, (int)blockIdx.x, Hd, scale);
 }
 
 /* Up to NORM_THREADS * NORM_CACHE elements of a row stay in registers between the two passes. */
@@ -453,6 +472,19 @@ cudaError_t engk_embed(float *x, const void *E, int f32, const int32_t *ids, int
         k_embed<float><<<grid, EMBED_THREADS, 0, s>>>(x, (const float *)E, ids, Hd, scale);
     else
         k_embed<uint16_t><<<grid, EMBED_THREADS, 0, s>>>(x, (const uint16_t *)E, ids, Hd, scale);
+    return cudaGetLastError();
+}
+
+cudaError_t engk_embed_next(float *x, const void *E, int f32, const int32_t *next, int64_t V, int Hd, float scale,
+                            cudaStream_t s)
+{
+    if (V < 1 || V > 0x7fffffff || Hd < 1 || !x || !E || !next)
+        return cudaErrorInvalidValue;
+    const unsigned grid = (unsigned)((Hd + EMBED_THREADS * EMBED_PER - 1) / (EMBED_THREADS * EMBED_PER));
+    if (f32)
+        k_embed_next<float><<<grid, EMBED_THREADS, 0, s>>>(x, (const float *)E, next, (int32_t)V, Hd, scale);
+    else
+        k_embed_next<uint16_t><<<grid, EMBED_THREADS, 0, s>>>(x, (const uint16_t *)E, next, (int32_t)V, Hd, scale);
     return cudaGetLastError();
 }
 

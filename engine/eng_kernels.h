@@ -19,6 +19,10 @@ cudaError_t engk_embed(float *x, const void *E, int f32, const int32_t *ids, int
 /* ids[0] = *next if it is a token id (0 <= *next < V), else 0: a decode step fed the token the step before chose on
  * the device (an all-NaN step's -1 becomes a harmless row 0; the caller reports that step's -1). */
 cudaError_t engk_feed_token(int32_t *ids, const int32_t *next, int64_t V, cudaStream_t s);
+/* x[Hd] = E[t] (* scale when scale != 0) for t = *next fed as engk_feed_token feeds it: the feed and the gather of a
+ * decode step in one launch, which lets the launch after it (programmatic) start while it runs. */
+cudaError_t engk_embed_next(float *x, const void *E, int f32, const int32_t *next, int64_t V, int Hd, float scale,
+                            cudaStream_t s);
 /* y[rows, n] = rmsnorm(x) (kind: rc_norm_kind; w may be NULL only for RC_NORM_POW); y may alias x. */
 cudaError_t engk_rmsnorm(float *y, const float *x, const float *w, int rows, int n, float eps, int kind,
                          cudaStream_t s);

@@ -58,6 +58,7 @@ struct eng {
     int max_tiles, dec_fuse, fuse_max, step_fuse; /* step_fuse: this decode step's form (step_fusion) */
     int dec_post; /* qkv_post folded into the fused decode attention at one live tile (ENG_DECODE_POST) */
     int qkv_rope; /* qkv_post in the q|k|v GEMV's epilogue where a layer allows it (ENG_QKV_ROPE) */
+    int end_form; /* the decode step's end and start: ENG_STEP_SPLIT / COPY / FUSED ($REFCHAIN_STEP_END) */
     int gv[5];    /* $REFCHAIN_GEMV_SHAPES: k_gemv launch shapes of the decode GEMVs (GV_IN..GV_HEAD), -1 its pick */
     int gdn_form; /* the fused DeltaNet step's form (ENG_GDN_STEP_*; $REFCHAIN_GDN_STEP_FORM) */
     /* recurrent state of each GDN layer (NULL elsewhere), on the device in every mode: S [Hv, dv, dk] at position
@@ -86,9 +87,9 @@ struct eng {
      * h_did, h_rrel and h_drope point into the current step's set (dec_set). The step's launches are captured as a
      * graph on first use, per set and form (gexec[p][0] unfused, gexec[p][1] dec_fuse's); ev_step[p]: set p's last
      * step complete. */
-    void *d_dec, *d_amax, *h_set[2];
+    void *d_dec, *d_amax, *h_set[2], *hd_set[2]; /* hd_set: h_set's device mappings (NULL: none; ENG_STEP_FUSED) */
     int64_t *d_pos, *h_pos;
-    int32_t *d_next, *h_next, *h_did;
+    int32_t *d_next, *h_next, *hd_next, *h_did;
     float *h_drope;
     cudaGraphExec_t gexec[2][2];
     cudaEvent_t ev_step[2];
@@ -152,7 +153,8 @@ static int halloc_at(void **p, int64_t bytes, int64_t *acct, const char *what, r
 #define HALLOC(p, bytes, what) halloc_at((void **)&(p), (bytes), &E->mem.host_pinned, (what), e, __FILE__, __LINE__)
 
 /* ---- sizes (eng_plan_bytes counts exactly what eng_open allocates) ---- */
-#define ENG_DEC_BYTES (16 + ENGK_ARGMAX_SCRATCH) /* decode: position (int64), next token (int32), argmax scratch */
+#define ENG_DEC_BYTES (16 + ENGK_ARGMAX_SCRATCH) /* decode: position (int64), next token (int32), argmax scratch
+                                                    * (zeroed at open: engk_argmax_one's counter) */
 
 static int64_t kvrow(const rc_layer_desc *d) { return (int64_t)d->n_kv_heads * d->head_dim; }
 
@@ -170,6 +172,7 @@ static void dec_set(eng *E, int p)
     char *b = E->h_set[p];
     E->h_pos = (int64_t *)(b + DEC_POS);
     E->h_next = (int32_t *)(b + DEC_NEXT);
+    E->hd_next = E->hd_set[p] ? (int32_t *)((char *)E->hd_set[p] + DEC_NEXT) : NULL;
     E->h_did = (int32_t *)(b + DEC_ID);
     E->h_rrel = E->d_rrel ? (int64_t *)(b + DEC_RREL) : NULL;
     E->h_drope = (float *)(b + DEC_RREL + 8 * (int64_t)E->L);
@@ -837,8 +840,16 @@ static int open_workspace(eng *E, rc_err *e)
     E->d_pos = E->d_dec;
     E->d_next = (int32_t *)((char *)E->d_dec + 8);
     E->d_amax = (char *)E->d_dec + 16;
-    for (int p = 0; p < 2; p++)
+    CK(cudaMemset(E->d_dec, 0, ENG_DEC_BYTES));
+    for (int p = 0; p < 2; p++) {
         ATTEMPT(HALLOC(E->h_set[p], dec_set_bytes(E), "decode step inputs"));
+        /* the argmax writes the token into the set through its device mapping (ENG_STEP_FUSED); without one (no
+         * unified addressing) the step copies it back */
+        if (E->end_form == ENG_STEP_FUSED && cudaHostGetDevicePointer(&E->hd_set[p], E->h_set[p], 0) != cudaSuccess) {
+            E->hd_set[p] = NULL;
+            cudaGetLastError();
+        }
+    }
     CK(cudaMemcpy(E->d_final_norm, E->w->final_norm, (size_t)Hd * 4, cudaMemcpyHostToDevice));
     if (!E->plan.vocab_on_cpu)
         ATTEMPT(DALLOC(E->d_logits, c->vocab * 4, acct, "logits"));
@@ -898,6 +909,17 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     const char *qrope = getenv("REFCHAIN_QKV_ROPE");
     if (qrope && *qrope && strcmp(qrope, "0") && strcmp(qrope, "1"))
         return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_QKV_ROPE must be 0 or 1, got '%s'", qrope);
+    const char *send = getenv("REFCHAIN_STEP_END");
+    static const char *end_forms[] = {"split", "copy", "fused"}; /* ENG_STEP_SPLIT, COPY, FUSED */
+    int end_form = ENG_STEP_END;
+    if (send && *send) {
+        end_form = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(send, end_forms[i]))
+                end_form = i;
+        if (end_form < 0)
+            return rc_fail(e, RC_E_USAGE, "engine: REFCHAIN_STEP_END must be split, copy or fused, got '%s'", send);
+    }
     int gv[5];
     rc = gemv_shapes(gv, e);
     if (rc)
@@ -920,6 +942,7 @@ int eng_open(eng **out, const eng_weights *w, const eng_opts *opts, rc_err *e)
     E->dec_fuse = fuse;
     E->dec_post = dpost && *dpost ? dpost[0] == '1' : ENG_DECODE_POST;
     E->qkv_rope = qrope && *qrope ? qrope[0] == '1' : ENG_QKV_ROPE;
+    E->end_form = end_form;
     memcpy(E->gv, gv, sizeof gv);
     E->gdn_form = gdn_form;
     E->ctx_f32 = actx && !strcmp(actx, "f32");
@@ -2010,13 +2033,16 @@ static int decode_enqueue(eng *E, rc_err *e)
         CK(cudaMemcpyAsync(E->d_rope + (int64_t)r * 2 * E->C * E->half_max, E->h_drope + (int64_t)r * 2 * E->half_max,
                            (size_t)c->ropes[r].rot_dim * 4, cudaMemcpyHostToDevice, E->s_comp));
     /* the token: the host's (step_begin put it in d_next) or the one the step before chose there */
-    CK(engk_feed_token(E->d_ids, E->d_next, V, E->s_comp));
+    if (E->end_form == ENG_STEP_SPLIT)
+        CK(engk_feed_token(E->d_ids, E->d_next, V, E->s_comp));
     CK(cudaMemcpyAsync(E->d_pos, E->h_pos, 8, cudaMemcpyHostToDevice, E->s_comp));
-    if (E->plan.vocab_on_cpu) {
+    if (E->plan.vocab_on_cpu) { /* the host's token (no pipelined steps here) */
         host_embed(E, E->h_did, 1, E->h_x);
         CK(cudaMemcpyAsync(E->d_x, E->h_x, (size_t)Hd * 4, cudaMemcpyHostToDevice, E->s_comp));
-    } else
+    } else if (E->end_form == ENG_STEP_SPLIT)
         CK(engk_embed(E->d_x, E->d_embed, E->f32, E->d_ids, 1, Hd, c->emb_scale, E->s_comp));
+    else
+        CK(engk_embed_next(E->d_x, E->d_embed, E->f32, E->d_next, V, Hd, c->emb_scale, E->s_comp));
     if (E->d_rrel)
         CK(cudaMemcpyAsync(E->d_rrel, E->h_rrel, (size_t)E->L * 8, cudaMemcpyHostToDevice, E->s_comp));
     ATTEMPT(ple_inputs(E, 1, NULL, e)); /* from the rows ple_rows gathered */
@@ -2040,8 +2066,13 @@ static int decode_enqueue(eng *E, rc_err *e)
                              NULL, E->s_comp));
     if (c->final_softcap != 0.0f) /* rc_softcap's bits on the device: the token and logits as the host's */
         CK(engk_softcap(E->d_logits, V, c->final_softcap, E->s_comp));
-    CK(engk_argmax(E->d_next, E->d_logits, V, E->d_amax, E->s_comp));
-    CK(cudaMemcpyAsync(E->h_next, E->d_next, 4, cudaMemcpyDeviceToHost, E->s_comp));
+    if (E->end_form == ENG_STEP_SPLIT)
+        CK(engk_argmax(E->d_next, E->d_logits, V, E->d_amax, E->s_comp));
+    else /* ENG_STEP_FUSED with a mapped set: the token into h_next too */
+        CK(engk_argmax_one(E->d_next, E->end_form == ENG_STEP_FUSED ? E->hd_next : NULL, E->d_logits, V, E->d_amax,
+                           E->s_comp));
+    if (E->end_form != ENG_STEP_FUSED || !E->hd_next)
+        CK(cudaMemcpyAsync(E->h_next, E->d_next, 4, cudaMemcpyDeviceToHost, E->s_comp));
     return RC_OK;
 }
 

@@ -35,6 +35,16 @@ extern "C" {
  * the qkv_post kernel and the post folded into the fused attention (ENG_DECODE_POST). The same bits. Off: measured
  * slower on the H200 (engine/README.md, "qkv_post in the q|k|v GEMV's epilogue"). $REFCHAIN_QKV_ROPE=0|1 overrides. */
 #define ENG_QKV_ROPE 0
+/* A decode step's end and start: ENG_STEP_SPLIT = the argmax in two launches, its token copied back to the host by a
+ * copy node, then the next step's feed and embedding in two launches; ENG_STEP_COPY = the argmax in one launch
+ * (engk_argmax_one), the copy node, the feed and embedding in one (engk_embed_next); ENG_STEP_FUSED = that, with the
+ * argmax writing the token into the step's pinned set itself (no copy node). The same tokens and logits in every
+ * form. Split until the other two have run on a GPU and been timed against it (engine/README.md, "The step's end and
+ * start"). $REFCHAIN_STEP_END=split|copy|fused overrides. */
+#define ENG_STEP_SPLIT 0
+#define ENG_STEP_COPY 1
+#define ENG_STEP_FUSED 2
+#define ENG_STEP_END ENG_STEP_SPLIT
 /* 1: a prefill chunk's gate|up GEMM writes bf16 (its own pinned algorithm) and the GLU reads that, half the bytes of
  * the fp32 path; one more rounding (gate and up to bf16, as HF's bf16 models), so a change of numerics: off until its
  * bounds are measured on the GPU (engine/README.md). $REFCHAIN_GLU_BF16=0|1 overrides. */

@@ -92,12 +92,27 @@ identity | identity-synth)
     # default bf16 ctx straight into the GEMM's input: the same bits (engine/README.md, REFCHAIN_ATTN_CTX)
     CTX_MODES=("attn ctx f32|REFCHAIN_ATTN_CTX=f32" "attn ctx f32+chunk 5|REFCHAIN_ATTN_CTX=f32 --prefill-chunk 5"
         "attn ctx f32+kv-offload|REFCHAIN_ATTN_CTX=f32 --kv-offload")
+    # the step's end and start in their other forms (engine.h ENG_STEP_*; the default is split): the same tokens and
+    # logits
+    END_MODES=("step end copy|REFCHAIN_STEP_END=copy" "step end fused|REFCHAIN_STEP_END=fused"
+        "step end fused+no-graph|REFCHAIN_STEP_END=fused --no-graph")
+    # split_flags FLAGS: the words REFCHAIN_*=VALUE of a mode's flags into envs (after env), the others into args
+    split_flags() {
+        local w
+        envs=(env) args=()
+        for w in $1; do
+            case $w in
+            REFCHAIN_*=*) envs+=("$w") ;;
+            *) args+=("$w") ;;
+            esac
+        done
+    }
     # run_group TILE MODE...: every mode (name|flags) at one tile size against the group's first mode; words
     # REFCHAIN_*=VALUE among the flags go into the engine's environment
     run_group() {
         local tile=$1
         shift
-        local ref="" name flags w
+        local ref="" name flags envs args
         printf '%-10s %-5s %-5s %-44s %-8s %s\n' golden prec tile mode tokens logits
         for spec in "$@"; do
             name=${spec%%|*}
@@ -106,13 +121,7 @@ identity | identity-synth)
                 printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" - "not run: packed lm_head"
                 continue
             fi
-            local envs=(env) args=()
-            for w in $flags; do
-                case $w in
-                REFCHAIN_*=*) envs+=("$w") ;;
-                *) args+=("$w") ;;
-                esac
-            done
+            split_flags "$flags"
             if ! "${envs[@]}" "$ENGINE" "${src[@]}" --kv-tile "$tile" --quiet "${f[@]}" "${args[@]}" \
                 --logits "$dir/$name.$tile.bin" >"$dir/$name.$tile.tok" 2>"$dir/$name.$tile.err"; then
                 printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" ERROR "$(head -n 1 "$dir/$name.$tile.err")"
@@ -135,15 +144,18 @@ identity | identity-synth)
     # run_pipe TILE: greedy runs without --logits take the pipelined decode (eng_decode_greedy_n: each step queued
     # before the host reads the token of the step before it, fed that token on the device); their tokens against the
     # group's "full" run at TILE (run_group's, with --logits: step by step), pipelined with the fused and the unfused
-    # attention graphs, and not pipelined (--no-pipeline, and --no-graph, where it does not apply)
+    # attention graphs, with each form of the step's end and start (REFCHAIN_STEP_END: the token fed on the device
+    # through them), and not pipelined (--no-pipeline, and --no-graph, where it does not apply)
     run_pipe() {
-        local tile=$1 spec name flags tok
-        for spec in "pipelined|" "pipelined+fusion off|--decode-fusion off" "no-pipeline|--no-pipeline" \
-            "no-graph (not pipelined)|--no-graph"; do
+        local tile=$1 spec name flags tok envs args
+        for spec in "pipelined|" "pipelined+fusion off|--decode-fusion off" \
+            "pipelined+step end copy|REFCHAIN_STEP_END=copy" "pipelined+step end fused|REFCHAIN_STEP_END=fused" \
+            "no-pipeline|--no-pipeline" "no-graph (not pipelined)|--no-graph"; do
             name="${spec%%|*} (tokens only)"
             flags=${spec#*|}
-            # shellcheck disable=SC2086 # flags: words
-            if ! "$ENGINE" "${src[@]}" --kv-tile "$tile" --quiet "${f[@]}" $flags >"$dir/pipe.tok" 2>"$dir/pipe.err"; then
+            split_flags "$flags"
+            if ! "${envs[@]}" "$ENGINE" "${src[@]}" --kv-tile "$tile" --quiet "${f[@]}" "${args[@]}" \
+                >"$dir/pipe.tok" 2>"$dir/pipe.err"; then
                 printf '%-10s %-5s %-5s %-44s %-8s %s\n' "$g" "$prec" "$tile" "$name" ERROR "$(head -n 1 "$dir/pipe.err")"
                 fails=$((fails + 1))
                 continue
@@ -191,7 +203,7 @@ identity | identity-synth)
             "gemv shapes|REFCHAIN_GEMV_SHAPES=16,0,16,0,16" "gemv shapes+no-graph|REFCHAIN_GEMV_SHAPES=17,15,14,5 --no-graph" \
             "gemv rings 5, 15|REFCHAIN_GEMV_SHAPES=18,19,20,18,18" \
             "qkv rope on|REFCHAIN_QKV_ROPE=1" "qkv rope on+fusion off|REFCHAIN_QKV_ROPE=1 --decode-fusion off" \
-            "qkv rope on+no-graph|REFCHAIN_QKV_ROPE=1 --no-graph"
+            "qkv rope on+no-graph|REFCHAIN_QKV_ROPE=1 --no-graph" "${END_MODES[@]}"
         run_pipe 8
         # the bf16 gate|up GEMM (ENG_GLU_BF16; other bits than the default): every mode the same bits among itself
         run_group 8 "glu16 full|REFCHAIN_GLU_BF16=1" "glu16 chunk 5|REFCHAIN_GLU_BF16=1 --prefill-chunk 5" \
@@ -247,7 +259,7 @@ identity | identity-synth)
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
             "fusion off+no-graph|--decode-fusion off --no-graph" "post off|REFCHAIN_DECODE_POST=0" \
-            "post off+no-graph|REFCHAIN_DECODE_POST=0 --no-graph" "${CTX_MODES[@]}"
+            "post off+no-graph|REFCHAIN_DECODE_POST=0 --no-graph" "${CTX_MODES[@]}" "${END_MODES[@]}"
         run_pipe 4
         run_group 512 "full|" "kv-offload+chunk 7|--kv-offload --prefill-chunk 7"
         run_cross
@@ -266,7 +278,8 @@ identity | identity-synth)
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
             "fusion off+no-graph|--decode-fusion off --no-graph" "gemv shapes|REFCHAIN_GEMV_SHAPES=13,0,16,17" \
-            "gdn step V4|REFCHAIN_GDN_STEP_FORM=4" "gdn step V1+no-graph|REFCHAIN_GDN_STEP_FORM=1 --no-graph"
+            "gdn step V4|REFCHAIN_GDN_STEP_FORM=4" "gdn step V1+no-graph|REFCHAIN_GDN_STEP_FORM=1 --no-graph" \
+            "${END_MODES[@]}"
         run_pipe 4
         run_group 512 "full|" "kv-offload+chunk 3|--kv-offload --prefill-chunk 3"
         run_cross
@@ -280,7 +293,7 @@ identity | identity-synth)
             "rl0+kv-offload+chunk 6|--resident-layers 0 --kv-offload --prefill-chunk 6" \
             "vram-budget $budget|--vram-budget $budget" \
             "decode-fusion on|--decode-fusion on" "decode-fusion off|--decode-fusion off" \
-            "fusion off+no-graph|--decode-fusion off --no-graph"
+            "fusion off+no-graph|--decode-fusion off --no-graph" "${END_MODES[@]}"
         run_pipe 4
         run_cross
     fi
@@ -341,6 +354,8 @@ bad-input)
     REFCHAIN_GLU_BF16=yes check bad_glu_bf16 'REFCHAIN_GLU_BF16 must be 0 or 1' --model "$L" --prompt-golden
     REFCHAIN_DECODE_POST=2 check bad_decode_post 'REFCHAIN_DECODE_POST must be 0 or 1' --model "$L" --prompt-golden
     REFCHAIN_QKV_ROPE=on check bad_qkv_rope 'REFCHAIN_QKV_ROPE must be 0 or 1' --model "$L" --prompt-golden
+    REFCHAIN_STEP_END=late check bad_step_end 'REFCHAIN_STEP_END must be split, copy or fused' --model "$L" \
+        --prompt-golden
     REFCHAIN_GDN_STEP_FORM=7 check bad_gdn_step_form 'REFCHAIN_GDN_STEP_FORM must be a form 1..4' --model "$L" \
         --prompt-golden
     REFCHAIN_GEMV_SHAPES=1,2,3 check bad_gemv_shapes 'REFCHAIN_GEMV_SHAPES must be auto or four shape numbers' \

@@ -1,6 +1,6 @@
-/* GPU checker and micro-benchmark of the engine kernels engk_embed, engk_rmsnorm(_bf16), engk_qkv_post, engk_glu(_bf16)
- * and the CUDA-core engk_matmul: each against its ref/ops.h op (the matmul also against eng_dot_model, the warp's exact
- * order: bit equality) on seeded inputs at tile edges and odd sizes, outputs NaN-poisoned before every launch.
+/* GPU checker and micro-benchmark of the engine kernels engk_embed(_next), engk_rmsnorm(_bf16), engk_qkv_post,
+ * engk_glu(_bf16) and the CUDA-core engk_matmul: each against its ref/ops.h op (the matmul also against
+ * eng_dot_model, the warp's exact order: bit equality) on seeded inputs at tile edges and odd sizes, outputs NaN-poisoned before every launch.
  *   test_engk              every case, one line per output; exit 0 all pass, 1 a failure, 77 without a GPU
  *   test_engk --selftest   injected faults (an expected value nudged past its bound, a launch one row or column
  *                          short); exit 1 iff every one is detected, 0 if one slips through (meson: should_fail)
@@ -95,6 +95,44 @@ static int check_embed(const embed_case *c, unsigned long seed, fault f)
     const int fails = ekc_check(what, got, want, NULL, "the table row (x scale in fp32)", (int64_t)T * Hd);
     free(E); free(u); free(Es); free(want); free(got);
     ekc_dev_free(dE); ekc_dev_free(dids); ekc_dev_free(dx);
+    return fails;
+}
+
+/* ---- a decode step's fed token and its row in one launch: x[Hd] = E[t] (* scale) for t = *next where it is a token
+ * id (0 <= t < V), else row 0 (engk_feed_token's rule): both ends of the table, past it, negative (an all-NaN
+ * step's -1), INT32_MAX ---- */
+static int check_embed_next(const embed_case *c, unsigned long seed, fault f)
+{
+    const int V = 300, Hd = c->Hd;
+    static const int32_t toks[] = {0, 5, 299, 300, -1, -7, 0x7fffffff};
+    float *E = ekc_hmalloc((int64_t)V * Hd, sizeof *E);
+    ekc_fill(E, (int64_t)V * Hd, -1, 1, seed);
+    void *Es = to_storage(E, (int64_t)V * Hd, c->f32);
+    round_storage(E, (int64_t)V * Hd, c->f32);
+    float *want = ekc_hmalloc(Hd, sizeof *want), *got = ekc_hmalloc(Hd, sizeof *got);
+    void *dE = ekc_to_dev(Es, (int64_t)V * Hd, c->f32 ? 4 : 2);
+    float *dx = ekc_dev_alloc(Hd, sizeof *dx);
+    int fails = 0;
+    for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+        const int32_t t = toks[k], row = t >= 0 && t < V ? t : 0;
+        for (int i = 0; i < Hd; i++) {
+            const float v = E[(int64_t)row * Hd + i];
+            want[i] = c->scale != 0.0f ? v * c->scale : v;
+        }
+        int32_t *dnext = ekc_to_dev(&t, 1, sizeof t);
+        ekc_poison(dx, Hd, sizeof *dx);
+        EKC_CU(engk_embed_next(dx, dE, c->f32, dnext, V, f == FAULT_SHORT ? Hd - 1 : Hd, c->scale, 0));
+        ekc_from_dev(got, dx, Hd, sizeof *got);
+        if (f == FAULT_PERTURB)
+            perturb(want, NULL, Hd - 1);
+        char what[128];
+        snprintf(what, sizeof what, "embed_next %s V=%d Hd=%d scale=%g next=%d (row %d)", c->f32 ? "f32" : "bf16", V,
+                 Hd, (double)c->scale, (int)t, (int)row);
+        fails += ekc_check(what, got, want, NULL, "the table row (x scale in fp32)", Hd);
+        ekc_dev_free(dnext);
+    }
+    free(E); free(Es); free(want); free(got);
+    ekc_dev_free(dE); ekc_dev_free(dx);
     return fails;
 }
 
@@ -573,6 +611,9 @@ static int run_all(void)
     printf("engk_embed vs the table rows (bf16 decoded, fp32 scale)\n");
     for (size_t i = 0; i < sizeof embed_cases / sizeof embed_cases[0]; i++, checks++)
         fails += check_embed(&embed_cases[i], seed += 10, FAULT_NONE);
+    printf("engk_embed_next vs the table row of the fed token (row 0 for a token outside the table)\n");
+    for (size_t i = 0; i < sizeof embed_cases / sizeof embed_cases[0]; i++, checks++)
+        fails += check_embed_next(&embed_cases[i], seed += 10, FAULT_NONE);
 
     printf("engk_rmsnorm vs ref_rmsnorm (n odd multiples of 8, never of 256; rows 1/7/33)\n");
     static const int ns[] = {8, 24, 264, 4104}, rows[] = {1, 7, 33};
@@ -644,13 +685,14 @@ static int run_selftest(void)
     static const char *fault_name[] = {"", "a launch one row (or column) short",
                                        "an expected value nudged past its bound"};
     static const char *kernel[] = {"embed", "rmsnorm", "qkv_post (exact)", "qkv_post (bounded)", "glu",
-                                   "matmul T=1", "matmul T=9", "rmsnorm_bf16", "glu_bf16 (I % 8 == 0)"};
+                                   "matmul T=1", "matmul T=9", "rmsnorm_bf16", "glu_bf16 (I % 8 == 0)",
+                                   "embed_next"};
     const norm_case nc = {RC_NORM_W, 7, 264, 0, 2.0};
     const glu_case gc = {7, 255, RC_ACT_GELU_TANH};
     int detected = 0, total = 0;
     printf("selftest: each case below must show at least one FAIL\n");
     for (int f = FAULT_SHORT; f <= FAULT_PERTURB; f++)
-        for (int k = 0; k < 9; k++, total++) {
+        for (int k = 0; k < 10; k++, total++) {
             int fails = 0;
             switch (k) {
             case 0: fails = check_embed(&embed_cases[1], 11, (fault)f); break;
@@ -661,6 +703,7 @@ static int run_selftest(void)
             case 5: fails = check_matmul(&mm_cases[2], 16, (fault)f); break;
             case 6: fails = check_matmul(&mm_cases[8], 17, (fault)f); break;
             case 7: fails = check_rmsnorm_bf16(&nc, 18, (fault)f); break;
+            case 9: fails = check_embed_next(&embed_cases[13], 20, (fault)f); break;
             default: {
                 const glu_case g8 = {7, 264, RC_ACT_SILU};
                 fails = check_glu_bf16(&g8, 19, (fault)f);

@@ -288,25 +288,48 @@ static void test_gemv_glu(void **state)
     assert_int_equal(fails, 0);
 }
 
-/* ---- device argmax = eng_argmax: ties (smaller id), NaN never wins, -0 == +0, all NaN -> -1 ---- */
-static int32_t dev_argmax(const float *x, int64_t V, void *scratch, int32_t *dout)
+/* ---- device argmax = eng_argmax: ties (smaller id), NaN never wins, -0 == +0, all NaN -> -1; in two launches
+ * (engk_argmax) and in one (engk_argmax_one, twice on the same scratch, its counter back at zero after each, the
+ * second also writing into pinned host memory) ---- */
+typedef struct argmax_dev {
+    void *scratch;   /* ENGK_ARGMAX_SCRATCH bytes, zeroed */
+    int32_t *dout;   /* 1 device word */
+    int32_t *hout;   /* 1 pinned host word */
+} argmax_dev;
+
+/* The token of each form into got[3]: engk_argmax, engk_argmax_one, engk_argmax_one into host memory as well (its
+ * device and host words must agree: else got[2] = INT32_MIN); *cnt: the counter after the launches. */
+static void dev_argmax(const float *x, int64_t V, const argmax_dev *a, int32_t got[3], unsigned *cnt)
 {
     float *dx = to_dev(x, (size_t)V * 4);
-    CU(cudaMemset(dout, 0x7f, 4));
-    CU(engk_argmax(dout, dx, V, scratch, 0));
-    int32_t *h = from_dev(dout, 4), r = *h;
-    free(h);
+    for (int f = 0; f < 3; f++) {
+        CU(cudaMemset(a->dout, 0x7f, 4));
+        *a->hout = 0x7f7f7f7f;
+        if (f == 0)
+            CU(engk_argmax(a->dout, dx, V, a->scratch, 0));
+        else
+            CU(engk_argmax_one(a->dout, f == 2 ? a->hout : NULL, dx, V, a->scratch, 0));
+        CU(cudaDeviceSynchronize());
+        int32_t *h = from_dev(a->dout, 4);
+        got[f] = *h;
+        if (f == 2 && *a->hout != *h)
+            got[f] = INT32_MIN;
+        if (f == 1 && *a->hout != 0x7f7f7f7f) /* NULL: host memory untouched */
+            got[f] = INT32_MIN;
+        free(h);
+    }
+    CU(cudaMemcpy(cnt, (const char *)a->scratch + ENGK_ARGMAX_BLOCKS * 8, 4, cudaMemcpyDeviceToHost));
     CU(cudaFree(dx));
-    return r;
 }
 
 static void test_argmax(void **state)
 {
     (void)state;
-    void *scratch = NULL;
-    int32_t *dout = NULL;
-    CU(cudaMalloc(&scratch, ENGK_ARGMAX_SCRATCH));
-    CU(cudaMalloc((void **)&dout, 4));
+    argmax_dev a = {0};
+    CU(cudaMalloc(&a.scratch, ENGK_ARGMAX_SCRATCH));
+    CU(cudaMemset(a.scratch, 0, ENGK_ARGMAX_SCRATCH));
+    CU(cudaMalloc((void **)&a.dout, 4));
+    CU(cudaHostAlloc((void **)&a.hout, 4, cudaHostAllocPortable));
     int fails = 0;
     const int64_t Vs[] = {1, 2, 255, 256, 257, 65537, 128256, 262144 + 3};
     for (size_t c = 0; c < sizeof Vs / sizeof Vs[0]; c++)
@@ -343,14 +366,19 @@ static void test_argmax(void **state)
                 x[0] = NAN;
                 x[V / 2] = INFINITY;
             }
-            const int32_t want = eng_argmax(x, V), got = dev_argmax(x, V, scratch, dout);
-            const int ok = got == want;
-            printf("  argmax V=%-7lld %-16s got %-7d want %-7d %s\n", (long long)V, name, got, want, ok ? "ok" : "FAIL");
+            const int32_t want = eng_argmax(x, V);
+            int32_t got[3];
+            unsigned cnt = 1;
+            dev_argmax(x, V, &a, got, &cnt);
+            const int ok = got[0] == want && got[1] == want && got[2] == want && cnt == 0;
+            printf("  argmax V=%-7lld %-16s got %d / one %d / one+host %d (counter %u) want %-7d %s\n", (long long)V,
+                   name, got[0], got[1], got[2], cnt, want, ok ? "ok" : "FAIL");
             fails += !ok;
             free(x);
         }
-    CU(cudaFree(scratch));
-    CU(cudaFree(dout));
+    CU(cudaFree(a.scratch));
+    CU(cudaFree(a.dout));
+    CU(cudaFreeHost(a.hout));
     assert_int_equal(fails, 0);
 }
 
@@ -603,6 +631,10 @@ static void test_errors(void **state)
     assert_int_equal(engk_gemv_norm_fits(12272), 1);
     assert_int_equal(engk_gemv_norm_fits(12280), 0);
     assert_int_equal(engk_argmax((int32_t *)d, d, 0, d, 0), cudaErrorInvalidValue);
+    assert_int_equal(engk_argmax_one((int32_t *)d, NULL, d, 0, d, 0), cudaErrorInvalidValue);
+    assert_int_equal(engk_argmax_one((int32_t *)d, NULL, d, (int64_t)1 << 31, d, 0), cudaErrorInvalidValue);
+    assert_int_equal(engk_argmax_one(NULL, NULL, d, 8, d, 0), cudaErrorInvalidValue);
+    assert_int_equal(engk_argmax_one((int32_t *)d, NULL, d, 8, NULL, 0), cudaErrorInvalidValue);
     CU(cudaFree(d));
 }
 
@@ -633,7 +665,8 @@ static void test_feed_token(void **state)
 /* ---- --bench: GB/s per llama3-8b decode shape against a read ceiling measured here ---- */
 /* The median of reps timings of one launch (events around each), after three warm-up launches. */
 typedef struct bench_op {
-    int kind; /* 0 variant, 1 norm+gemv, 2 norm+glu, 3 read ceiling, 4 cublas, 5 argmax, 6 graph, 7 spin, 8 feed */
+    int kind; /* 0 variant, 1 norm+gemv, 2 norm+glu, 3 read ceiling, 4 cublas, 5 argmax, 6 graph, 7 spin, 8 feed,
+               * 9 argmax in one launch, 10 the fed token's embedding (W: the table) */
     int v, N, K;
     float *y, *x, *nw;
     void *W, *scratch;
@@ -669,6 +702,8 @@ static cudaError_t run_op(void *p)
     case 6: err = cudaGraphLaunch(o->graph, 0); break;
     case 7: err = engk_spin(o->gap, 0); break;
     case 8: err = engk_feed_token((int32_t *)o->scratch + 1, (const int32_t *)o->scratch, o->N, 0); break;
+    case 9: err = engk_argmax_one((int32_t *)o->scratch, NULL, o->y, o->N, (char *)o->scratch + 64, 0); break;
+    case 10: err = engk_embed_next(o->y, o->W, 0, (const int32_t *)o->scratch, o->N, o->K, 0.0f, 0); break;
 #ifdef ENG_TEST_CUBLAS
     case 4: {
         const float one = 1.0f, zero = 0.0f;
@@ -744,7 +779,7 @@ static void bench(void)
     CU(cudaMalloc((void **)&y, (size_t)128256 * 4));
     CU(cudaMemset(x, 0, 14336 * 4));
     CU(cudaMemset(nw, 0, 14336 * 4));
-    CU(cudaMemset(xb, 0, 14336 * 2));
+    CU(cudaMemset(xb, 0, 14336 * 2 + 64 + ENGK_ARGMAX_SCRATCH)); /* engk_argmax_one's counter zero too */
     CU(cudaMemset(y, 0, (size_t)128256 * 4));
     double ceil_best = 0.0, ceil_median = 0.0;
     const char *what = "";
@@ -858,6 +893,12 @@ static void bench(void)
     bench_op fd = {.kind = 8, .N = 128256, .scratch = xb}; /* the token the argmax row above left in xb[0] */
     printf("%-26s %7d %6s %-40s %9.1f\n", "token fed to the next step", 128256, "", "engk_feed_token",
            1e3 * ekc_time_median_ms(run_op, &fd, 20));
+    bench_op a1 = {.kind = 9, .N = 128256, .y = y, .scratch = xb};
+    printf("%-26s %7d %6s %-40s %9.1f\n", "argmax of the logits", 128256, "", "engk_argmax_one (one launch)",
+           1e3 * ekc_time_median_ms(run_op, &a1, 20));
+    bench_op en = {.kind = 10, .N = 128256, .K = 4096, .y = y, .W = W, .scratch = xb}; /* the token in xb[0] */
+    printf("%-26s %7d %6s %-40s %9.1f\n", "fed token's embedding", 4096, "", "engk_embed_next (bf16 row)",
+           1e3 * ekc_time_median_ms(run_op, &en, 20));
 #ifdef ENG_TEST_CUBLAS
     if (handle)
         cublasDestroy((cublasHandle_t)handle);
