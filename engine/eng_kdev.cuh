@@ -3,6 +3,7 @@
 #ifndef ENG_KDEV_CUH
 #define ENG_KDEV_CUH
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -147,6 +148,28 @@ __device__ __forceinline__ void norm_w_landed(); /* defined with norm_w_stage be
  * (block_sum syncs; part: one float per warp of the block); the caller syncs before reading the slots. LANDW: every
  * thread waits for its staged norm weight (norm_w_landed, below) after its share of the sum, before block_sum's
  * barrier, which then shows every copy to every thread before the second loop reads nw. */
+/* norm_row's second loop: slot(i) = norm_apply(slot(i)), into xn too from block 0, for the first NORM_THREADS
+ * threads' elements i = tid, tid + NORM_THREADS, ...; MX: also returns the max |value| over them (NaN ignored; MX 2:
+ * infinity where one is not finite), else 0. */
+template <int MX, typename Slot>
+__device__ __forceinline__ float norm_apply_slots(const Slot &slot, float *xn, const float *nw, float inv, int kind,
+                                                  int K)
+{
+    float mx = 0.0f;
+    if (threadIdx.x < NORM_THREADS)
+        for (int i = threadIdx.x; i < K; i += NORM_THREADS) {
+            const float v = norm_apply(slot(i), inv, nw, i, kind);
+            slot(i) = v;
+            if (xn && blockIdx.x == 0)
+                xn[i] = v;
+            if (MX)
+                mx = fmaxf(mx, fabsf(v));
+            if (MX == 2 && !(fabsf(v) <= FLT_MAX))
+                mx = INFINITY;
+        }
+    return mx;
+}
+
 template <bool STAGED, bool LANDW = false, typename Slot>
 __device__ __forceinline__ void norm_row(const Slot &slot, float *xn, const float *x, const float *nw, float eps,
                                          int kind, int K, float *part)
@@ -161,14 +184,7 @@ __device__ __forceinline__ void norm_row(const Slot &slot, float *xn, const floa
         }
     if (LANDW) /* the staged weight's copies: waited for after the sum, before block_sum's barrier */
         norm_w_landed();
-    const float inv = inv_rms(block_sum(ss, part), K, eps);
-    if (threadIdx.x < NORM_THREADS)
-        for (int i = threadIdx.x; i < K; i += NORM_THREADS) {
-            const float v = norm_apply(slot(i), inv, nw, i, kind);
-            slot(i) = v;
-            if (xn && blockIdx.x == 0)
-                xn[i] = v;
-        }
+    norm_apply_slots<0>(slot, xn, nw, inv_rms(block_sum(ss, part), K, eps), kind, K);
 }
 
 /* 1: a fused-norm GEMV stages its norm weight in shared memory before dep_wait() (norm_w_stage); 0: norm_row reads

@@ -204,6 +204,55 @@ struct QNorm {
     bool stage = false; /* k_qgemv_mma: its launch has K more floats of shared memory for nw (norm_w_stage) */
 };
 
+/* 1: k_qgemv_mma's fused norm loads x straight into its flat copy (norm_row_max: no copy pass and barrier ahead of the
+ * norm) and takes max |x| while it normalizes (no pass over the normed row and barrier of its own); 0: the copy, its
+ * barrier, norm_row on the copy, a barrier, then the max pass. The same values, sums and maximum in either form, so
+ * the same bits. Opt-in (session 40, no GPU): to be timed against 0 (scripts/gpu-ab.sh, -DNORM_MAX_FUSED=1). */
+#ifndef NORM_MAX_FUSED
+#define NORM_MAX_FUSED 0
+#endif
+
+/* norm_row's unstaged form (k_rmsnorm's sum, norm_apply, xn from block 0) with its loads batched (thread t of the first
+ * NORM_THREADS asks for its next NB elements t, t + NORM_THREADS, ... at once, then stores them into its slots and
+ * sums them in order: the same sum), returning the max |value| over the values the thread normalized (NaN ignored;
+ * INT: infinity where one is not finite): the caller's max pass, folded in. The staged weight is waited for before
+ * block_sum's barrier (as norm_row's LANDW); the caller's barrier after it (its max's) shows the slots to the block.
+ * part: NORM_THREADS / 32 floats, not read or written again before that barrier. */
+template <bool INT, typename Slot>
+__device__ __forceinline__ float norm_row_max(const Slot &slot, float *xn, const float *x, const float *nw, float eps,
+                                              int kind, int K, float *part)
+{
+    constexpr int NB = 16;
+    float ss = 0.0f;
+    if (threadIdx.x < NORM_THREADS)
+        for (int i0 = threadIdx.x; i0 < K; i0 += NB * NORM_THREADS) {
+            float v[NB];
+#pragma unroll
+            for (int j = 0; j < NB; j++) {
+                const int i = i0 + j * NORM_THREADS;
+                v[j] = i < K ? x[i] : 0.0f;
+            }
+#pragma unroll
+            for (int j = 0; j < NB; j++) {
+                const int i = i0 + j * NORM_THREADS;
+                if (i < K) {
+                    slot(i) = v[j];
+                    ss = fmaf(v[j], v[j], ss);
+                }
+            }
+        }
+    norm_w_landed();
+    return norm_apply_slots<INT ? 2 : 1>(slot, xn, nw, inv_rms(block_sum(ss, part), K, eps), kind, K);
+}
+
+/* 1: k_qgemv_mma's plain form (not GLU) with a residual loads each stored row's res[o] right after its wait (and, on
+ * a persistent grid, a unit's as the unit before is stored), so that its epilogue adds it without a round trip to L2
+ * on the kernel's tail; 0: the epilogue loads it. The same operands and addition, so the same bits. Opt-in (session
+ * 40, no GPU): to be timed against 0 (scripts/gpu-ab.sh, -DRES_EARLY=1). */
+#ifndef RES_EARLY
+#define RES_EARLY 0
+#endif
+
 /* The same sums as code()/dq() in k order for one 16-byte block of each of R rows (acc[r] += row r's block . x): a
  * word's codes, biased to unsigned (signed codes: the sign bit of each flipped), split into bytes; int4 words into
  * their low nibbles (byte j: k = 2j) and high nibbles (byte j: k = 2j + 1), taken alternately so that each row's
@@ -1037,26 +1086,41 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
         fill();
     dep_launch(); /* the codes and scales above are weights; x, b, res and y belong to the kernels before */
     dep_wait();
+    /* RES_EARLY: res[o] of the row this thread stores in unit u (the epilogue's row), 0 where it stores none */
+    constexpr bool RE = RES_EARLY && !GLU && !NORM; /* the fused-norm launches pass no res */
+    const auto res_of = [&](int u) {
+        const int64_t o = ((int64_t)u * TILES + (threadIdx.x >> 4)) * 16 + (threadIdx.x & 15);
+        return threadIdx.x < TILES * 16 && o < N ? res[o] : 0.0f;
+    };
+    float rv = RE && res ? res_of(un) : 0.0f;
     const float4 *x4 = reinterpret_cast<const float4 *>(x);
-    if (NORM) { /* x into its flat copy, made rmsnorm(x) there as k_rmsnorm (and xn); the prologue then reads it */
-        float *xf = reinterpret_cast<float *>(xq + mma_xf_unit(K, BITS, FAM));
-        for (int L = threadIdx.x; L < K / 4; L += NT)
-            reinterpret_cast<float4 *>(xf)[L] = x4[L];
-        if (!NW_LATE_WAIT)
-            norm_w_landed();
-        __syncthreads();
-        norm_row<true, NW_LATE_WAIT != 0>(SlotFlat{xf}, nm.xn, x, norm_w_row(xf + K, nm.nw, nm.kind, nm.stage),
-                                          nm.eps, nm.kind, K, wmx); /* wmx: free until the max below */
-        __syncthreads();
-        x4 = reinterpret_cast<const float4 *>(xf);
-    }
     /* max |x| (NaN ignored; exact, so in any order), then 2^e with max |x| 2^-e in [2^14, 2^15) */
     float mx = 0.0f;
-    for (int L = threadIdx.x; L < K / 4; L += NT) {
-        const float4 v = x4[L];
-        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-        if (INT && !(fabsf(v.x) <= FLT_MAX && fabsf(v.y) <= FLT_MAX && fabsf(v.z) <= FLT_MAX && fabsf(v.w) <= FLT_MAX))
-            mx = INFINITY; /* INT: a NaN or infinity in x makes every output NaN (below) */
+    if (NORM && NORM_MAX_FUSED) { /* x into its flat copy as it is normed there (and xn), its max taken meanwhile */
+        float *xf = reinterpret_cast<float *>(xq + mma_xf_unit(K, BITS, FAM));
+        mx = norm_row_max<INT>(SlotFlat{xf}, nm.xn, x, norm_w_row(xf + K, nm.nw, nm.kind, nm.stage), nm.eps, nm.kind,
+                               K, red[0][0]); /* red: free until the loop */
+        x4 = reinterpret_cast<const float4 *>(xf);
+    } else {
+        if (NORM) { /* x into its flat copy, made rmsnorm(x) there as k_rmsnorm (and xn); the prologue then reads it */
+            float *xf = reinterpret_cast<float *>(xq + mma_xf_unit(K, BITS, FAM));
+            for (int L = threadIdx.x; L < K / 4; L += NT)
+                reinterpret_cast<float4 *>(xf)[L] = x4[L];
+            if (!NW_LATE_WAIT)
+                norm_w_landed();
+            __syncthreads();
+            norm_row<true, NW_LATE_WAIT != 0>(SlotFlat{xf}, nm.xn, x, norm_w_row(xf + K, nm.nw, nm.kind, nm.stage),
+                                              nm.eps, nm.kind, K, wmx); /* wmx: free until the max below */
+            __syncthreads();
+            x4 = reinterpret_cast<const float4 *>(xf);
+        }
+        for (int L = threadIdx.x; L < K / 4; L += NT) {
+            const float4 v = x4[L];
+            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+            if (INT &&
+                !(fabsf(v.x) <= FLT_MAX && fabsf(v.y) <= FLT_MAX && fabsf(v.z) <= FLT_MAX && fabsf(v.w) <= FLT_MAX))
+                mx = INFINITY; /* INT: a NaN or infinity in x makes every output NaN (below) */
+        }
     }
     mx = warp_max(mx);
     if (lane == 0)
@@ -1206,12 +1270,19 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
                 if (GLU)
                     vb = __fmul_rn(vb, ld_sc(m.scale + N + o));
             }
-            const float acc[2] = {va, vb};
-            store_rows<1, GLU>(y, acc, o, b, res, N, act);
+            if (RE && res) { /* store_rows' arithmetic, its res[o] loaded before */
+                const float v = b ? va + b[o] : va;
+                y[o] = rv + v;
+            } else {
+                const float acc[2] = {va, vb};
+                store_rows<1, GLU>(y, acc, o, b, res, N, act);
+            }
         }
         if (!more)
             break;
         un = unx;
+        if (RE && res)
+            rv = res_of(un);
         cur = rows_of(un);
         if (!cross)
             fill();
