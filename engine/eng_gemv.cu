@@ -454,14 +454,15 @@ __device__ __forceinline__ void grid_part_best(const float *x, int64_t V, float 
     }
 }
 
-/* The best of the n blocks' (pv, pi) in thread 0 (read through L2: other blocks of this grid may have written them). */
+/* The best of the n blocks' (pv, pi) in thread 0; L2: read through L2 (other blocks of this grid wrote them). */
+template <bool L2>
 __device__ __forceinline__ void parts_best(const float *pv, const int *pi, int n, float &v, int &i)
 {
     v = -INFINITY;
     i = -1;
     for (int k = threadIdx.x; k < n; k += NORM_THREADS) {
-        const float kv = __ldcg(pv + k);
-        const int ki = __ldcg(pi + k);
+        const float kv = L2 ? __ldcg(pv + k) : pv[k];
+        const int ki = L2 ? __ldcg(pi + k) : pi[k];
         if (better(kv, ki, v, i)) {
             v = kv;
             i = ki;
@@ -479,7 +480,7 @@ __global__ void __launch_bounds__(NORM_THREADS) k_argmax_final(int32_t *out, con
 {
     float v;
     int i;
-    parts_best(pv, pi, n, v, i);
+    parts_best<false>(pv, pi, n, v, i);
     if (threadIdx.x == 0)
         *out = i;
 }
@@ -509,7 +510,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
         return;
     float v;
     int i;
-    parts_best(pv, pi, (int)gridDim.x, v, i);
+    parts_best<true>(pv, pi, (int)gridDim.x, v, i);
     if (threadIdx.x == 0) {
         *out = i;
         if (out_host) {
