@@ -141,13 +141,6 @@ __device__ __forceinline__ void rope_pair(float *u, int i, int half, float ci, f
 
 __device__ __forceinline__ void norm_w_landed(); /* defined with norm_w_stage below */
 
-/* x[0:K] normalized exactly as k_rmsnorm (its first NORM_THREADS threads sum fmaf(v, v) over i = tid, tid +
- * NORM_THREADS, ... in order, block_sum over warps 0..7, inv_rms, norm_apply), each element into slot(i) (a float &
- * in the caller's shared copy of the row) and, from block 0, into xn if not NULL. STAGED: the slots already hold x
- * (the caller copied it and synced), so the sum reads them instead of x. Every thread of the block calls it
- * (block_sum syncs; part: one float per warp of the block); the caller syncs before reading the slots. LANDW: every
- * thread waits for its staged norm weight (norm_w_landed, below) after its share of the sum, before block_sum's
- * barrier, which then shows every copy to every thread before the second loop reads nw. */
 /* norm_row's second loop: slot(i) = norm_apply(slot(i)), into xn too from block 0, for the first NORM_THREADS
  * threads' elements i = tid, tid + NORM_THREADS, ...; MX: also returns the max |value| over them (NaN ignored; MX 2:
  * infinity where one is not finite), else 0. */
@@ -170,6 +163,13 @@ __device__ __forceinline__ float norm_apply_slots(const Slot &slot, float *xn, c
     return mx;
 }
 
+/* x[0:K] normalized exactly as k_rmsnorm (its first NORM_THREADS threads sum fmaf(v, v) over i = tid, tid +
+ * NORM_THREADS, ... in order, block_sum over warps 0..7, inv_rms, norm_apply), each element into slot(i) (a float &
+ * in the caller's shared copy of the row) and, from block 0, into xn if not NULL. STAGED: the slots already hold x
+ * (the caller copied it and synced), so the sum reads them instead of x. Every thread of the block calls it
+ * (block_sum syncs; part: one float per warp of the block); the caller syncs before reading the slots. LANDW: every
+ * thread waits for its staged norm weight (norm_w_landed, below) after its share of the sum, before block_sum's
+ * barrier, which then shows every copy to every thread before the second loop reads nw. */
 template <bool STAGED, bool LANDW = false, typename Slot>
 __device__ __forceinline__ void norm_row(const Slot &slot, float *xn, const float *x, const float *nw, float eps,
                                          int kind, int K, float *part)

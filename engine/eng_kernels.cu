@@ -16,6 +16,10 @@ constexpr int MM_WARPS = 8, POST_WARPS = 4;
  * thread issued before its first store (a decode step's one row in 4096 / 1024 blocks, not one block walking the
  * row 256 values at a time, each step waiting for memory). */
 constexpr int EMBED_THREADS = 256, EMBED_PER = 4;
+/* The token a decode step is fed from *next: t where it is a token id (0 <= t < V), else 0 (an all-NaN step's -1
+ * becomes a harmless row 0; the caller reports that step's -1). */
+__device__ __forceinline__ int32_t fed_token(int32_t t, int32_t V) { return t >= 0 && t < V ? t : 0; }
+
 /* The EMBED_THREADS x EMBED_PER values of part c of a row: xr = row (* scale). */
 template <typename W>
 __device__ __forceinline__ void embed_part(float *xr, const W *row, int c, int Hd, float scale)
@@ -37,7 +41,7 @@ __global__ void __launch_bounds__(EMBED_THREADS) k_embed(float *x, const W *E, c
     embed_part(x + (int64_t)blockIdx.x * Hd, E + (int64_t)ids[blockIdx.x] * Hd, (int)blockIdx.y, Hd, scale);
 }
 
-/* A decode step's one row, part blockIdx.x of it, for the token in *next (k_feed's rule: a token id, else row 0).
+/* A decode step's one row, part blockIdx.x of it, for the token in *next (fed_token).
  * It lets the next kernel start at once (the first layer's GEMV: its weights load while the row is written; it reads
  * x after its wait, which waits for this whole grid); the wait itself is a no-op where the launch is not programmatic
  * (a copy node before it), and the trace's note where it is traced. */
@@ -47,8 +51,7 @@ __global__ void __launch_bounds__(EMBED_THREADS)
 {
     dep_wait();
     dep_launch();
-    const int32_t t = *next;
-    embed_part(x, E + (int64_t)(t >= 0 && t < V ? t : 0) * Hd, (int)blockIdx.x, Hd, scale);
+    embed_part(x, E + (int64_t)fed_token(*next, V) * Hd, (int)blockIdx.x, Hd, scale);
 }
 
 /* Up to NORM_THREADS * NORM_CACHE elements of a row stay in registers between the two passes. */
@@ -437,11 +440,7 @@ __global__ void k_spin_dep(long long cycles)
     }
 }
 
-__global__ void k_feed(int32_t *ids, const int32_t *next, int32_t V)
-{
-    const int32_t t = *next;
-    ids[0] = t >= 0 && t < V ? t : 0;
-}
+__global__ void k_feed(int32_t *ids, const int32_t *next, int32_t V) { ids[0] = fed_token(*next, V); }
 
 template <typename G>
 cudaError_t glu_launch(float *out, uint16_t *outb, const G *gu, int T, int I, int act, cudaStream_t s)

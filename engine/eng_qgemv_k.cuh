@@ -1086,10 +1086,16 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
         fill();
     dep_launch(); /* the codes and scales above are weights; x, b, res and y belong to the kernels before */
     dep_wait();
-    /* RES_EARLY: res[o] of the row this thread stores in unit u (the epilogue's row), 0 where it stores none */
+    /* the output this thread stores in unit u's epilogue (tile tid / 16, row tid % 16; GLU: rows 0..7 only), if
+     * tid < TILES * 16 and it is below N */
+    const auto out_row = [&](int u) {
+        const int64_t tt0 = (int64_t)u * TILES + (threadIdx.x >> 4);
+        return GLU ? tt0 * 8 + (threadIdx.x & 15) : tt0 * 16 + (threadIdx.x & 15);
+    };
+    /* RES_EARLY: res[o] of the row this thread stores in unit u, 0 where it stores none */
     constexpr bool RE = RES_EARLY && !GLU && !NORM; /* the fused-norm launches pass no res */
     const auto res_of = [&](int u) {
-        const int64_t o = ((int64_t)u * TILES + (threadIdx.x >> 4)) * 16 + (threadIdx.x & 15);
+        const int64_t o = out_row(u);
         return threadIdx.x < TILES * 16 && o < N ? res[o] : 0.0f;
     };
     float rv = RE && res ? res_of(un) : 0.0f;
@@ -1257,7 +1263,7 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
         }
         __syncthreads(); /* PER: red[par] is written again two units on, after the next unit's barrier */
         const int r = threadIdx.x & 15, tr = threadIdx.x >> 4; /* tile tr's row r */
-        const int64_t tt0 = (int64_t)un * TILES + tr, o = GLU ? tt0 * 8 + r : tt0 * 16 + r;
+        const int64_t o = out_row(un);
         if (threadIdx.x < TILES * 16 && !(GLU && r >= 8) && o < N) {
             float va = red[par][tr * KS][r], vb = GLU ? red[par][tr * KS][r + 8] : 0.0f;
             for (int w = 1; w < KS; w++) {
