@@ -207,7 +207,8 @@ struct QNorm {
 /* 1: k_qgemv_mma's fused norm loads x straight into its flat copy (norm_row_max: no copy pass and barrier ahead of the
  * norm) and takes max |x| while it normalizes (no pass over the normed row and barrier of its own); 0: the copy, its
  * barrier, norm_row on the copy, a barrier, then the max pass. The same values, sums and maximum in either form, so
- * the same bits. Opt-in (session 40, no GPU): to be timed against 0 (scripts/gpu-ab.sh, -DNORM_MAX_FUSED=1). */
+ * the same bits. Opt-in: session 41 timed it at no gain (llama3-8b int4 g128 + packed lm_head 2.177 against 2.175
+ * ms/token, H100, scripts/gpu-ab.sh -DNORM_MAX_FUSED=1), so 0 stays. */
 #ifndef NORM_MAX_FUSED
 #define NORM_MAX_FUSED 0
 #endif
@@ -247,10 +248,11 @@ __device__ __forceinline__ float norm_row_max(const Slot &slot, float *xn, const
 
 /* 1: k_qgemv_mma's plain form (not GLU) with a residual loads each stored row's res[o] right after its wait (and, on
  * a persistent grid, a unit's as the unit before is stored), so that its epilogue adds it without a round trip to L2
- * on the kernel's tail; 0: the epilogue loads it. The same operands and addition, so the same bits. Opt-in (session
- * 40, no GPU): to be timed against 0 (scripts/gpu-ab.sh, -DRES_EARLY=1). */
+ * on the kernel's tail; 0: the epilogue loads it. The same operands and addition, so the same bits. 1 since session
+ * 41: llama3-8b int4 g128 + packed lm_head 11 us a step faster alone, 17 us beside the fused step end (H100,
+ * scripts/gpu-ab.sh; engine/README.md, "The quantized GEMV's prologue and epilogue"). */
 #ifndef RES_EARLY
-#define RES_EARLY 0
+#define RES_EARLY 1
 #endif
 
 /* The same sums as code()/dq() in k order for one 16-byte block of each of R rows (acc[r] += row r's block . x): a

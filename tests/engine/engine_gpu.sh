@@ -92,10 +92,10 @@ identity | identity-synth)
     # default bf16 ctx straight into the GEMM's input: the same bits (engine/README.md, REFCHAIN_ATTN_CTX)
     CTX_MODES=("attn ctx f32|REFCHAIN_ATTN_CTX=f32" "attn ctx f32+chunk 5|REFCHAIN_ATTN_CTX=f32 --prefill-chunk 5"
         "attn ctx f32+kv-offload|REFCHAIN_ATTN_CTX=f32 --kv-offload")
-    # the step's end and start in their other forms (engine.h ENG_STEP_*; the default is split): the same tokens and
+    # the step's end and start in their other forms (engine.h ENG_STEP_*; the default is fused): the same tokens and
     # logits
-    END_MODES=("step end copy|REFCHAIN_STEP_END=copy" "step end fused|REFCHAIN_STEP_END=fused"
-        "step end fused+no-graph|REFCHAIN_STEP_END=fused --no-graph")
+    END_MODES=("step end split|REFCHAIN_STEP_END=split" "step end copy|REFCHAIN_STEP_END=copy"
+        "step end split+no-graph|REFCHAIN_STEP_END=split --no-graph")
     # split_flags FLAGS: the words REFCHAIN_*=VALUE of a mode's flags into envs (after env), the others into args
     split_flags() {
         local w
@@ -149,7 +149,7 @@ identity | identity-synth)
     run_pipe() {
         local tile=$1 spec name flags tok envs args
         for spec in "pipelined|" "pipelined+fusion off|--decode-fusion off" \
-            "pipelined+step end copy|REFCHAIN_STEP_END=copy" "pipelined+step end fused|REFCHAIN_STEP_END=fused" \
+            "pipelined+step end split|REFCHAIN_STEP_END=split" "pipelined+step end copy|REFCHAIN_STEP_END=copy" \
             "no-pipeline|--no-pipeline" "no-graph (not pipelined)|--no-graph"; do
             name="${spec%%|*} (tokens only)"
             flags=${spec#*|}
