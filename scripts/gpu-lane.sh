@@ -8,7 +8,10 @@
 # Knobs: GPU_ARCH (90), RC_PREFIX (/tmp/rcprefix), RC_BUILD (build-gpu), RC_MESON_OPTS (extra meson options),
 #        RC_SANITIZE_GOLDEN (golden/llama.h5),
 #        RC_SANITIZERS ("memcheck racecheck"; initcheck and synccheck also work), RC_BENCH=1 (meson test --benchmark),
-#        RC_TEST_ARGS (extra meson test arguments), RC_ENGINE_EXTRA=1 (scripts/gpu-engine.sh's sanitizer runs and llama3-8b bench, log in engine.log).
+#        RC_TEST_ARGS (extra meson test arguments), RC_ENGINE_EXTRA=1 (scripts/gpu-engine.sh's sanitizer runs and llama3-8b bench, log in engine.log),
+#        RC_TEST_SHARD=I/N (of the tests RC_TEST_ARGS selects, in meson's list order, only the I-th of every N: a suite
+#        that outgrows one device call runs as N calls, e.g. the engine suite with its build, ~10 min on an H100 in
+#        session 41, as RC_TEST_ARGS="--suite engine" RC_TEST_SHARD=1/2 and 2/2).
 # Every step runs even after one fails; the last line is "N passed, N failed, N skipped" over the meson tests, the
 # sanitizer runs and any setup step that failed; before it, one "skipped N: REASON (tests)" line per reason a test
 # gave for skipping (the fault tests skip without -Dfaults=true: RC_MESON_OPTS=-Dfaults=true, or
@@ -78,8 +81,27 @@ step info info
 step prefix make_prefix
 step setup setup
 step build "${MESON[@]}" compile -C "$BUILD"
-# shellcheck disable=SC2086 # RC_TEST_ARGS: extra meson test arguments (e.g. --no-suite slow)
-step test "${MESON[@]}" test -C "$BUILD" --print-errorlogs --num-processes 12 ${RC_TEST_ARGS:-}
+# shard_tests I N: the names of the tests RC_TEST_ARGS selects whose 1-based place in meson's list is I modulo N
+shard_tests() {
+    # shellcheck disable=SC2086
+    "${MESON[@]}" test -C "$BUILD" --list ${RC_TEST_ARGS:-} 2> /dev/null |
+        awk -v i="$1" -v n="$2" '/ \/ / {k++; if ((k - 1) % n == i - 1) {sub(/^.* \/ /, ""); print}}'
+}
+if [ -n "${RC_TEST_SHARD:-}" ]; then
+    if ! [[ $RC_TEST_SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] || [ "${BASH_REMATCH[1]}" -gt "${BASH_REMATCH[2]}" ]; then
+        say "RC_TEST_SHARD must be I/N with 1 <= I <= N, not '$RC_TEST_SHARD'"
+        exit 2
+    fi
+    mapfile -t shard < <(shard_tests "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}")
+    say "shard $RC_TEST_SHARD: ${#shard[@]} tests"
+    if [ ${#shard[@]} -gt 0 ]; then
+        # shellcheck disable=SC2086 # RC_TEST_ARGS as below, with the shard's names (meson runs what both select)
+        step test "${MESON[@]}" test -C "$BUILD" --print-errorlogs --num-processes 12 ${RC_TEST_ARGS:-} "${shard[@]}"
+    fi
+else
+    # shellcheck disable=SC2086 # RC_TEST_ARGS: extra meson test arguments (e.g. --no-suite slow)
+    step test "${MESON[@]}" test -C "$BUILD" --print-errorlogs --num-processes 12 ${RC_TEST_ARGS:-}
+fi
 cp "$BUILD/meson-logs/testlog.txt" "$OUT/testlog.txt" 2> /dev/null
 if [ "${RC_BENCH:-0}" = 1 ]; then
     step bench "${MESON[@]}" test -C "$BUILD" --benchmark --suite gpu --verbose
