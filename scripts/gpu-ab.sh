@@ -93,6 +93,7 @@ for k in "${!udefs[@]}"; do
             meson setup "$b" -Dcuda=enabled -Dtests=disabled -Dgpu_arch="${GPU_ARCH:-90}" >"$OUT/setup-$k.log" 2>&1 ||
             exit 1
         printf '%s' "${udefs[$k]}" >"$b/.ab-defines"
+        cuda_stale "$b" # a reused build: its CUDA units again where a header changed (gpu-env.sh)
         NVCC_APPEND_FLAGS="${udefs[$k]}" ninja -C "$b" -j "$jobs" engine/engine >"$OUT/build-$k.log" 2>&1
     ) &
     pids+=($!)

@@ -2,6 +2,7 @@
 # Debian packages the GPU machine lacks, and the environment that builds and runs against it.
 #   make_prefix   unpack .debs/*.deb into $PREFIX and point their .pc files at it (returns 1 on failure)
 #   gpu_env       set NVCC, CUDA_HOME and LIBDIR; export PATH, PKG_CONFIG_PATH, LD_LIBRARY_PATH, LIBRARY_PATH, CPATH
+#   cuda_stale B  before building B again: deletes B's CUDA objects if a header changed since B's last build
 
 make_prefix() {
     rm -rf "$PREFIX" && mkdir -p "$PREFIX" || return 1
@@ -42,4 +43,20 @@ gpu_env() {
     export LD_LIBRARY_PATH=$LIBDIR:$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export LIBRARY_PATH=$LIBDIR${LIBRARY_PATH:+:$LIBRARY_PATH}
     export CPATH=$PREFIX/usr/include${CPATH:+:$CPATH}
+}
+
+# meson before 1.4 gives nvcc no -MD/-MF, so ninja records no header for a CUDA object (`ninja -t deps X.cu.o`:
+# "#deps 0"; meson issue 11969, fixed in 1.4) and a changed .cuh or .h rebuilds none of the .cu units that include
+# it: a build reused on a warm GPU machine (gpu-ab.sh's build-ab-N, gpu-lane.sh's build-gpu) would test and time
+# the old kernels. cuda_stale B keeps a hash of every header under the source folders in B/.rc-headers and, where it
+# differs from the tree's (or is missing), deletes B's *.cu.o, which ninja then compiles again.
+cuda_stale() {
+    local b=$1 sum
+    [ -f "$b/build.ninja" ] || return 0
+    sum=$(find cuda engine harness model ref tests tools \( -name '*.h' -o -name '*.cuh' \) -print 2> /dev/null |
+        LC_ALL=C sort | xargs cat | sha256sum | cut -d' ' -f1)
+    if [ "$(cat "$b/.rc-headers" 2> /dev/null)" != "$sum" ]; then
+        find "$b" -name '*.cu.o' -delete
+        printf '%s\n' "$sum" > "$b/.rc-headers"
+    fi
 }

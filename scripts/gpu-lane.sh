@@ -80,6 +80,7 @@ say "repo $(pwd), out $OUT, prefix $PREFIX, build $BUILD, gpu_arch $GPU_ARCH"
 step info info
 step prefix make_prefix
 step setup setup
+cuda_stale "$BUILD" # a reused build-gpu: its CUDA units again where a header changed (gpu-env.sh)
 step build "${MESON[@]}" compile -C "$BUILD"
 # shard_tests I N: the names of the tests RC_TEST_ARGS selects whose 1-based place in meson's list is I modulo N
 shard_tests() {
