@@ -6,7 +6,8 @@
 # VARIANT is NAME=DEFINES[@ENV]:
 #   DEFINES  nvcc flags for its build (NVCC_APPEND_FLAGS, e.g. "-DNORM_W_STAGE=0"; empty: the tree as it is);
 #            variants with the same DEFINES share one build, build-ab-N, which a later call reuses only if it was
-#            built with the same DEFINES (a stamp in it; otherwise it is built afresh: ninja does not see the flags)
+#            built with the same DEFINES (a stamp in it; otherwise it is built afresh: ninja does not see the flags),
+#            its CUDA units compiled again where a header changed since (gpu-env.sh cuda_stale)
 #   ENV      settings for its runs, VAR=VALUE separated by ';' (e.g. REFCHAIN_QGEMV_PICKS=p4096x14336=i8u4p)
 # WEIGHTS: `engine bench --weights` values, bf16 for none (default "bf16"). BENCH_ARGS default to
 # --shape llama3-8b --prompt-len 16 --steps 32 --rounds 2 --no-stream. -n prints the plan and does nothing else.
