@@ -2068,10 +2068,9 @@ static int decode_enqueue(eng *E, rc_err *e)
         CK(engk_softcap(E->d_logits, V, c->final_softcap, E->s_comp));
     if (E->end_form == ENG_STEP_SPLIT)
         CK(engk_argmax(E->d_next, E->d_logits, V, E->d_amax, E->s_comp));
-    else /* ENG_STEP_FUSED with a mapped set: the token into h_next too */
-        CK(engk_argmax_one(E->d_next, E->end_form == ENG_STEP_FUSED ? E->hd_next : NULL, E->d_logits, V, E->d_amax,
-                           E->s_comp));
-    if (E->end_form != ENG_STEP_FUSED || !E->hd_next)
+    else /* hd_next: the set's device mapping, only in ENG_STEP_FUSED (open_workspace): the token into h_next too */
+        CK(engk_argmax_one(E->d_next, E->hd_next, E->d_logits, V, E->d_amax, E->s_comp));
+    if (!E->hd_next)
         CK(cudaMemcpyAsync(E->h_next, E->d_next, 4, cudaMemcpyDeviceToHost, E->s_comp));
     return RC_OK;
 }
