@@ -88,20 +88,22 @@ shard_tests() {
     "${MESON[@]}" test -C "$BUILD" --list ${RC_TEST_ARGS:-} 2> /dev/null |
         awk -v i="$1" -v n="$2" '/ \/ / {k++; if ((k - 1) % n == i - 1) {sub(/^.* \/ /, ""); print}}'
 }
+shard=()
 if [ -n "${RC_TEST_SHARD:-}" ]; then
-    if ! [[ $RC_TEST_SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] || [ "${BASH_REMATCH[1]}" -gt "${BASH_REMATCH[2]}" ]; then
+    if ! [[ $RC_TEST_SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] ||
+        [ "${BASH_REMATCH[1]}" -gt "${BASH_REMATCH[2]}" ]; then
         say "RC_TEST_SHARD must be I/N with 1 <= I <= N, not '$RC_TEST_SHARD'"
         exit 2
     fi
     mapfile -t shard < <(shard_tests "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}")
     say "shard $RC_TEST_SHARD: ${#shard[@]} tests"
-    if [ ${#shard[@]} -gt 0 ]; then
-        # shellcheck disable=SC2086 # RC_TEST_ARGS as below, with the shard's names (meson runs what both select)
-        step test "${MESON[@]}" test -C "$BUILD" --print-errorlogs --num-processes 12 ${RC_TEST_ARGS:-} "${shard[@]}"
-    fi
-else
-    # shellcheck disable=SC2086 # RC_TEST_ARGS: extra meson test arguments (e.g. --no-suite slow)
-    step test "${MESON[@]}" test -C "$BUILD" --print-errorlogs --num-processes 12 ${RC_TEST_ARGS:-}
+fi
+# an empty shard runs nothing (no names would run every test RC_TEST_ARGS selects)
+if [ -z "${RC_TEST_SHARD:-}" ] || [ ${#shard[@]} -gt 0 ]; then
+    # RC_TEST_ARGS: extra meson test arguments (e.g. --no-suite slow); with a shard's names, meson runs what both select
+    # shellcheck disable=SC2086
+    step test "${MESON[@]}" test -C "$BUILD" --print-errorlogs --num-processes 12 ${RC_TEST_ARGS:-} \
+        ${shard[@]+"${shard[@]}"}
 fi
 cp "$BUILD/meson-logs/testlog.txt" "$OUT/testlog.txt" 2> /dev/null
 if [ "${RC_BENCH:-0}" = 1 ]; then
