@@ -3,6 +3,7 @@
 #   make_prefix   unpack .debs/*.deb into $PREFIX and point their .pc files at it (returns 1 on failure)
 #   gpu_env       set NVCC, CUDA_HOME and LIBDIR; export PATH, PKG_CONFIG_PATH, LD_LIBRARY_PATH, LIBRARY_PATH, CPATH
 #   cuda_stale B  before building B again: deletes B's CUDA objects if a header changed since B's last build
+#   list_shard I N  `meson test --list` on stdin: the test names whose 1-based place is I modulo N, one a line
 
 make_prefix() {
     rm -rf "$PREFIX" && mkdir -p "$PREFIX" || return 1
@@ -59,4 +60,15 @@ cuda_stale() {
         find "$b" -name '*.cu.o' -delete
         printf '%s\n' "$sum" > "$b/.rc-headers"
     fi
+}
+
+# `meson test --list` writes a test as "refchain:gpu+engine / engine.x" in meson 1.0 (Debian's, the developer
+# machine's) and as "gpu+engine - refchain:engine.x" in 1.12 (the GPU machine's: session 42's first shard, which read
+# only the first form, found no test there and ran none); other lines (ninja's "no work to do") are neither.
+# tests/list_shard.sh checks both forms.
+list_shard() {
+    awk -v i="$1" -v n="$2" '
+        / \/ / { sub(/^.* \/ /, ""); t = $0 }
+        !/ \/ / && /^[^ ]+ - [^ :]+:/ { sub(/^[^ ]+ - [^ :]+:/, ""); t = $0 }
+        t != "" { k++; if ((k - 1) % n == i - 1) print t; t = "" }'
 }

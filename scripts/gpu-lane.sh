@@ -85,8 +85,7 @@ step build "${MESON[@]}" compile -C "$BUILD"
 # shard_tests I N: the names of the tests RC_TEST_ARGS selects whose 1-based place in meson's list is I modulo N
 shard_tests() {
     # shellcheck disable=SC2086
-    "${MESON[@]}" test -C "$BUILD" --list ${RC_TEST_ARGS:-} 2> /dev/null |
-        awk -v i="$1" -v n="$2" '/ \/ / {k++; if ((k - 1) % n == i - 1) {sub(/^.* \/ /, ""); print}}'
+    "${MESON[@]}" test -C "$BUILD" --list ${RC_TEST_ARGS:-} 2> /dev/null | list_shard "$1" "$2"
 }
 shard=()
 if [ -n "${RC_TEST_SHARD:-}" ]; then
