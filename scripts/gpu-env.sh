@@ -64,11 +64,12 @@ cuda_stale() {
 
 # `meson test --list` writes a test as "refchain:gpu+engine / engine.x" in meson 1.0 (Debian's, the developer
 # machine's) and as "gpu+engine - refchain:engine.x" in 1.12 (the GPU machine's: session 42's first shard, which read
-# only the first form, found no test there and ran none); other lines (ninja's "no work to do") are neither.
-# tests/list_shard.sh checks both forms.
+# only the first form, found no test there and ran none), or "refchain:engine.x" for a test in no suite; other lines
+# (ninja's "no work to do") are none of these. tests/list_shard.sh checks the forms.
 list_shard() {
     awk -v i="$1" -v n="$2" '
         / \/ / { sub(/^.* \/ /, ""); t = $0 }
         !/ \/ / && /^[^ ]+ - [^ :]+:/ { sub(/^[^ ]+ - [^ :]+:/, ""); t = $0 }
+        t == "" && /^[^ :]+:[^ ]+$/ { sub(/^[^ :]+:/, ""); t = $0 }
         t != "" { k++; if ((k - 1) % n == i - 1) print t; t = "" }'
 }

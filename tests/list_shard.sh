@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# gpu-env.sh's list_shard, which splits the GPU lane's tests into calls (gpu-lane.sh RC_TEST_SHARD), on the two forms
-# of `meson test --list` it meets: meson 1.0's (this machine's) and 1.12's (the GPU machine's). Session 42's first
-# shard read only the first form and ran 0 tests on the GPU machine. Exit 0 if every case gives the expected names.
+# gpu-env.sh's list_shard, which splits the GPU lane's tests into calls (gpu-lane.sh RC_TEST_SHARD), on the forms of
+# `meson test --list` it meets: meson 1.0's (this machine's) and 1.12's (the GPU machine's; a test in no suite has no
+# "SUITES - " there). Session 42's first shard read only the first form and ran 0 tests on the GPU machine. Exit 0 if
+# every case gives the expected names.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 # shellcheck source=scripts/gpu-env.sh
@@ -20,7 +21,7 @@ refchain:gpu+engine / engine.compare.llama.f32
 refchain:engine / engine.bad_input
 refchain:gpu+engine / engine.kernels.qgemv'
 new='gpu+engine - refchain:engine.compare.llama.f32
-engine - refchain:engine.bad_input
+refchain:engine.bad_input
 gpu+engine - refchain:engine.kernels.qgemv'
 for form in old new; do
     if [ $form = old ]; then list=$old; else list=$new; fi
