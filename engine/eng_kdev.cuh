@@ -141,18 +141,6 @@ __device__ __forceinline__ void rope_pair(float *u, int i, int half, float ci, f
 
 __device__ __forceinline__ void norm_w_landed(); /* defined with norm_w_stage below */
 
-/* NB > 1: norm_apply_slots asks for NB elements of the row and of its weight at once (i, i + NORM_THREADS, ... held in
- * registers), then normalizes and stores them; 0: one element at a time. The loop as written loads the weight
- * through a pointer that may be shared or global (norm_w_row), which the compiler cannot order past the previous
- * element's store to the slot: sm_90's machine code of the fused-norm gate|up (k_qgemv_mma, i8u4p) runs it one
- * element an iteration, a generic load, then a shared load, the products and the store, 16 iterations a thread at
- * K = 4096, each waiting for its loads; session 42's timing-only builds put the norm weight at 27-35 us a step of
- * llama3-8b int4 g128 + packed lm_head (H100), none of it in the wait for the staged copies. The same element
- * values (norm_apply_w: norm_apply's arithmetic) and the same max, so the same bits. Opt-in until timed. */
-#ifndef NORM_APPLY_NB
-#define NORM_APPLY_NB 0
-#endif
-
 /* norm_apply_slots' element i, normalized to v: into its slot, into xn from block 0, and into the max (MX). */
 template <int MX, typename Slot>
 __device__ __forceinline__ void norm_put(const Slot &slot, float *xn, int i, float v, float &mx)
@@ -168,40 +156,41 @@ __device__ __forceinline__ void norm_put(const Slot &slot, float *xn, int i, flo
 
 /* norm_row's second loop: slot(i) = norm_apply(slot(i)), into xn too from block 0, for the first NORM_THREADS
  * threads' elements i = tid, tid + NORM_THREADS, ...; MX: also returns the max |value| over them (NaN ignored; MX 2:
- * infinity where one is not finite), else 0. */
-template <int MX, typename Slot>
+ * infinity where one is not finite), else 0. NB > 1: each thread asks for NB of its elements of the row and of the
+ * weight at once (held in registers), then normalizes (norm_apply_w: norm_apply's arithmetic) and stores them; the
+ * same values, so the same bits as NB 0, one element at a time (k_qgemv_mma's NORM_APPLY_NB says why). */
+template <int MX, int NB = 0, typename Slot>
 __device__ __forceinline__ float norm_apply_slots(const Slot &slot, float *xn, const float *nw, float inv, int kind,
                                                   int K)
 {
     float mx = 0.0f;
-#if NORM_APPLY_NB > 1
-    constexpr int NB = NORM_APPLY_NB;
-    const bool hw = kind != 3; /* RC_NORM_POW reads no weight (nw may be NULL) */
-    if (threadIdx.x < NORM_THREADS)
-        for (int i0 = threadIdx.x; i0 < K; i0 += NB * NORM_THREADS) {
-            float v[NB], w[NB];
+    if constexpr (NB > 1) {
+        const bool hw = kind != 3; /* RC_NORM_POW reads no weight (nw may be NULL) */
+        if (threadIdx.x < NORM_THREADS)
+            for (int i0 = threadIdx.x; i0 < K; i0 += NB * NORM_THREADS) {
+                float v[NB], w[NB];
 #pragma unroll
-            for (int j = 0; j < NB; j++) {
-                const int i = i0 + j * NORM_THREADS;
-                v[j] = i < K ? slot(i) : 0.0f;
-                w[j] = hw && i < K ? nw[i] : 0.0f;
-            }
+                for (int j = 0; j < NB; j++) {
+                    const int i = i0 + j * NORM_THREADS;
+                    v[j] = i < K ? slot(i) : 0.0f;
+                    w[j] = hw && i < K ? nw[i] : 0.0f;
+                }
 #pragma unroll
-            for (int j = 0; j < NB; j++) {
-                const int i = i0 + j * NORM_THREADS;
-                if (i < K) {
-                    const float y = norm_apply_w(v[j], inv, w[j], kind);
-                    norm_put<MX>(slot, xn, i, y, mx);
+                for (int j = 0; j < NB; j++) {
+                    const int i = i0 + j * NORM_THREADS;
+                    if (i < K) {
+                        const float y = norm_apply_w(v[j], inv, w[j], kind);
+                        norm_put<MX>(slot, xn, i, y, mx);
+                    }
                 }
             }
-        }
-#else
-    if (threadIdx.x < NORM_THREADS)
-        for (int i = threadIdx.x; i < K; i += NORM_THREADS) {
-            const float v = norm_apply(slot(i), inv, nw, i, kind);
-            norm_put<MX>(slot, xn, i, v, mx);
-        }
-#endif
+    } else {
+        if (threadIdx.x < NORM_THREADS)
+            for (int i = threadIdx.x; i < K; i += NORM_THREADS) {
+                const float v = norm_apply(slot(i), inv, nw, i, kind);
+                norm_put<MX>(slot, xn, i, v, mx);
+            }
+    }
     return mx;
 }
 
@@ -211,8 +200,8 @@ __device__ __forceinline__ float norm_apply_slots(const Slot &slot, float *xn, c
  * (the caller copied it and synced), so the sum reads them instead of x. Every thread of the block calls it
  * (block_sum syncs; part: one float per warp of the block); the caller syncs before reading the slots. LANDW: every
  * thread waits for its staged norm weight (norm_w_landed, below) after its share of the sum, before block_sum's
- * barrier, which then shows every copy to every thread before the second loop reads nw. */
-template <bool STAGED, bool LANDW = false, typename Slot>
+ * barrier, which then shows every copy to every thread before the second loop reads nw. NB: norm_apply_slots' NB. */
+template <bool STAGED, bool LANDW = false, int NB = 0, typename Slot>
 __device__ __forceinline__ void norm_row(const Slot &slot, float *xn, const float *x, const float *nw, float eps,
                                          int kind, int K, float *part)
 {
@@ -226,7 +215,7 @@ __device__ __forceinline__ void norm_row(const Slot &slot, float *xn, const floa
         }
     if (LANDW) /* the staged weight's copies: waited for after the sum, before block_sum's barrier */
         norm_w_landed();
-    norm_apply_slots<0>(slot, xn, nw, inv_rms(block_sum(ss, part), K, eps), kind, K);
+    norm_apply_slots<0, NB>(slot, xn, nw, inv_rms(block_sum(ss, part), K, eps), kind, K);
 }
 
 /* 1: a fused-norm GEMV stages its norm weight in shared memory before dep_wait() (norm_w_stage); 0: norm_row reads

@@ -204,6 +204,20 @@ struct QNorm {
     bool stage = false; /* k_qgemv_mma: its launch has K more floats of shared memory for nw (norm_w_stage) */
 };
 
+/* NB > 1: k_qgemv_mma's fused norm (norm_row, norm_row_max) normalizes the row NB elements a thread at once
+ * (norm_apply_slots' NB: the NB elements of x and of the weight loaded first, then normalized and stored); 0: one at a
+ * time. The same values, so the same bits. Why: as written, the loop loads the weight through a pointer that may be
+ * shared or global (norm_w_row), which the compiler cannot move above the previous element's store to the slot; in
+ * sm_90's code of int4's gate|up (i8u4p) each of a thread's 16 elements at K = 4096 waits for a generic load of the
+ * weight and a shared load of x. Session 42's timing-only builds put the weight at 27-35 us a step of llama3-8b int4
+ * g128 + packed lm_head (H100), none of it in the wait for the staged copies (engine/README.md, "The quantized GEMV's
+ * prologue and epilogue"). At NB 16 the int4 q|k|v pick (64 registers, MINB 2) spills 24 bytes; at 4 and 8 none of
+ * llama3-8b's int4 and int8 fused-norm picks spills. k_gemv (bf16, f32) keeps 0: its fused-norm picks, capped at 64
+ * registers, spill at 4 already. Opt-in until timed. */
+#ifndef NORM_APPLY_NB
+#define NORM_APPLY_NB 0
+#endif
+
 /* 1: k_qgemv_mma's fused norm loads x straight into its flat copy (norm_row_max: no copy pass and barrier ahead of the
  * norm) and takes max |x| while it normalizes (no pass over the normed row and barrier of its own); 0: the copy, its
  * barrier, norm_row on the copy, a barrier, then the max pass. The same values, sums and maximum in either form, so
@@ -243,7 +257,7 @@ __device__ __forceinline__ float norm_row_max(const Slot &slot, float *xn, const
             }
         }
     norm_w_landed();
-    return norm_apply_slots<INT ? 2 : 1>(slot, xn, nw, inv_rms(block_sum(ss, part), K, eps), kind, K);
+    return norm_apply_slots<INT ? 2 : 1, NORM_APPLY_NB>(slot, xn, nw, inv_rms(block_sum(ss, part), K, eps), kind, K);
 }
 
 /* 1: k_qgemv_mma's plain form (not GLU) with a residual loads each stored row's res[o] right after its wait (and, on
@@ -1117,8 +1131,9 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
             if (!NW_LATE_WAIT)
                 norm_w_landed();
             __syncthreads();
-            norm_row<true, NW_LATE_WAIT != 0>(SlotFlat{xf}, nm.xn, x, norm_w_row(xf + K, nm.nw, nm.kind, nm.stage),
-                                              nm.eps, nm.kind, K, wmx); /* wmx: free until the max below */
+            norm_row<true, NW_LATE_WAIT != 0, NORM_APPLY_NB>(SlotFlat{xf}, nm.xn, x,
+                                                             norm_w_row(xf + K, nm.nw, nm.kind, nm.stage), nm.eps,
+                                                             nm.kind, K, wmx); /* wmx: free until the max below */
             __syncthreads();
             x4 = reinterpret_cast<const float4 *>(xf);
         }
