@@ -154,35 +154,59 @@ __device__ __forceinline__ void norm_put(const Slot &slot, float *xn, int i, flo
         mx = INFINITY;
 }
 
+/* norm_apply_slots' batched form for one norm kind KIND (norm_apply_w's cases, fixed at compile time so that no
+ * element branches on it): this thread's elements i = tid + m NORM_THREADS in groups of NB consecutive m, each
+ * group's NB elements of the row and NB of the weight loaded into registers first (no store between them, so no
+ * load waits on one), then normalized and stored; the elements past the last whole group one at a time. Every
+ * element gets norm_apply_w's value, and the max is over the same values, so the same bits in any order. */
+template <int MX, int NB, int KIND, typename Slot>
+__device__ __forceinline__ float norm_apply_batched(const Slot &slot, float *xn, const float *nw, float inv, int K)
+{
+    float mx = 0.0f;
+    const bool put_xn = xn && blockIdx.x == 0;
+    int i0 = (int)threadIdx.x;
+    for (; i0 + (NB - 1) * NORM_THREADS < K; i0 += NB * NORM_THREADS) {
+        float v[NB], w[NB];
+#pragma unroll
+        for (int j = 0; j < NB; j++) {
+            v[j] = slot(i0 + j * NORM_THREADS);
+            w[j] = KIND == 3 ? 0.0f : nw[i0 + j * NORM_THREADS]; /* RC_NORM_POW reads no weight (nw may be NULL) */
+        }
+#pragma unroll
+        for (int j = 0; j < NB; j++) {
+            v[j] = norm_apply_w(v[j], inv, w[j], KIND);
+            slot(i0 + j * NORM_THREADS) = v[j];
+            if (MX)
+                mx = fmaxf(mx, fabsf(v[j]));
+            if (MX == 2 && !(fabsf(v[j]) <= FLT_MAX))
+                mx = INFINITY;
+        }
+        if (put_xn)
+#pragma unroll
+            for (int j = 0; j < NB; j++)
+                xn[i0 + j * NORM_THREADS] = v[j];
+    }
+    for (int i = i0; i < K; i += NORM_THREADS)
+        norm_put<MX>(slot, xn, i, norm_apply_w(slot(i), inv, KIND == 3 ? 0.0f : nw[i], KIND), mx);
+    return mx;
+}
+
 /* norm_row's second loop: slot(i) = norm_apply(slot(i)), into xn too from block 0, for the first NORM_THREADS
  * threads' elements i = tid, tid + NORM_THREADS, ...; MX: also returns the max |value| over them (NaN ignored; MX 2:
- * infinity where one is not finite), else 0. NB > 1: each thread asks for NB of its elements of the row and of the
- * weight at once (held in registers), then normalizes (norm_apply_w: norm_apply's arithmetic) and stores them; the
- * same values, so the same bits as NB 0, one element at a time (k_qgemv_mma's NORM_APPLY_NB says why). */
+ * infinity where one is not finite), else 0. NB > 1: norm_apply_batched, one copy a norm kind (norm_apply_w's
+ * arithmetic: the same values, so the same bits as NB 0, one element at a time; k_qgemv_mma's NORM_APPLY_NB says
+ * why). */
 template <int MX, int NB = 0, typename Slot>
 __device__ __forceinline__ float norm_apply_slots(const Slot &slot, float *xn, const float *nw, float inv, int kind,
                                                   int K)
 {
     float mx = 0.0f;
     if constexpr (NB > 1) {
-        const bool hw = kind != 3; /* RC_NORM_POW reads no weight (nw may be NULL) */
         if (threadIdx.x < NORM_THREADS)
-            for (int i0 = threadIdx.x; i0 < K; i0 += NB * NORM_THREADS) {
-                float v[NB], w[NB];
-#pragma unroll
-                for (int j = 0; j < NB; j++) {
-                    const int i = i0 + j * NORM_THREADS;
-                    v[j] = i < K ? slot(i) : 0.0f;
-                    w[j] = hw && i < K ? nw[i] : 0.0f;
-                }
-#pragma unroll
-                for (int j = 0; j < NB; j++) {
-                    const int i = i0 + j * NORM_THREADS;
-                    if (i < K) {
-                        const float y = norm_apply_w(v[j], inv, w[j], kind);
-                        norm_put<MX>(slot, xn, i, y, mx);
-                    }
-                }
+            switch (kind) {
+            case 1: mx = norm_apply_batched<MX, NB, 1>(slot, xn, nw, inv, K); break;
+            case 3: mx = norm_apply_batched<MX, NB, 3>(slot, xn, nw, inv, K); break;
+            default: mx = norm_apply_batched<MX, NB, 0>(slot, xn, nw, inv, K); break;
             }
     } else {
         if (threadIdx.x < NORM_THREADS)

@@ -213,8 +213,11 @@ struct QNorm {
  * g128 + packed lm_head (H100), none of it in the wait for the staged copies (engine/README.md, "The quantized GEMV's
  * prologue and epilogue"). At NB 16 the int4 q|k|v pick (64 registers, MINB 2) spills 24 bytes; at 4 and 8 none of
  * llama3-8b's int4 and int8 fused-norm picks spills. k_gemv (bf16, f32) keeps 0: its fused-norm picks, capped at 64
- * registers, spill at 4 already. Opt-in, and 0 stays: session 43 timed it slower (H100, scripts/gpu-ab.sh -p 2,
- * llama3-8b + packed lm_head: int4 g128 2.158 / 2.157 ms/token at NB 8 / 4 against 2.145, int8 3.200 against 3.186). */
+ * registers, spill at 4 already. Opt-in until timed. Session 43 timed session 42's form slower (H100,
+ * scripts/gpu-ab.sh -p 2, llama3-8b + packed lm_head: int4 g128 2.158 / 2.157 ms/token at NB 8 / 4 against 2.145,
+ * int8 3.200 against 3.186); its machine code branched on the norm kind and on i < K at every element (gate|up's
+ * loop: 319 instructions, 30 branches). norm_apply_batched (eng_kdev.cuh) is its rewrite, not yet timed: one copy a
+ * norm kind, the whole groups without a guard, so gate|up's group is 16 loads back to back, 16 FMUL, 8 stores. */
 #ifndef NORM_APPLY_NB
 #define NORM_APPLY_NB 0
 #endif
