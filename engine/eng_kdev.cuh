@@ -158,7 +158,10 @@ __device__ __forceinline__ void norm_put(const Slot &slot, float *xn, int i, flo
  * element branches on it): this thread's elements i = tid + m NORM_THREADS in groups of NB consecutive m, each
  * group's NB elements of the row and NB of the weight loaded into registers first (no store between them, so no
  * load waits on one), then normalized and stored; the elements past the last whole group one at a time. Every
- * element gets norm_apply_w's value, and the max is over the same values, so the same bits in any order. */
+ * element gets norm_apply_w's value, and the max is over the same values, so the same bits in any order. A group
+ * stores its slots, then its xn copy, rather than norm_put per element: through norm_put, 21 kernels of eng_qgemv_i/m
+ * spilled 8-40 bytes at NB 8 (int8 and affine int4 among them) against this form's 7, all symmetric int4 (sass.sh,
+ * sm_90, session 43). */
 template <int MX, int NB, int KIND, typename Slot>
 __device__ __forceinline__ float norm_apply_batched(const Slot &slot, float *xn, const float *nw, float inv, int K)
 {
