@@ -202,6 +202,7 @@ struct QNorm {
     float eps;
     int kind;
     bool stage = false; /* k_qgemv_mma: its launch has K more floats of shared memory for nw (norm_w_stage) */
+    bool xstage = false; /* k_qgemv_mma's plain form (X_STAGE): its launch has x's flat copy (mma_norm_smem) */
 };
 
 /* NB > 1: k_qgemv_mma's fused norm (norm_row, norm_row_max) normalizes the row NB elements a thread at once
@@ -271,6 +272,21 @@ __device__ __forceinline__ float norm_row_max(const Slot &slot, float *xn, const
  * scripts/gpu-ab.sh; engine/README.md, "The quantized GEMV's prologue and epilogue"). */
 #ifndef RES_EARLY
 #define RES_EARLY 1
+#endif
+
+/* k_qgemv_mma's plain form (no fused norm), where its launch has room for x's flat copy (the fused norm's,
+ * mma_norm_smem): 1, x goes into that copy as max |x| is taken, and the B pieces are made from the copy after the
+ * max's barrier; 2, the same only where the pieces take a thread more than one round (K / 8 > the block's threads:
+ * llama3-8b's down, not o); 0, the pieces read x from global memory (L2) a second time. The same values, so the same
+ * bits. Why: after the wait the prologue is on the step's critical path, and in the plain form it is two dependent
+ * passes over x through L2 (down at K = 14336: 7 float4 loads a thread for the max, unrolled by 4, then 3.5 rounds of
+ * two for the pieces); from shared memory the second pass takes an L2 round trip out of each round. 1 since session
+ * 44: llama3-8b on the H200 (scripts/gpu-ab.sh, five passes), int4 g128 + packed lm_head 1.827 -> 1.819 ms/token,
+ * int8 + packed lm_head 2.504 -> 2.508 (its o is the one plain mma GEMV it runs: one round at K = 4096, where the copy
+ * only adds stores; 2 is the form that would keep int4's down and drop o, untimed); engine/README.md, "The quantized
+ * GEMV's prologue and epilogue". */
+#ifndef X_STAGE
+#define X_STAGE 1
 #endif
 
 /* The same sums as code()/dq() in k order for one 16-byte block of each of R rows (acc[r] += row r's block . x): a
@@ -1141,13 +1157,21 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
             __syncthreads();
             x4 = reinterpret_cast<const float4 *>(xf);
         }
+        /* X_STAGE (plain form, the launch's copy there): x into the flat copy as its max is taken; the pieces below
+         * read the copy, which the max's barrier makes visible */
+        float4 *xs = !NORM && X_STAGE && nm.xstage ? reinterpret_cast<float4 *>(xq + mma_xf_unit(K, BITS, FAM))
+                                                    : nullptr;
         for (int L = threadIdx.x; L < K / 4; L += NT) {
             const float4 v = x4[L];
+            if (!NORM && X_STAGE && xs)
+                xs[L] = v;
             mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
             if (INT &&
                 !(fabsf(v.x) <= FLT_MAX && fabsf(v.y) <= FLT_MAX && fabsf(v.z) <= FLT_MAX && fabsf(v.w) <= FLT_MAX))
                 mx = INFINITY; /* INT: a NaN or infinity in x makes every output NaN (below) */
         }
+        if (!NORM && X_STAGE && xs)
+            x4 = xs;
     }
     mx = warp_max(mx);
     if (lane == 0)
@@ -1351,8 +1375,14 @@ cudaError_t launch_m(float *y, const float *x, const QMat &m, const float *b, co
      * (without it the norm reads the weight from global memory, same bits) */
     QNorm nms = nm;
     size_t smem = NORM ? mma_norm_smem(K, BITS, FAM) : mma_smem(K, BITS, FAM);
-    const int optin = NORM && NORM_W_STAGE ? dev_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin) : -1;
-    if (optin > 0 && smem + (size_t)K * 4 + MMA_SMEM_SPARE <= (size_t)optin) {
+    const int optin = (NORM && NORM_W_STAGE) || (!NORM && X_STAGE) ? dev_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin)
+                                                                     : -1;
+    if (!NORM && (X_STAGE == 1 || (X_STAGE == 2 && K / 8 > KS * TILES * 32)) && optin > 0 &&
+        mma_norm_smem(K, BITS, FAM) + MMA_SMEM_SPARE <= (size_t)optin) {
+        smem = mma_norm_smem(K, BITS, FAM); /* x's flat copy; without it the pieces read x again, same bits */
+        nms.xstage = true;
+    }
+    if (NORM && optin > 0 && smem + (size_t)K * 4 + MMA_SMEM_SPARE <= (size_t)optin) {
         smem += (size_t)K * 4;
         nms.stage = true;
     }
