@@ -288,6 +288,13 @@ __device__ __forceinline__ float norm_row_max(const Slot &slot, float *xn, const
 #ifndef X_STAGE
 #define X_STAGE 1
 #endif
+/* 1: where X_STAGE stages x, the copy is made by cp.async (16 bytes a copy, every one of a thread's asked at once,
+ * L2 only), and max |x| is then taken over the thread's own copied elements (its own copies need no barrier); 0: by
+ * loads and stores, the max taken as they arrive (the compiler unrolls that loop by 4, so at down's 7 float4s a
+ * thread two L2 round trips). The same values, so the same bits. Built in session 44, opt-in until timed. */
+#ifndef X_ASYNC
+#define X_ASYNC 0
+#endif
 
 /* The same sums as code()/dq() in k order for one 16-byte block of each of R rows (acc[r] += row r's block . x): a
  * word's codes, biased to unsigned (signed codes: the sign bit of each flipped), split into bytes; int4 words into
@@ -1161,9 +1168,18 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
          * read the copy, which the max's barrier makes visible */
         float4 *xs = !NORM && X_STAGE && nm.xstage ? reinterpret_cast<float4 *>(xq + mma_xf_unit(K, BITS, FAM))
                                                     : nullptr;
+        if (!NORM && X_STAGE && X_ASYNC && xs) { /* the copy first, then the max over the thread's own elements */
+            const unsigned base = (unsigned)__cvta_generic_to_shared(xs);
+            for (int L = threadIdx.x; L < K / 4; L += NT)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(base + 16u * (unsigned)L), "l"(x4 + L)
+                             : "memory");
+            asm volatile("cp.async.commit_group;\n" ::: "memory");
+            asm volatile("cp.async.wait_all;\n" ::: "memory");
+            x4 = xs;
+        }
         for (int L = threadIdx.x; L < K / 4; L += NT) {
             const float4 v = x4[L];
-            if (!NORM && X_STAGE && xs)
+            if (!NORM && X_STAGE && !X_ASYNC && xs)
                 xs[L] = v;
             mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
             if (INT &&
