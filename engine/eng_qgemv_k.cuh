@@ -1168,7 +1168,7 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
          * read the copy, which the max's barrier makes visible */
         float4 *xs = !NORM && X_STAGE && nm.xstage ? reinterpret_cast<float4 *>(xq + mma_xf_unit(K, BITS, FAM))
                                                     : nullptr;
-        if (!NORM && X_STAGE && X_ASYNC && xs) { /* the copy first, then the max over the thread's own elements */
+        if (X_ASYNC && xs) { /* the copy first, then the max over the thread's own elements */
             const unsigned base = (unsigned)__cvta_generic_to_shared(xs);
             for (int L = threadIdx.x; L < K / 4; L += NT)
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(base + 16u * (unsigned)L), "l"(x4 + L)
@@ -1179,14 +1179,14 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
         }
         for (int L = threadIdx.x; L < K / 4; L += NT) {
             const float4 v = x4[L];
-            if (!NORM && X_STAGE && !X_ASYNC && xs)
+            if (!X_ASYNC && xs)
                 xs[L] = v;
             mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
             if (INT &&
                 !(fabsf(v.x) <= FLT_MAX && fabsf(v.y) <= FLT_MAX && fabsf(v.z) <= FLT_MAX && fabsf(v.w) <= FLT_MAX))
                 mx = INFINITY; /* INT: a NaN or infinity in x makes every output NaN (below) */
         }
-        if (!NORM && X_STAGE && xs)
+        if (xs)
             x4 = xs;
     }
     mx = warp_max(mx);
