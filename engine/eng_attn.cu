@@ -638,15 +638,11 @@ template <bool trans> __device__ __forceinline__ void ldsm_x4(unsigned *r, const
                      : "r"(addr));
 }
 
-/* 16 bytes global -> shared, or 16 zero bytes when !valid (src must still be a valid address). */
+/* 16 bytes global -> shared, or 16 zero bytes when !valid (src must still be a valid address); eng_cpasync.cuh */
 __device__ __forceinline__ void cp16(uint16_t *dst, const uint16_t *src, bool valid)
 {
-    const unsigned addr = (unsigned)__cvta_generic_to_shared(dst);
-    const int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(n));
+    cpa_16_fill(cpa_smem(dst), src, valid ? 16 : 0);
 }
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 /* shared-memory barriers (LOOP_PIPE): init (one thread, before a __syncthreads), arrive, the arrive of this thread's
@@ -1024,7 +1020,7 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
                 }
             }
         }
-        cp_commit();
+        cpa_commit();
     };
     auto load_idx = [&](int idx, int buf) { /* OLD: the sub-block of index idx */
         int64_t kb0;
@@ -1128,7 +1124,7 @@ __global__ void __launch_bounds__(NW * 32, mma_resident(D, NW, WM))
             }
             mbar_wait(full + buf, (unsigned)((idx - first) / NBUF) & 1u);
         } else {
-            cp_wait<0>();
+            cpa_wait<0>();
             __syncthreads(); /* sub-block idx (and Q) landed for every thread; every warp is done with buffer buf ^ 1 */
         }
         int64_t kb0;
@@ -1595,7 +1591,7 @@ __global__ void __launch_bounds__(NWG * 128, 2) /* two blocks per SM: the shared
             cp16(Ks + so, Kg + off, ok);
             cp16(Vs + so, Vg + off, ok);
         }
-        cp_commit();
+        cpa_commit();
     };
     if (first <= last)
         load(first, 0);
@@ -1618,7 +1614,7 @@ __global__ void __launch_bounds__(NWG * 128, 2) /* two blocks per SM: the shared
 
     for (int idx = first; idx <= last; idx++) {
         const int buf = (idx - first) & 1;
-        cp_wait<0>();
+        cpa_wait<0>();
         fence_async_smem();
         __syncthreads(); /* sub-block idx (and Q) landed for every thread and the async proxy; every warpgroup's
                             wgmma on buffer buf ^ 1 completed (wait_group 0 before this barrier) */
@@ -1811,20 +1807,20 @@ __global__ void __launch_bounds__(384, 1)
                 cp16(Ks + so, Kg + off, ok);
                 cp16(Vs + so, Vg + off, ok);
             }
-            cp_commit();
+            cpa_commit();
             if (u >= 2) { /* sub-block u - 2 landed: publish it */
-                cp_wait<2>();
+                cpa_wait<2>();
                 fence_async_smem();
                 mbar_arrive(full + (u - 2) % WGS_NS);
             }
         }
         if (cnt >= 2) {
-            cp_wait<1>();
+            cpa_wait<1>();
             fence_async_smem();
             mbar_arrive(full + (cnt - 2) % WGS_NS);
         }
         if (cnt >= 1) {
-            cp_wait<0>();
+            cpa_wait<0>();
             fence_async_smem();
             mbar_arrive(full + (cnt - 1) % WGS_NS);
         }

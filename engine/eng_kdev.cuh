@@ -7,6 +7,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "eng_cpasync.cuh"
+
 #if RC_TRACE
 #include "eng_trace.h"
 #endif
@@ -294,11 +296,10 @@ __device__ __forceinline__ void norm_w_stage(float *dst, const float *nw, int ki
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && NORM_W_STAGE
     if (!norm_w_staged(nw, kind, room))
         return;
-    const unsigned base = (unsigned)__cvta_generic_to_shared(dst);
+    const unsigned base = cpa_smem(dst);
     for (int i = (int)threadIdx.x; i < K; i += (int)blockDim.x)
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(base + 4u * (unsigned)i), "l"(nw + i)
-                     : "memory");
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+        cpa_4(base + 4u * (unsigned)i, nw + i);
+    cpa_commit();
 #else
     (void)dst, (void)nw, (void)kind, (void)K, (void)room;
 #endif
@@ -306,7 +307,7 @@ __device__ __forceinline__ void norm_w_stage(float *dst, const float *nw, int ki
 __device__ __forceinline__ void norm_w_landed()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && NORM_W_STAGE
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    cpa_wait_all();
 #endif
 }
 /* The row norm_row reads: the staged copy dst, or nw itself where nothing was staged. */

@@ -1169,12 +1169,11 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
         float4 *xs = !NORM && X_STAGE && nm.xstage ? reinterpret_cast<float4 *>(xq + mma_xf_unit(K, BITS, FAM))
                                                     : nullptr;
         if (X_ASYNC && xs) { /* the copy first, then the max over the thread's own elements */
-            const unsigned base = (unsigned)__cvta_generic_to_shared(xs);
+            const unsigned base = cpa_smem(xs);
             for (int L = threadIdx.x; L < K / 4; L += NT)
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(base + 16u * (unsigned)L), "l"(x4 + L)
-                             : "memory");
-            asm volatile("cp.async.commit_group;\n" ::: "memory");
-            asm volatile("cp.async.wait_all;\n" ::: "memory");
+                cpa_16(base + 16u * (unsigned)L, x4 + L);
+            cpa_commit();
+            cpa_wait_all();
             x4 = xs;
         }
         for (int L = threadIdx.x; L < K / 4; L += NT) {
