@@ -1091,6 +1091,11 @@ int main(int argc, char **argv)
         if (c == 0 || c == 4)
             fails += check_glu(&cases[c], 4500, 4096, RC_ACT_SILU);
     }
+    /* the widest K (a multiple of 256, every mma case's step and group) whose pieces (4 K bytes and a few hundred)
+     * fit the device's opt-in shared memory with 4 KiB to spare, where pieces and flat copy (8 K) cannot */
+    int optin = 0;
+    EKC_CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    const int wide_k = optin > 4096 ? (optin - 4096) / 5 / 256 * 256 : 0;
     for (size_t c = 0; c < sizeof mma_cases / sizeof mma_cases[0]; c++) {
         static const int mk[] = {128, 4096, 14336}, mn[] = {1, 15, 17, 4099};
         for (int ki = 0; ki < 3; ki++)
@@ -1107,6 +1112,11 @@ int main(int argc, char **argv)
         fails += check_mma(&mma_cases[c], 20011, 1152, 0, 0);
         /* vocabulary-sized (a packed lm_head: eng_qgemv.cu's vocab_shape takes i8u4p), ~140 units a block */
         fails += check_mma(&mma_cases[c], 40009, 4096, 2, 0);
+        /* a row too wide for x's flat copy beside the B pieces in shared memory (each about 4 K bytes) but not for
+         * the pieces alone: the plain form then makes its pieces from x in global memory, as without X_STAGE
+         * (eng_qgemv_k.cuh, launch_m), and must give the same sums */
+        if (wide_k)
+            fails += check_mma(&mma_cases[c], 17, wide_k, 1, 0);
         fails += check_mma_grid(&mma_cases[c], 4099, 17, 4096);
         fails += check_mma_nonfinite(&mma_cases[c], 37, 4096);
     }
