@@ -627,7 +627,7 @@ __device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b
  * l / 4, elements 2 (l % 4) and 2 (l % 4) + 1 of matrix q (of its transpose with trans). */
 template <bool trans> __device__ __forceinline__ void ldsm_x4(unsigned *r, const uint16_t *p)
 {
-    const unsigned addr = (unsigned)__cvta_generic_to_shared(p);
+    const unsigned addr = smem_u32(p);
     if (trans)
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -641,13 +641,12 @@ template <bool trans> __device__ __forceinline__ void ldsm_x4(unsigned *r, const
 /* 16 bytes global -> shared, or 16 zero bytes when !valid (src must still be a valid address); eng_cpasync.cuh */
 __device__ __forceinline__ void cp16(uint16_t *dst, const uint16_t *src, bool valid)
 {
-    cpa_16_fill(cpa_smem(dst), src, valid ? 16 : 0);
+    cpa_16_fill(smem_u32(dst), src, valid ? 16 : 0);
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 /* shared-memory barriers (LOOP_PIPE): init (one thread, before a __syncthreads), arrive, the arrive of this thread's
  * copies once they land (counted in the init count: noinc), and the wait for the phase of the given parity */
-__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(uint64_t *b, unsigned n)
 {
     asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(n) : "memory");
@@ -1605,7 +1604,7 @@ __global__ void __launch_bounds__(NWG * 128, 2) /* two blocks per SM: the shared
         prow_state_load<D>(o, m, l, ld, ri, st_m, st_l, st_acc, qc);
     }
     const bool no_rescale = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE);
-    const unsigned sbase = (unsigned)__cvta_generic_to_shared(swg);
+    const unsigned sbase = smem_u32(swg);
     const unsigned qaddr = sbase + (unsigned)((4 * WG_TILE + wg * 64 * D) * sizeof(uint16_t));
     /* descriptor byte offsets (the derivation above); exchanged only by the checker's diagnostics */
     const bool xqk = flags & ENGK_WGMMA_SWAP_QK, xv = flags & ENGK_WGMMA_SWAP_V;
@@ -1884,7 +1883,7 @@ __global__ void __launch_bounds__(384, 1)
         prow_state_load<D>(o, m, l, ld, ri, st_m, st_l, st_acc, qc);
     }
     const bool no_rescale = RC_FAULTS_BUILT && (flags & FAULT_NO_RESCALE);
-    const unsigned sbase = (unsigned)__cvta_generic_to_shared(swg);
+    const unsigned sbase = smem_u32(swg);
     const unsigned qaddr = sbase + (unsigned)((WGS_NS * 2 * WG_TILE + cwg * 64 * D) * sizeof(uint16_t)); /* !QREG */
     const unsigned qk_lbo = 1024u, qk_sbo = 128u, v_lbo = 128u, v_sbo = 1024u; /* k_attn_wg's derivation */
     /* TMA: the swizzled descriptors' offsets (above); the checker's diagnostics exchange them (ENGK_WGMMA_SWAP_*) */

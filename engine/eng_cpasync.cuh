@@ -6,15 +6,12 @@
  * returns once at most N of its groups are still in flight (cpa_wait_all(): none). A copy is visible to the thread
  * that asked for it after that wait, and to the block's other threads only after a barrier that follows it. Every
  * asm here is a compiler memory barrier ("memory"), so no shared load is moved above a wait, nor a copy below a
- * commit. Compiled only for sm_80 and later: callers guard their use by __CUDA_ARCH__. Internal linkage, as
- * eng_kdev.cuh. */
+ * commit. dst is an address in the shared window (smem_u32, eng_kdev.cuh). Compiled only for sm_80 and later:
+ * callers guard their use by __CUDA_ARCH__. Internal linkage, as eng_kdev.cuh. */
 #ifndef ENG_CPASYNC_CUH
 #define ENG_CPASYNC_CUH
 
 namespace {
-
-/* p's address in the shared window, as the copies take it */
-__device__ __forceinline__ unsigned cpa_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 /* 4 bytes through L1 (.ca: a source aligned to 4 bytes is enough) */
 __device__ __forceinline__ void cpa_4(unsigned dst, const void *src)

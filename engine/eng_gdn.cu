@@ -332,8 +332,6 @@ constexpr int STEP_TPC = 8;
 static_assert(STEP_TPC * STEP_MAXW == STEP_THREADS && STEP_WARPS >= 7, "k_gdn_step: a thread per (column, group)");
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 /* sm_90: clusters, st.async, mbarrier tx counts */
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
 __device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 /* v into *p of cluster block `rank`, completing sizeof(float) bytes of that block's mbarrier *bar. */

@@ -18,6 +18,9 @@ namespace {
 constexpr unsigned FULL = 0xffffffffu;
 constexpr int NORM_THREADS = 256;
 
+/* p's address in the shared window, the form cp.async (eng_cpasync.cuh), ldmatrix and the mbarrier ops take */
+__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
 __device__ __forceinline__ float ld1(const uint16_t *p) { return __uint_as_float((unsigned)*p << 16); }
 __device__ __forceinline__ float ld1(const float *p) { return *p; }
 
@@ -296,7 +299,7 @@ __device__ __forceinline__ void norm_w_stage(float *dst, const float *nw, int ki
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && NORM_W_STAGE
     if (!norm_w_staged(nw, kind, room))
         return;
-    const unsigned base = cpa_smem(dst);
+    const unsigned base = smem_u32(dst);
     for (int i = (int)threadIdx.x; i < K; i += (int)blockDim.x)
         cpa_4(base + 4u * (unsigned)i, nw + i);
     cpa_commit();

@@ -593,7 +593,7 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
             if (ir < nrs)
                 enter(ir);
         }
-        const unsigned xa0 = (unsigned)__cvta_generic_to_shared(xl);
+        const unsigned xa0 = smem_u32(xl);
         for (int t0 = 0; t0 < T; t0 += U)
 #pragma unroll
             for (int u = 0; u < U; u++) {
@@ -644,7 +644,7 @@ __global__ void __launch_bounds__(WARPS * 32, (R * U * slot_regs<FAM, PERROW>() 
 #pragma unroll
         for (int r = 0; r < R; r++)
             wp[r] = w16 + wo[r];
-        unsigned xa = (unsigned)__cvta_generic_to_shared(xl);
+        unsigned xa = smem_u32(xl);
         /* slot u of the round at j0 (block j = j0 + u); CHECK: the last rounds, where a slot may be past the lane's
          * blocks or have no block U ahead to load */
         auto slot = [&](int u, int j0, bool check) {
@@ -1169,7 +1169,7 @@ __global__ void __launch_bounds__(KS * TILES * 32, MINB)
         float4 *xs = !NORM && X_STAGE && nm.xstage ? reinterpret_cast<float4 *>(xq + mma_xf_unit(K, BITS, FAM))
                                                     : nullptr;
         if (X_ASYNC && xs) { /* the copy first, then the max over the thread's own elements */
-            const unsigned base = cpa_smem(xs);
+            const unsigned base = smem_u32(xs);
             for (int L = threadIdx.x; L < K / 4; L += NT)
                 cpa_16(base + 16u * (unsigned)L, x4 + L);
             cpa_commit();
