@@ -283,8 +283,8 @@ __device__ __forceinline__ float norm_row_max(const Slot &slot, float *xn, const
  * two for the pieces); from shared memory the second pass takes an L2 round trip out of each round. 1 since session
  * 44: llama3-8b on the H200 (scripts/gpu-ab.sh, five passes), int4 g128 + packed lm_head 1.827 -> 1.819 ms/token,
  * int8 + packed lm_head 2.504 -> 2.508 (its o is the one plain mma GEMV it runs: one round at K = 4096, where the copy
- * only adds stores; 2 is the form that would keep int4's down and drop o, untimed); engine/README.md, "The quantized
- * GEMV's prologue and epilogue". */
+ * only adds stores); 2, timed on the H200 in session 46 (four passes beside 1), ties with 1 (int4 1.814 both, int8
+ * 2.504 / 2.505), so 1 stays; engine/README.md, "The quantized GEMV's prologue and epilogue". */
 #ifndef X_STAGE
 #define X_STAGE 1
 #endif
