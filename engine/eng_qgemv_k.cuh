@@ -291,7 +291,9 @@ __device__ __forceinline__ float norm_row_max(const Slot &slot, float *xn, const
 /* 1: where X_STAGE stages x, the copy is made by cp.async (16 bytes a copy, every one of a thread's asked at once,
  * L2 only), and max |x| is then taken over the thread's own copied elements (its own copies need no barrier); 0: by
  * loads and stores, the max taken as they arrive (the compiler unrolls that loop by 4, so at down's 7 float4s a
- * thread two L2 round trips). The same values, so the same bits. Built in session 44, opt-in until timed. */
+ * thread two L2 round trips). The same values, so the same bits. Built in session 44; timed on H100s in session 45
+ * (scripts/gpu-ab.sh): int4 g128 no change beyond the spread, int8 9-17 us a step slower (o's copies all land before
+ * its max begins), so it stays opt-in; engine/README.md, "The quantized GEMV's prologue and epilogue". */
 #ifndef X_ASYNC
 #define X_ASYNC 0
 #endif
